@@ -1,0 +1,228 @@
+"""The one command-line entry point, `deepgreen`; thin: parsing and printing only.
+
+Each verb calls one library function.  Problems with the user's input are
+`UserError`s, printed as one line naming the file, row and column, with a
+non-zero exit and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from deepgreen_audit import __version__
+from deepgreen_audit.errors import UserError
+
+EPILOG = """\
+The replication package is four tables (runs, blocks, samples, environment)
+plus SHA256SUMS, described by datapackage.json. PKG is a folder holding
+datapackage.json, or the descriptor itself; by default the shipped package
+described by ./datapackage.json.
+
+Typical use:
+  deepgreen validate                      check the shipped package
+  deepgreen restore replication --out runs/   turn it back into run directories
+  deepgreen flatten runs/ --out pkg/      and the run directories into a package
+"""
+
+
+def _say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def _progress(done: int, total: int, label: str) -> None:
+    if done == total or done % max(1, total // 10) == 0:
+        print(f"  [{done}/{total}] {label}", file=sys.stderr, flush=True)
+
+
+def _notice_for(location) -> None:
+    from deepgreen_audit.package.descriptor import Package
+
+    try:
+        notice = Package.open(location).notice()
+    except UserError:
+        return
+    if notice:
+        _say(notice)
+
+
+# ---------------------------------------------------------------- verbs
+
+
+def cmd_validate(args) -> int:
+    from deepgreen_audit.package.validate import validate
+
+    report = validate(args.package)
+    if args.json:
+        _say(report.to_json())
+        return 0 if report.valid else 1
+    _say(report.format_text())
+    if report.valid:
+        stats = report.stats
+        _say(f"  runs: {stats['runs']['rows']:,}   blocks: {stats['blocks']['rows']:,}   "
+             f"samples: {stats['samples']['rows']:,}   environment: {stats['environment']['rows']:,}")
+        _say(f"  bytes: {stats['bytes']:,} in four tables; SHA256SUMS and descriptor hashes match")
+        prov = stats.get("provenance", {})
+        if prov.get("title"):
+            _say(f"  title: {prov['title']}")
+        if prov.get("provenance"):
+            _say("  provenance: " + json.dumps(prov["provenance"], ensure_ascii=False))
+    return 0 if report.valid else 1
+
+
+def cmd_flatten(args) -> int:
+    from deepgreen_audit.package.rundirs import flatten
+
+    path = flatten(Path(args.runs), Path(args.out), overwrite=args.overwrite,
+                   descriptor_path=Path(args.descriptor) if args.descriptor else None,
+                   progress=_progress)
+    _notice_for(path)
+    _say(f"wrote {args.out} (described by {path})")
+    return 0
+
+
+def cmd_restore(args) -> int:
+    from deepgreen_audit.package.rundirs import restore
+
+    _notice_for(args.package)
+    summary = restore(args.package, Path(args.out), overwrite=args.overwrite, dry_run=args.dry_run)
+    verb = "would write" if args.dry_run else "wrote"
+    _say(f"{verb} {summary['runs']} run directories, {summary['files']} files, "
+         f"{summary['bytes']:,} bytes to {summary['out']}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from deepgreen_audit.package.export import export_parquet
+
+    if not args.parquet:
+        raise UserError("choose a format: --parquet")
+    _notice_for(args.package)
+    counts = export_parquet(args.package, Path(args.out), overwrite=args.overwrite)
+    _say(f"wrote {', '.join(f'{n}.parquet ({c:,} rows)' for n, c in counts.items())} to {args.out}")
+    return 0
+
+
+def cmd_synth(args) -> int:
+    from deepgreen_audit.synth import write_synthetic
+    from deepgreen_audit.synth.model import SynthModel
+
+    model = SynthModel.from_toml(Path(args.model)) if args.model else SynthModel()
+    overrides = {k: v for k, v in {
+        "ecosystems": args.ecosystems.split(",") if args.ecosystems else None,
+        "architectures": args.architectures.split(",") if args.architectures else None,
+        "datasets": args.datasets.split(",") if args.datasets else None,
+        "repetitions": args.repetitions, "epochs": args.epochs}.items() if v is not None}
+    path = write_synthetic(Path(args.out), seed=args.seed, model=model,
+                           defects=tuple(args.defect or ()),
+                           descriptor_path=Path(args.descriptor) if args.descriptor else None,
+                           overwrite=args.overwrite, progress=lambda line: _say("  " + line),
+                           **overrides)
+    _notice_for(path)
+    _say(f"wrote a synthetic package to {args.out} (described by {path}); "
+         "its planted parameters are in synth-truth.json beside the tables")
+    return 0
+
+
+# ---------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="deepgreen", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="DeepGreen Audit: collect, audit and render auditable energy "
+                    "measurements of deep-learning training and inference.",
+        epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"deepgreen {__version__}")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+
+    def verb(name, func, help_, description):
+        sub = verbs.add_parser(name, help=help_, description=description,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        sub.set_defaults(func=func)
+        return sub
+
+    p = verb("validate", cmd_validate, "check a package's integrity (checksums, schemas, keys)",
+             "Check a replication package: the descriptor, SHA256SUMS and each resource's "
+             "bytes and hash, every row against its Table Schema (types, constraints, canonical "
+             "form), primary keys and foreign keys. Exit 0 when valid, 1 with a report naming "
+             "resource, row and field otherwise.")
+    p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
+                   help="package folder or its datapackage.json (default: ./datapackage.json)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    p = verb("flatten", cmd_flatten, "turn a tree of run directories into a package",
+             "Read RUNS/<campaign>/<run_id>/ directories (as 'collect' or 'restore' write them) "
+             "and write the four canonical tables, SHA256SUMS and datapackage.json to OUT. "
+             "Refuses symbolic links, unsafe names, and anything that would not validate.")
+    p.add_argument("runs", metavar="RUNS", help="folder of run directories")
+    p.add_argument("--out", required=True, metavar="PKG", help="package folder to write")
+    p.add_argument("--descriptor", metavar="FILE",
+                   help="write datapackage.json here instead of inside PKG")
+    p.add_argument("--overwrite", action="store_true", help="replace PKG if it exists")
+
+    p = verb("restore", cmd_restore, "turn a package back into run directories",
+             "Validate PKG, then write one directory per run (manifest.json, blocks.csv, "
+             "codecarbon.csv, metrics.csv, samples.csv) under OUT/<campaign>/<run_id>/. "
+             "Flattening the result gives back the package byte for byte.")
+    p.add_argument("package", metavar="PKG", help="package folder or its datapackage.json")
+    p.add_argument("--out", required=True, metavar="RUNS", help="folder to write the runs to")
+    p.add_argument("--overwrite", action="store_true", help="replace RUNS if it exists")
+    p.add_argument("--dry-run", action="store_true", help="say what would be written; write nothing")
+
+    p = verb("export", cmd_export, "export a package's tables for fast analysis (Parquet)",
+             "Write each table, typed from its schema, as OUT/<table>.parquet. The CSV "
+             "tables remain the archive format.")
+    p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG")
+    p.add_argument("--parquet", action="store_true", help="write Parquet files")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--overwrite", action="store_true")
+
+    p = verb("synth", cmd_synth, "generate a synthetic campaign (clearly marked as such)",
+             "Generate a full-size synthetic campaign from a documented generative model "
+             "(deepgreen_audit/synth/model.py), deterministic from --seed, with optional planted "
+             "defects, and write it as a package with its truth file (synth-truth.json). "
+             "Its descriptor and every command that reads it say that it is synthetic.")
+    p.add_argument("--out", required=True, metavar="PKG", help="package folder to write")
+    p.add_argument("--seed", type=int, default=20261202, help="master seed (default 20261202)")
+    p.add_argument("--model", metavar="TOML", help="overrides of the generative model's parameters")
+    p.add_argument("--defect", action="append", metavar="NAME",
+                   help="plant a defect (repeatable); see deepgreen_audit/synth/model.py")
+    p.add_argument("--ecosystems", metavar="A,B", help="only these ecosystems (default: the spec's)")
+    p.add_argument("--architectures", metavar="A,B")
+    p.add_argument("--datasets", metavar="A,B")
+    p.add_argument("--repetitions", type=int)
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--descriptor", metavar="FILE", help="write datapackage.json here instead")
+    p.add_argument("--overwrite", action="store_true", help="replace PKG if it exists")
+    for module in VERB_MODULES:
+        import importlib
+
+        importlib.import_module(module).register(verb)
+    return parser
+
+
+#: Modules that add verbs of their own layer: each has register(verb).
+VERB_MODULES: tuple[str, ...] = ()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except UserError as exc:
+        print(f"deepgreen {args.verb}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"deepgreen {args.verb}: interrupted; nothing was half-written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""The canonical text form of a cell (DESIGN.md section 4).
+
+Canonical CSV is UTF-8, LF, a header row in the schema's column order,
+floats in Python's shortest round-trip form (`repr`), integers in plain
+decimal, booleans as `true`/`false`, datetimes as ISO 8601 UTC with a `Z`
+and an empty cell for missing.  Because every value has exactly one text,
+a package can be parsed, re-written and compared byte for byte; this is
+what makes flatten and restore exact.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+
+NUMBER_RE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:e[-+][0-9]+)?")
+INTEGER_RE = re.compile(r"-?(?:0|[1-9][0-9]*)")
+DATETIME_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{0,5}[1-9])?Z")
+BOOLEANS = ("true", "false")
+
+
+def format_value(value, type_: str) -> str:
+    """The canonical text of a Python value of a field of `type_`."""
+    if value is None:
+        return ""
+    if type_ == "number":
+        value = float(value)
+        if not math.isfinite(value):
+            raise ValueError(f"{value!r} is not a finite number; write missing as None")
+        return repr(value)
+    if type_ == "integer":
+        if isinstance(value, bool) or int(value) != value:
+            raise ValueError(f"{value!r} is not an integer")
+        return str(int(value))
+    if type_ == "boolean":
+        return "true" if value else "false"
+    if type_ == "datetime":
+        if isinstance(value, _dt.datetime):
+            value = value.astimezone(_dt.timezone.utc)
+            text = value.strftime("%Y-%m-%dT%H:%M:%S")
+            if value.microsecond:
+                text += f".{value.microsecond:06d}".rstrip("0")
+            return text + "Z"
+        return str(value)
+    text = str(value)
+    return text
+
+
+def parse_value(text: str, type_: str):
+    """The Python value of a canonical cell (None for an empty cell)."""
+    if text == "":
+        return None
+    if type_ == "number":
+        return float(text)
+    if type_ == "integer":
+        return int(text)
+    if type_ == "boolean":
+        return text == "true"
+    return text
+
+
+def is_canonical(text: str, type_: str) -> bool:
+    """Whether a non-empty cell is a valid value in its one canonical form."""
+    if type_ == "number":
+        return NUMBER_RE.fullmatch(text) is not None and repr(float(text)) == text
+    if type_ == "integer":
+        return INTEGER_RE.fullmatch(text) is not None
+    if type_ == "boolean":
+        return text in BOOLEANS
+    if type_ == "datetime":
+        if DATETIME_RE.fullmatch(text) is None:
+            return False
+        try:
+            _dt.datetime.fromisoformat(text[:-1])
+        except ValueError:
+            return False
+        return True
+    return True

@@ -1,0 +1,41 @@
+"""SHA256SUMS in the format `sha256sum -c` reads: `<hex>  <name>` per line."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from deepgreen_audit.errors import UserError
+
+FILENAME = "SHA256SUMS"
+_LINE = re.compile(r"([0-9a-f]{64}) [ *](.+)")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def format_sums(sums: dict[str, str]) -> str:
+    """SHA256SUMS text for {file name: hex digest}, in the given order."""
+    return "".join(f"{digest}  {name}\n" for name, digest in sums.items())
+
+
+def parse_sums(path: Path) -> dict[str, str]:
+    """{file name: hex digest} from a SHA256SUMS file, refusing malformed lines."""
+    sums: dict[str, str] = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        match = _LINE.fullmatch(line)
+        if match is None:
+            raise UserError("is not a 'sha256sum' line: <64 hex digits>  <file name>",
+                            path=path, row=number, code="checksum-format")
+        sums[match.group(2)] = match.group(1)
+    return sums

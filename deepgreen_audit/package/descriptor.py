@@ -1,0 +1,156 @@
+"""`datapackage.json`: generated from the tables and the schemas, never edited by hand.
+
+A package is a folder of four canonical CSV tables and SHA256SUMS, described
+by a Data Package (v2) descriptor.  The descriptor usually lies in that
+folder; the shipped package is described by the top-level
+`datapackage.json` of the project, whose resource paths start with
+`replication/`.  Each resource carries its `bytes` and `hash`
+(`sha256:<hex>`) and an inline copy of its Table Schema from `schemas/`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cached_property
+from pathlib import Path, PurePosixPath
+
+import pyarrow as pa
+
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.package import tables as _tables
+from deepgreen_audit.package.checksums import FILENAME as SUMS_NAME
+from deepgreen_audit.package.schema import TABLES, load_schema
+
+DESCRIPTOR_NAME = "datapackage.json"
+PACKAGE_PROFILE = "https://datapackage.org/profiles/2.0/datapackage.json"
+#: Descriptor keys that are generated; everything else is package metadata.
+GENERATED_KEYS = ("$schema", "checksums", "resources")
+
+
+def build(meta: dict, table_bytes: dict[str, bytes], tables_rel: str, sums_hashes: dict[str, str]) -> dict:
+    """The descriptor for tables written under `tables_rel` (relative to the descriptor)."""
+    prefix = "" if tables_rel in ("", ".") else tables_rel.rstrip("/") + "/"
+    descriptor = {"$schema": PACKAGE_PROFILE}
+    descriptor.update({k: v for k, v in meta.items() if k not in GENERATED_KEYS})
+    descriptor["checksums"] = prefix + SUMS_NAME
+    descriptor["resources"] = [{
+        "name": name,
+        "type": "table",
+        "path": f"{prefix}{name}.csv",
+        "format": "csv",
+        "mediatype": "text/csv",
+        "encoding": "utf-8",
+        "bytes": len(table_bytes[name]),
+        "hash": "sha256:" + sums_hashes[f"{name}.csv"],
+        "schema": load_schema(name).descriptor,
+    } for name in TABLES]
+    return descriptor
+
+
+def dumps(descriptor: dict) -> str:
+    return json.dumps(descriptor, indent=2, ensure_ascii=False) + "\n"
+
+
+def safe_relative(path_text: str, where: Path) -> PurePosixPath:
+    """A resource path that stays inside the package folder, or a UserError."""
+    path = PurePosixPath(path_text)
+    if path.is_absolute() or ".." in path.parts or "\\" in path_text or not path.parts:
+        raise UserError(f"resource path {path_text!r} leaves the package folder",
+                        path=where, code="unsafe-path")
+    return path
+
+
+class Package:
+    """A replication package on disk, opened from its descriptor."""
+
+    def __init__(self, descriptor_path: Path, descriptor: dict):
+        self.descriptor_path = descriptor_path
+        self.base = descriptor_path.parent
+        self.descriptor = descriptor
+
+    @classmethod
+    def open(cls, location: str | Path | None = None) -> "Package":
+        """Open PKG: a folder holding datapackage.json, or the descriptor itself."""
+        path = Path(location) if location is not None else Path(DESCRIPTOR_NAME)
+        if path.is_dir():
+            path = path / DESCRIPTOR_NAME
+        if not path.is_file():
+            raise UserError("no package descriptor here (expected a folder with "
+                            f"{DESCRIPTOR_NAME}, or the descriptor itself)", path=path,
+                            code="missing-descriptor")
+        try:
+            descriptor = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UserError(f"is not valid JSON: {exc}", path=path, code="descriptor-error") from None
+        if not isinstance(descriptor, dict) or not isinstance(descriptor.get("resources"), list):
+            raise UserError("is not a Data Package descriptor (no 'resources' list)", path=path,
+                            code="descriptor-error")
+        return cls(path, descriptor)
+
+    @property
+    def meta(self) -> dict:
+        """Package-level metadata: the descriptor less its generated keys."""
+        return {k: v for k, v in self.descriptor.items() if k not in GENERATED_KEYS}
+
+    @property
+    def synthetic(self) -> bool:
+        return bool(self.descriptor.get("synthetic", False))
+
+    def resource(self, name: str) -> dict:
+        for res in self.descriptor["resources"]:
+            if isinstance(res, dict) and res.get("name") == name:
+                return res
+        raise UserError(f"the descriptor has no resource {name!r}", path=self.descriptor_path,
+                        code="missing-resource")
+
+    def table_path(self, name: str) -> Path:
+        res = self.resource(name)
+        if not isinstance(res.get("path"), str):
+            raise UserError(f"resource {name!r} has no path", path=self.descriptor_path,
+                            code="descriptor-error")
+        return self.base / safe_relative(res["path"], self.descriptor_path)
+
+    @property
+    def tables_dir(self) -> Path:
+        return self.table_path(TABLES[0]).parent
+
+    @property
+    def checksums_path(self) -> Path:
+        text = self.descriptor.get("checksums")
+        if isinstance(text, str):
+            return self.base / safe_relative(text, self.descriptor_path)
+        return self.tables_dir / SUMS_NAME
+
+    def text(self, name: str) -> _tables.TextTable:
+        if name not in self._text_cache:
+            path = self.table_path(name)
+            if path.is_symlink():
+                raise UserError("is a symbolic link; a package holds plain files only", path=path,
+                                code="symlink")
+            if not path.is_file():
+                raise UserError(f"table {name!r} is missing", path=path, code="missing-table")
+            self._text_cache[name] = _tables.read_text(path)
+        return self._text_cache[name]
+
+    @cached_property
+    def _text_cache(self) -> dict:
+        return {}
+
+    def table(self, name: str) -> pa.Table:
+        """Table `name`, typed from its schema (validate the package first)."""
+        return _tables.typed(load_schema(name), self.text(name))
+
+    def notice(self) -> str | None:
+        """The line every command prints about a synthetic package."""
+        if not self.synthetic:
+            return None
+        prov = self.descriptor.get("provenance", {})
+        prov = prov if isinstance(prov, dict) else {}
+        origin = ", ".join(f"{k} {prov[k]}" for k in ("generator", "seed") if k in prov)
+        return ("SYNTHETIC DATA: this package is synthetic" + (f" ({origin})" if origin else "")
+                + "; its numbers are not measurements.")
+
+
+def relpath(path: Path, start: Path) -> str:
+    return PurePosixPath(os.path.relpath(path, start)).as_posix()

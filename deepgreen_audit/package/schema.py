@@ -1,0 +1,145 @@
+"""The Table Schemas in `schemas/`, loaded once and turned into what the code needs.
+
+The JSON files are the single source of truth for table names, column
+order, types, units, constraints and keys.  Readers (pyarrow types), the
+row checks (pandera) and the run-directory layout (the custom `rundir`
+property of a field) are all derived here from those files.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import pyarrow as pa
+
+from deepgreen_audit.errors import UserError
+
+#: The four tables of a replication package, in the order they are written.
+TABLES: tuple[str, ...] = ("runs", "blocks", "samples", "environment")
+
+_ARROW_TYPES = {
+    "string": pa.string(),
+    "integer": pa.int64(),
+    "number": pa.float64(),
+    "boolean": pa.bool_(),
+    "datetime": pa.timestamp("us", tz="UTC"),
+}
+
+
+def project_root() -> Path:
+    """The checkout this package runs from (it is installed editable)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def schema_dir() -> Path:
+    path = project_root() / "schemas"
+    if not (path / "runs.json").is_file():
+        raise UserError("the Table Schemas are missing; install the project with "
+                        "'pip install -e .' from its checkout", path=path)
+    return path
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: str
+    description: str
+    required: bool = False
+    unique: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    enum: tuple[str, ...] | None = None
+    pattern: str | None = None
+    rundir: str | None = None
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return _ARROW_TYPES[self.type]
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    name: str
+    fields: tuple[Field, ...]
+    primary_key: tuple[str, ...]
+    foreign_keys: tuple[tuple[tuple[str, ...], str, tuple[str, ...]], ...]
+    descriptor: dict
+
+    @property
+    def field_names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    def field(self, name: str) -> Field:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema([(f.name, f.arrow_type) for f in self.fields])
+
+
+def _parse(name: str, descriptor: dict) -> TableSchema:
+    fields = []
+    for raw in descriptor["fields"]:
+        cons = raw.get("constraints", {})
+        if raw["type"] not in _ARROW_TYPES:
+            raise UserError(f"field {raw['name']!r} has unsupported type {raw['type']!r}",
+                            path=f"schemas/{name}.json")
+        fields.append(Field(
+            name=raw["name"], type=raw["type"], description=raw.get("description", ""),
+            required=bool(cons.get("required", False)), unique=bool(cons.get("unique", False)),
+            minimum=cons.get("minimum"), maximum=cons.get("maximum"),
+            enum=tuple(cons["enum"]) if "enum" in cons else None,
+            pattern=cons.get("pattern"), rundir=raw.get("rundir"),
+        ))
+    fks = tuple((tuple(fk["fields"]), fk["reference"]["resource"], tuple(fk["reference"]["fields"]))
+                for fk in descriptor.get("foreignKeys", []))
+    return TableSchema(name=name, fields=tuple(fields),
+                       primary_key=tuple(descriptor.get("primaryKey", [])),
+                       foreign_keys=fks, descriptor=descriptor)
+
+
+@lru_cache(maxsize=None)
+def load_schema(name: str) -> TableSchema:
+    """The schema of table `name` from `schemas/<name>.json`."""
+    path = schema_dir() / f"{name}.json"
+    try:
+        descriptor = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError("no such Table Schema", path=path) from None
+    return _parse(name, descriptor)
+
+
+def schema_from_descriptor(name: str, descriptor: dict) -> TableSchema:
+    """A schema from an inline descriptor (a package's own copy)."""
+    return _parse(name, descriptor)
+
+
+def pandera_schema(schema: TableSchema):
+    """A pandera DataFrameSchema derived from the Table Schema's constraints.
+
+    Types are enforced earlier, on the text (see `validate`); this checks the
+    typed frame for required cells, ranges, enums, patterns and uniqueness.
+    """
+    import pandera.pandas as pa_
+
+    columns = {}
+    for f in schema.fields:
+        checks = []
+        if f.minimum is not None:
+            checks.append(pa_.Check.ge(f.minimum, error=f"minimum {f.minimum}"))
+        if f.maximum is not None:
+            checks.append(pa_.Check.le(f.maximum, error=f"maximum {f.maximum}"))
+        if f.enum is not None:
+            checks.append(pa_.Check.isin(list(f.enum), error=f"one of {', '.join(f.enum)}"))
+        if f.pattern is not None:
+            checks.append(pa_.Check.str_matches(f"^(?:{f.pattern})$", error=f"pattern {f.pattern}"))
+        columns[f.name] = pa_.Column(
+            None, checks=checks, nullable=not f.required, unique=f.unique, coerce=False,
+            required=True, description=f.description)
+    return pa_.DataFrameSchema(columns, strict=True, ordered=True, name=schema.name)

@@ -1,0 +1,116 @@
+"""Reading and writing the tables: text level (exact) and typed (pyarrow).
+
+Text level keeps every cell exactly as written; it is what validation,
+flatten and restore use, so nothing is lost in a parse.  The typed reader
+turns a table into a pyarrow Table with the types of its Table Schema, for
+the audit and the analysis.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.package.canonical import format_value
+from deepgreen_audit.package.schema import TableSchema
+
+
+@dataclass
+class TextTable:
+    """A CSV table as text: its header and its rows (lists of cell strings)."""
+
+    header: list[str]
+    rows: list[list[str]]
+
+    def column(self, name: str) -> list[str]:
+        i = self.header.index(name)
+        return [r[i] for r in self.rows]
+
+    def columns(self) -> dict[str, list[str]]:
+        return {name: list(col) for name, col in zip(self.header, zip(*self.rows))} if self.rows \
+            else {name: [] for name in self.header}
+
+
+def _csv_writer(buffer):
+    return csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
+
+
+def canonical_text(header: list[str], rows: list[list[str]]) -> str:
+    """The canonical CSV text of a header and text rows."""
+    buffer = io.StringIO()
+    writer = _csv_writer(buffer)
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def canonical_bytes(table: TextTable) -> bytes:
+    return canonical_text(table.header, table.rows).encode("utf-8")
+
+
+def parse_text(text: str, path: Path | str) -> TextTable:
+    """Parse CSV text; rows with the wrong number of cells are kept for the validator."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise UserError("the table is empty: no header row", path=path, code="empty-table") from None
+    except csv.Error as exc:
+        raise UserError(f"the header cannot be parsed as CSV: {exc}", path=path, row=1,
+                        code="csv-error") from None
+    rows = []
+    try:
+        for row in reader:
+            rows.append(row)
+    except csv.Error as exc:
+        raise UserError(f"cannot be parsed as CSV: {exc}", path=path, row=reader.line_num,
+                        code="csv-error") from None
+    return TextTable(header=header, rows=rows)
+
+
+def read_text(path: Path) -> TextTable:
+    """Read a CSV file as text; refuses anything that is not UTF-8."""
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserError(f"is not UTF-8 (byte {exc.start})", path=path, row=line,
+                        code="encoding-error") from None
+    return parse_text(text, path)
+
+
+def rows_from_columns(schema: TableSchema, columns: dict[str, list]) -> list[list[str]]:
+    """Canonical text rows from Python values per column (None = missing)."""
+    fields = schema.fields
+    missing = [f.name for f in fields if f.name not in columns]
+    if missing:
+        raise ValueError(f"{schema.name}: no values for columns {missing}")
+    n = len(columns[fields[0].name])
+    formatted = []
+    for f in fields:
+        values = columns[f.name]
+        if len(values) != n:
+            raise ValueError(f"{schema.name}.{f.name}: {len(values)} values, expected {n}")
+        formatted.append([format_value(v, f.type) for v in values])
+    return [list(r) for r in zip(*formatted)] if n else []
+
+
+def typed(schema: TableSchema, table: TextTable) -> pa.Table:
+    """The typed pyarrow Table of a text table that has passed validation."""
+    arrays = []
+    for i, f in enumerate(schema.fields):
+        text = pa.array([r[i] for r in table.rows], type=pa.string())
+        nulls = pc.equal(text, "")
+        text = pc.if_else(nulls, pa.scalar(None, pa.string()), text)
+        if f.type == "boolean":
+            arrays.append(pc.equal(text, "true"))
+        else:
+            arrays.append(pc.cast(text, f.arrow_type))
+    return pa.Table.from_arrays(arrays, schema=schema.arrow_schema)
