@@ -14,12 +14,19 @@ from pathlib import Path
 from deepgreen_audit.errors import OutputExists
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` atomically (fsynced temporary file + rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide the file from others
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -54,6 +61,7 @@ class StagedDirectory:
         self.target.parent.mkdir(parents=True, exist_ok=True)
         self.path = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.", suffix=".staged",
                                           dir=self.target.parent))
+        os.chmod(self.path, 0o777 & ~_umask())  # mkdtemp's 0700 would outlive the rename
 
     def __enter__(self) -> "StagedDirectory":
         return self

@@ -12,6 +12,7 @@ conformance audit (the experiment specification) is `deepgreen audit`.
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pcsv
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.canonical import DATETIME_RE, INTEGER_RE, NUMBER_RE
@@ -46,7 +48,7 @@ def validate(location: str | Path | None = None) -> Report:
     report.stats["provenance"] = {k: package.descriptor.get(k) for k in
                                   ("name", "title", "provenance") if k in package.descriptor}
     sums = _check_checksums(package, report)
-    keys: dict[str, pd.DataFrame] = {}
+    keys: dict[str, dict] = {}
     total_bytes = 0
     for name in TABLES:
         schema = load_schema(name)
@@ -68,10 +70,9 @@ def validate(location: str | Path | None = None) -> Report:
         data = path.read_bytes()
         total_bytes += len(data)
         _check_hashes(name, path, data, resource, sums, report)
-        frame = _check_table(schema, data, report)
-        if frame is not None:
-            keys[name] = frame
-            report.stats[name] = {"rows": len(frame), "bytes": len(data)}
+        table_keys = _check_table(schema, data, report)
+        if table_keys is not None:
+            keys[name] = table_keys
     _check_foreign_keys(keys, report)
     report.stats["bytes"] = total_bytes
     return report
@@ -106,8 +107,47 @@ def _check_hashes(name, path, data, resource, sums, report) -> None:
                    f"{resource.get('hash')}", resource=name)
 
 
-def _check_table(schema: TableSchema, data: bytes, report: Report) -> pd.DataFrame | None:
-    """Text-level and row checks of one table; returns its key columns as text."""
+def _split_columns(data: bytes, text: str, name: str, report: Report):
+    """Header and text columns (pyarrow string arrays), plus the parsed rows when quoted.
+
+    Fast path: a file without quotes or carriage returns is read by pyarrow's
+    CSV reader (no cell can hold a delimiter, so it is canonical CSV as far
+    as quoting goes).  Anything else, or any parse problem, goes through
+    Python's csv module, which reports rows precisely.
+    """
+    if '"' not in text and "\r" not in text and text.endswith("\n"):
+        header = text[: text.index("\n")].split(",")
+        if len(set(header)) == len(header) and all(header):
+            try:
+                table = pcsv.read_csv(
+                    io.BytesIO(data),
+                    read_options=pcsv.ReadOptions(use_threads=True, block_size=1 << 22),
+                    parse_options=pcsv.ParseOptions(quote_char=False, ignore_empty_lines=False),
+                    convert_options=pcsv.ConvertOptions(
+                        column_types={c: pa.string() for c in header}, strings_can_be_null=False))
+                return header, {c: table.column(c).combine_chunks() for c in header}, None
+            except (pa.ArrowInvalid, ValueError):
+                pass
+    try:
+        parsed = parse_text(text, name)
+    except UserError as exc:
+        report.add(exc.code, exc.message, resource=name, row=exc.row)
+        return None
+    width = len(parsed.header)
+    rows = []
+    for i, row in enumerate(parsed.rows):
+        if len(row) != width:
+            report.add("field-count", f"{len(row)} cells, the header has {width}",
+                       resource=name, row=i + 2)
+        else:
+            rows.append(row)
+    columns = {c: pa.array([r[i] for r in rows], type=pa.string())
+               for i, c in enumerate(parsed.header)}
+    return parsed.header, columns, parsed
+
+
+def _check_table(schema: TableSchema, data: bytes, report: Report) -> dict | None:
+    """Text-level and row checks of one table; returns its key columns (text arrays)."""
     name = schema.name
     try:
         text = data.decode("utf-8")
@@ -121,100 +161,94 @@ def _check_table(schema: TableSchema, data: bytes, report: Report) -> pd.DataFra
     if text and not text.endswith("\n"):
         report.add("truncated-row", "the last row does not end with a newline: the file "
                    "was cut short", resource=name, row=text.count("\n") + 1)
-    try:
-        table = parse_text(text, name)
-    except UserError as exc:
-        report.add(exc.code, exc.message, resource=name, row=exc.row)
+    split = _split_columns(data, text, name, report)
+    if split is None:
         return None
+    header, columns, parsed = split
     expected = schema.field_names
     for col in expected:
-        if col not in table.header:
+        if col not in header:
             report.add("missing-column", f"the header lacks column {col!r}", resource=name,
                        row=1, field=col)
-    for col in table.header:
+    for col in header:
         if col not in expected:
             report.add("extra-column", f"the header has column {col!r}, which the schema "
                        "does not define", resource=name, row=1, field=col)
-    present = [c for c in table.header if c in expected]
-    if present != [c for c in expected if c in table.header]:
+    present = [c for c in header if c in expected]
+    if present != [c for c in expected if c in header]:
         report.add("header-order", "columns are not in the schema's order: "
                    + ", ".join(expected), resource=name, row=1)
-    width = len(table.header)
-    good_rows = []
-    for i, row in enumerate(table.rows):
-        if len(row) != width:
-            report.add("field-count", f"{len(row)} cells, the header has {width}",
-                       resource=name, row=i + 2)
-        else:
-            good_rows.append(row)
-    rows = good_rows if len(good_rows) != len(table.rows) else table.rows
-    text_cols = {c: [r[i] for r in rows] for i, c in enumerate(table.header) if c in expected}
+    nrows = len(next(iter(columns.values()))) if columns else 0
     frame = {}
-    bad_any = np.zeros(len(rows), dtype=bool)
-    for col, cells in text_cols.items():
-        field = schema.field(col)
-        frame[col], bad = _typed_column(name, field, cells, report)
+    bad_any = np.zeros(nrows, dtype=bool)
+    for col in present:
+        frame[col], bad = _typed_column(name, schema.field(col), columns[col], report)
         bad_any |= bad
     typed = pd.DataFrame(frame)
     _run_pandera(schema, typed, report)
-    key_cols = [c for c in schema.primary_key if c in text_cols]
-    keys = pd.DataFrame({c: text_cols[c] for c in key_cols})
+    key_cols = [c for c in schema.primary_key if c in columns]
+    keys = {c: columns[c] for c in key_cols}
     if len(key_cols) == len(schema.primary_key) and key_cols:
-        dup = keys.duplicated(keep="first").to_numpy()
+        key_frame = pd.DataFrame({c: columns[c].to_pandas() for c in key_cols})
+        dup = key_frame.duplicated(keep="first").to_numpy()
         for i in np.flatnonzero(dup)[:50]:
             report.add("primary-key-error", "primary key (" + ", ".join(
-                f"{c}={keys.iloc[i][c]}" for c in key_cols) + ") repeats an earlier row",
+                f"{c}={key_frame.iloc[i][c]}" for c in key_cols) + ") repeats an earlier row",
                 resource=name, row=int(i) + 2)
         if not dup.any() and not bad_any.any():
             _check_order(schema, typed, report)
-    if not report.findings_for(name):
-        canonical = canonical_text(table.header, table.rows)
+    if parsed is not None and not report.findings_for(name):
+        canonical = canonical_text(parsed.header, parsed.rows)
         if canonical != text:
             line = _first_difference(canonical, text)
             report.add("non-canonical-row", "not written in canonical CSV (quoting or spacing); "
                        "rewrite the package with deepgreen", resource=name, row=line)
-    keys.attrs["rows"] = len(rows)
+    report.stats[name] = {"rows": nrows, "bytes": len(data)}
     return keys
 
 
-def _typed_column(resource, field, cells, report):
-    """Type-check text cells; returns typed values (bad cells missing) and the bad mask."""
-    arr = pa.array(cells, type=pa.string())
+def _typed_column(resource, field, arr: pa.StringArray, report):
+    """Type-check text cells; returns values for pandera (bad cells missing) and the bad mask."""
     empty = pc.equal(arr, "").to_numpy(zero_copy_only=False)
-    bad = np.zeros(len(cells), dtype=bool)
+    bad = np.zeros(len(arr), dtype=bool)
     if field.type in _TYPE_RE:
         ok = pc.match_substring_regex(arr, "^(?:" + _TYPE_RE[field.type].pattern + ")$")
         bad = ~ok.to_numpy(zero_copy_only=False) & ~empty
         for i in np.flatnonzero(bad):
-            report.add("type-error", f"{cells[i]!r} is not a {field.type}" +
+            report.add("type-error", f"{arr[i].as_py()!r} is not a {field.type}" +
                        (" (canonical form: ISO 8601 UTC ending in Z)" if field.type == "datetime" else ""),
                        resource=resource, row=int(i) + 2, field=field.name)
-        if field.type == "number":
-            for i in np.flatnonzero(~bad & ~empty):
-                if repr(float(cells[i])) != cells[i]:
-                    report.add("non-canonical-cell", f"{cells[i]!r} is written "
-                               f"{repr(float(cells[i]))!r} in canonical form",
-                               resource=resource, row=int(i) + 2, field=field.name)
-        elif field.type == "datetime":
-            for i in np.flatnonzero(~bad & ~empty):
-                try:
-                    pd.Timestamp(cells[i])
-                except ValueError:
-                    bad[i] = True
-                    report.add("type-error", f"{cells[i]!r} is not a valid date and time",
-                               resource=resource, row=int(i) + 2, field=field.name)
     missing = empty | bad
     masked = pc.if_else(pa.array(missing), pa.scalar(None, pa.string()), arr)
-    if field.type == "integer":
-        values = pd.array(pc.cast(masked, pa.int64()).to_pylist(), dtype="Int64")
-    elif field.type == "number":
+    if field.type == "number":
+        distinct = pc.unique(masked).drop_null().to_pylist()
+        odd = [t for t in distinct if repr(float(t)) != t]
+        if odd:
+            hits = pc.is_in(masked, value_set=pa.array(odd)).to_numpy(zero_copy_only=False)
+            for i in np.flatnonzero(hits):
+                text = arr[i].as_py()
+                report.add("non-canonical-cell", f"{text!r} is written {repr(float(text))!r} "
+                           "in canonical form", resource=resource, row=int(i) + 2, field=field.name)
         values = pc.cast(masked, pa.float64()).to_numpy(zero_copy_only=False)
+    elif field.type == "integer":
+        values = pc.cast(masked, pa.int64()).to_pandas()
     elif field.type == "boolean":
-        values = pd.array(pc.equal(masked, "true").to_pylist(), dtype="boolean")
+        values = pc.equal(masked, "true").to_pandas()
     elif field.type == "datetime":
-        values = pd.array(pc.cast(masked, pa.timestamp("us", tz="UTC")).to_pandas())
+        try:
+            values = pc.cast(masked, pa.timestamp("us", tz="UTC")).to_pandas()
+        except pa.ArrowInvalid:
+            for i in np.flatnonzero(~missing):
+                try:
+                    pd.Timestamp(arr[i].as_py())
+                except ValueError:
+                    bad[i] = True
+                    report.add("type-error", f"{arr[i].as_py()!r} is not a valid date and time",
+                               resource=resource, row=int(i) + 2, field=field.name)
+            masked = pc.if_else(pa.array(empty | bad), pa.scalar(None, pa.string()), arr)
+            values = pc.cast(masked, pa.timestamp("us", tz="UTC")).to_pandas()
     else:
-        values = pd.Series(masked.to_pylist(), dtype="object")
+        values = masked.to_pandas()
     return values, bad
 
 
@@ -274,20 +308,26 @@ def canonical_order(schema: TableSchema, typed: pd.DataFrame) -> np.ndarray:
     return key.sort_values(list(key.columns), kind="stable").index.to_numpy()
 
 
-def _check_foreign_keys(keys: dict[str, pd.DataFrame], report: Report) -> None:
+def _check_foreign_keys(keys: dict[str, dict], report: Report) -> None:
     for name in TABLES:
         if name not in keys:
             continue
         for fields, ref, ref_fields in load_schema(name).foreign_keys:
-            if ref not in keys or any(f not in keys[name] for f in fields):
+            if ref not in keys or any(f not in keys[name] for f in fields) \
+                    or any(f not in keys[ref] for f in ref_fields):
                 continue
-            parent = set(zip(*(keys[ref][f] for f in ref_fields)))
-            child = list(zip(*(keys[name][f] for f in fields)))
-            for i, value in enumerate(child):
-                if value not in parent:
-                    report.add("foreign-key-error", f"{', '.join(fields)}={', '.join(value)} "
-                               f"refers to no row of {ref}", resource=name, row=i + 2,
-                               field=fields[0])
+            child, parent = _joined(keys[name], fields), _joined(keys[ref], ref_fields)
+            dangling = ~pc.is_in(child, value_set=parent).to_numpy(zero_copy_only=False)
+            for i in np.flatnonzero(dangling):
+                report.add("foreign-key-error", f"{', '.join(fields)}={child[i].as_py()} "
+                           f"refers to no row of {ref}", resource=name, row=int(i) + 2,
+                           field=fields[0])
+
+
+def _joined(columns: dict, fields) -> pa.Array:
+    if len(fields) == 1:
+        return columns[fields[0]]
+    return pc.binary_join_element_wise(*(columns[f] for f in fields), "\x1f")
 
 
 def _first_difference(a: str, b: str) -> int:

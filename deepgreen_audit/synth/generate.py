@@ -1,0 +1,712 @@
+"""Draw a synthetic campaign: the four tables, the truth and the descriptor metadata.
+
+The generative model (what every number means and which formula drew it)
+is documented in `deepgreen_audit.synth.model`; the planted defects in
+`deepgreen_audit.synth.defects`.  This module does the drawing, vectorised
+with NumPy: the full campaign (210 runs, 12,600 blocks, ~140,000 samples)
+takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+import deepgreen_audit
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.package.schema import TABLES, load_schema
+from deepgreen_audit.package.tables import TextTable, rows_from_columns
+from deepgreen_audit.spec import load_spec, recipe
+from deepgreen_audit.synth.model import CODECARBON_CONFIG_PLACEHOLDER, SynthModel
+
+DEFAULT_SEED = 20261202
+CAMPAIGN = "synthetic"
+TRUTH_FILE = "synth-truth.json"
+PHASES = ("train", "eval")
+
+# Independent random streams: default_rng([seed, stream, ...]).
+_S_SCHEDULE, _S_TIME, _S_POWER, _S_COUNTERS, _S_CODECARBON, _S_CURVES, _S_SAMPLES = range(1, 8)
+_S_DEFECT = 1000
+
+
+def _rng(seed: int, *keys: int) -> np.random.Generator:
+    return np.random.default_rng([seed, *keys])
+
+
+def _sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def initial_weights_sha256(architecture: str, classes: int, seed: int) -> str:
+    """Placeholder for the hash of the canonical initial-weight export (see model docs)."""
+    return _sha256_text(f"deepgreen-synthetic initial weights: architecture={architecture}; "
+                        f"classes={classes}; seed={seed}")
+
+
+def data_fingerprint_sha256(dataset: str, resolution_px: int) -> str:
+    """Placeholder for the fingerprint of the dataset's pixels and labels (see model docs)."""
+    return _sha256_text(f"deepgreen-synthetic data: dataset={dataset}; resolution={resolution_px}px")
+
+
+def truth_bytes(truth: dict) -> bytes:
+    """The bytes of ``synth-truth.json``."""
+    return (json.dumps(truth, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+@dataclass(frozen=True)
+class SynthResult:
+    """A generated campaign: canonical text tables, the planted truth, descriptor metadata."""
+
+    tables: dict[str, TextTable]
+    truth: dict
+    meta: dict
+
+    def truth_bytes(self) -> bytes:
+        return truth_bytes(self.truth)
+
+
+@dataclass
+class Campaign:
+    """The working state of one generation; planted defects act on it.
+
+    Per-run arrays and lists are in schedule order (index i = schedule
+    position - 1); block arrays have shape (runs, 2 * epochs) with block
+    b = 2 * (epoch - 1) + (0 for train, 1 for eval).
+    """
+
+    model: SynthModel
+    seed: int
+    recipe: dict
+    ecosystems: list[str]
+    architectures: list[str]
+    datasets: list[str]
+    repetitions: int
+    epochs: int
+    classes: dict[str, int]
+    n_train: dict[str, int]
+    n_eval: dict[str, int]
+    configs: list[tuple[str, str, str]]
+    run_config: np.ndarray          # configuration index per run
+    run_rep: np.ndarray             # repetition per run
+    run_seed: np.ndarray
+    run_pid: np.ndarray
+    phys_arch: list[str]            # architecture the run's time and power follow
+    eval_fixed_s: np.ndarray        # nan, or a fixed eval-block duration
+    runs: dict[str, list] = field(default_factory=dict)
+    env: dict[str, list] = field(default_factory=dict)
+    blocks: dict[str, np.ndarray] = field(default_factory=dict)
+    keep: np.ndarray | None = None
+    samples: list[dict[str, np.ndarray]] = field(default_factory=list)
+    sim: dict = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.run_config)
+
+    @property
+    def n_blocks_per_run(self) -> int:
+        return 2 * self.epochs
+
+    def run_id(self, i: int) -> str:
+        eco, arch, ds = self.configs[self.run_config[i]]
+        return f"{eco}.{arch}.{ds}.r{int(self.run_rep[i])}"
+
+    def config_id(self, c: int) -> str:
+        return ".".join(self.configs[c])
+
+    def runs_of_config(self, c: int) -> list[int]:
+        return [int(i) for i in np.flatnonzero(self.run_config == c)]
+
+    def runs_of_ecosystem(self, eco: str) -> list[int]:
+        return [i for i in range(self.n) if self.configs[self.run_config[i]][0] == eco]
+
+    def block_key(self, i: int, b: int) -> dict:
+        return {"run_id": self.run_id(i), "epoch": b // 2 + 1, "phase": PHASES[b % 2]}
+
+
+def _select(override, allowed: list[str], kind: str) -> list[str]:
+    if override is None:
+        return list(allowed)
+    if isinstance(override, str):
+        override = [override]
+    chosen = list(dict.fromkeys(override))
+    for label in chosen:
+        if label not in allowed:
+            raise UserError(f"{kind} {label!r} is not in the experiment specification "
+                            f"({', '.join(allowed)})")
+    if not chosen:
+        raise UserError(f"no {kind} selected")
+    return chosen
+
+
+def _plan(seed: int, model: SynthModel, ecosystems, architectures, datasets, repetitions,
+          epochs) -> Campaign:
+    spec = load_spec()
+    rec = recipe(spec)
+    s3 = spec["S3_data"]
+    ecos = _select(ecosystems, spec["S6_replication"]["ecosystems"], "ecosystem")
+    archs = _select(architectures, spec["S1_model"]["architectures"], "architecture")
+    dss = _select(datasets, [d for d in s3["datasets"]
+                             if d in s3["train_samples"] and d in s3["eval_samples"]], "dataset")
+    reps = int(spec["S6_replication"]["repetitions"] if repetitions is None else repetitions)
+    n_epochs = int(rec["epochs"] if epochs is None else epochs)
+    if reps < 1 or n_epochs < 1:
+        raise UserError("repetitions and epochs must be at least 1")
+    model.check_labels(ecos, archs, dss)
+    configs = [(e, a, d) for e in ecos for a in archs for d in dss]
+    n_cfg = len(configs)
+
+    rng = _rng(seed, _S_SCHEDULE)
+    order: list[int] = []
+    rep_of: list[int] = []
+    for r in range(reps):
+        perm = rng.permutation(n_cfg)
+        if order and n_cfg > 1 and perm[0] == order[-1]:
+            j = int(rng.integers(1, n_cfg))
+            perm[0], perm[j] = perm[j], perm[0]
+        order.extend(int(p) for p in perm)
+        rep_of.extend([r + 1] * n_cfg)
+    n = len(order)
+    run_seed = rng.choice(2**31 - 1, size=n, replace=False).astype(np.int64)
+    lo, hi = model.pid_step
+    run_pid = model.first_process_id + np.concatenate(
+        [[0], np.cumsum(rng.integers(lo, hi + 1, size=n - 1))]).astype(np.int64)
+    run_config = np.array(order, dtype=np.int64)
+    return Campaign(
+        model=model, seed=seed, recipe=dict(rec), ecosystems=ecos, architectures=archs,
+        datasets=dss, repetitions=reps, epochs=n_epochs,
+        classes={d: int(s3["classes"][d]) for d in dss},
+        n_train={d: int(s3["train_samples"][d]) for d in dss},
+        n_eval={d: int(s3["eval_samples"][d]) for d in dss},
+        configs=configs, run_config=run_config, run_rep=np.array(rep_of, dtype=np.int64),
+        run_seed=run_seed, run_pid=run_pid,
+        phys_arch=[configs[c][1] for c in order], eval_fixed_s=np.full(n, np.nan))
+
+
+def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
+    out = np.empty_like(values)
+    out[0] = 0
+    np.cumsum(values[:-1], axis=0, out=out[1:])
+    return out
+
+
+def _simulate(c: Campaign) -> None:
+    """Time, power, counters, CodeCarbon and learning curves of every block."""
+    m, n, E = c.model, c.n, c.epochs
+    B = 2 * E
+    S = 2 * B + 2
+    is_train = np.tile([True, False], E)
+    epoch_of = np.repeat(np.arange(1, E + 1), 2)
+    labels = [c.configs[cfg] for cfg in c.run_config]
+    eco = [lab[0] for lab in labels]
+    ds = [lab[2] for lab in labels]
+    pa = c.phys_arch
+
+    # --- time ------------------------------------------------------------
+    t_tr = np.array([m.block_duration_s(eco[i], pa[i], "train", c.n_train[ds[i]]) for i in range(n)])
+    t_ev = np.array([m.block_duration_s(eco[i], pa[i], "eval", c.n_eval[ds[i]]) for i in range(n)])
+    rng = _rng(c.seed, _S_TIME)
+    z_run = rng.standard_normal(n)
+    z_blk = rng.standard_normal((n, B))
+    gaps = rng.uniform(*m.block_gap_s, size=(n, B - 1))
+    startup = rng.uniform(*m.startup_s, size=n)
+    teardown = rng.uniform(*m.teardown_s, size=n)
+    run_gap = rng.uniform(*m.run_gap_s, size=n)
+    run_gap[0] = 0.0
+    T = np.where(is_train, t_tr[:, None], t_ev[:, None])
+    T = T * np.exp(m.run_time_sigma * z_run)[:, None] * np.exp(m.block_time_sigma * z_blk)
+    T[:, 0] *= m.warmup_factor
+    fixed = ~np.isnan(c.eval_fixed_s)
+    if fixed.any():
+        T[np.ix_(fixed, ~is_train)] = c.eval_fixed_s[fixed][:, None]
+    dur_us = np.rint(T * 1e6).astype(np.int64)
+
+    block_cols = np.arange(2, 2 * B + 1, 2)
+    seg_us = np.empty((n, S), dtype=np.int64)
+    seg_us[:, 0] = np.rint(run_gap * 1e6)
+    seg_us[:, 1] = np.rint(startup * 1e6)
+    seg_us[:, block_cols] = dur_us
+    seg_us[:, block_cols[:-1] + 1] = np.rint(gaps * 1e6)
+    seg_us[:, S - 1] = np.rint(teardown * 1e6)
+
+    # --- power -----------------------------------------------------------
+    rng = _rng(c.seed, _S_POWER)
+    share = np.array(m.cpu_package_share)
+    P = len(share)
+    z_g = rng.standard_normal((n, B))
+    z_c = rng.standard_normal((n, B, P))
+    g_tr = np.array([m.gpu_power_w(eco[i], pa[i], "train") for i in range(n)])
+    g_ev = np.array([m.gpu_power_w(eco[i], pa[i], "eval") for i in range(n)])
+    c_tr = np.array([m.cpu_power_w(eco[i], "train") for i in range(n)])
+    c_ev = np.array([m.cpu_power_w(eco[i], "eval") for i in range(n)])
+    p_gpu = np.where(is_train, g_tr[:, None], g_ev[:, None]) * np.exp(m.block_power_sigma * z_g)
+    p_cpu = (np.where(is_train, c_tr[:, None], c_ev[:, None])[:, :, None] * share
+             * np.exp(m.block_power_sigma * z_c))
+    seg_gpu_w = np.full((n, S), m.gpu_gap_w)
+    seg_gpu_w[:, 0] = m.gpu_idle_w
+    seg_gpu_w[:, block_cols] = p_gpu
+    seg_cpu_w = np.broadcast_to(m.cpu_gap_w * share, (n, S, P)).copy()
+    seg_cpu_w[:, 0, :] = m.cpu_idle_w * share
+    seg_cpu_w[:, block_cols, :] = p_cpu
+    gpu_inc = np.rint(seg_gpu_w * seg_us / 1e3).astype(np.int64)            # mJ
+    cpu_inc = np.rint(seg_cpu_w * seg_us[:, :, None]).astype(np.int64)       # uJ (W x us)
+
+    # --- clocks ----------------------------------------------------------
+    seg_start = _exclusive_cumsum(seg_us.ravel()).reshape(n, S)
+    run_start_us = seg_start[:, 1]
+    run_end_us = seg_start[:, S - 1] + seg_us[:, S - 1]
+    block_start_us = seg_start[:, block_cols]
+
+    # --- counters --------------------------------------------------------
+    rng = _rng(c.seed, _S_COUNTERS)
+    lo, hi = m.nvml_origin_mj
+    nvml_origin = int(rng.integers(lo, hi + 1))
+    g_cum = _exclusive_cumsum(gpu_inc.ravel()).reshape(n, S)
+    nvml_start = nvml_origin + g_cum[:, block_cols]
+    nvml_end = nvml_start + gpu_inc[:, block_cols]
+    ranges = np.array(m.rapl_max_energy_range_uj, dtype=np.int64)
+    c_cum = _exclusive_cumsum(cpu_inc.reshape(n * S, P)).reshape(n, S, P)
+    c_blk_start = c_cum[:, block_cols, :]
+    c_blk_inc = cpu_inc[:, block_cols, :]
+    rapl_origin = np.empty(P, dtype=np.int64)
+    wrap_block = []
+    for p in range(P):
+        j = int(rng.integers(n * B))
+        frac = rng.uniform(0.1, 0.9)
+        i, b = divmod(j, B)
+        point = int(c_blk_start[i, b, p]) + int(frac * int(c_blk_inc[i, b, p]))
+        rapl_origin[p] = (int(ranges[p]) - point) % int(ranges[p])
+        wrap_block.append((i, b))
+    rapl_start = (rapl_origin + c_blk_start) % ranges
+    rapl_end = (rapl_origin + c_blk_start + c_blk_inc) % ranges
+
+    # --- energies from the integer counters --------------------------------
+    gpu_energy_j = (nvml_end - nvml_start) / 1000.0
+    diff = (rapl_end - rapl_start) % ranges
+    cpu_energy_j = diff[:, :, 0] / 1e6
+    for p in range(1, P):
+        cpu_energy_j = cpu_energy_j + diff[:, :, p] / 1e6
+    energy_j = gpu_energy_j + cpu_energy_j
+    wrapped = rapl_end < rapl_start                                          # (n, B, P)
+
+    # --- CodeCarbon --------------------------------------------------------
+    rng = _rng(c.seed, _S_CODECARBON)
+    overhang = rng.uniform(*m.codecarbon_overhang_s, size=(n, B))
+    f_gpu = 1 + m.codecarbon_energy_bias + m.codecarbon_energy_noise * rng.standard_normal((n, B))
+    f_cpu = 1 + m.codecarbon_energy_bias + m.codecarbon_energy_noise * rng.standard_normal((n, B))
+    duration_s = dur_us / 1e6
+    cc_dur = duration_s + overhang
+    cc_gpu_j = gpu_energy_j * f_gpu
+    cc_cpu_j = cpu_energy_j * f_cpu
+    cc_ram_j = m.codecarbon_ram_power_w * cc_dur
+    cc_gpu_kwh, cc_cpu_kwh, cc_ram_kwh = cc_gpu_j / 3.6e6, cc_cpu_j / 3.6e6, cc_ram_j / 3.6e6
+    cc_kwh = cc_gpu_kwh + cc_cpu_kwh + cc_ram_kwh
+
+    # --- learning curves ---------------------------------------------------
+    rng = _rng(c.seed, _S_CURVES)
+    z_acc_run = rng.standard_normal(n)
+    z_acc_ep = rng.standard_normal((n, E))
+    z_loss = rng.standard_normal(n)
+    classes = np.array([c.classes[d] for d in ds], dtype=float)
+    n_ev = np.array([c.n_eval[d] for d in ds], dtype=float)
+    n_tr = np.array([c.n_train[d] for d in ds], dtype=np.int64)
+    final = np.array([m.dataset_final_accuracy[ds[i]] + m.architecture_accuracy_offset[pa[i]]
+                      + m.ecosystem_accuracy_offset[eco[i]] for i in range(n)])
+    final = final + m.run_accuracy_sigma * z_acc_run
+    chance = 1.0 / classes
+    e = np.arange(1, E + 1, dtype=float)
+    acc = (chance[:, None] + (final - chance)[:, None] * (1 - np.exp(-e / m.accuracy_tau_epochs))
+           + m.epoch_accuracy_sigma * z_acc_ep)
+    acc = np.clip(np.rint(np.clip(acc, 0, 1) * n_ev[:, None]) / n_ev[:, None], 0.0, 1.0) + 0.0
+    decay = np.exp(-e / m.loss_tau_epochs)
+    l0 = np.log(classes)
+    lf_tr = np.array([m.dataset_final_train_loss[d] for d in ds])
+    lf_ev = np.array([m.dataset_final_eval_loss[d] for d in ds])
+    run_loss = np.exp(m.run_loss_sigma * z_loss)[:, None]
+    loss_tr = (lf_tr[:, None] + (l0 - lf_tr)[:, None] * decay) * run_loss
+    loss_ev = (lf_ev[:, None] + (l0 - lf_ev)[:, None] * decay) * run_loss
+    loss = np.empty((n, B))
+    loss[:, 0::2] = loss_tr
+    loss[:, 1::2] = loss_ev
+    test_acc = np.full((n, B), np.nan)
+    test_acc[:, 1::2] = acc
+    samples_processed = np.where(is_train, n_tr[:, None], n_ev.astype(np.int64)[:, None])
+
+    def counter_text(values: np.ndarray) -> np.ndarray:
+        """(n, B, k) integers -> (n, B) ';'-joined strings."""
+        parts = values.astype(str)
+        out = parts[..., 0].astype(object)
+        for k in range(1, values.shape[-1]):
+            out = out + ";" + parts[..., k].astype(object)
+        return out
+
+    c.blocks = {
+        "epoch": np.broadcast_to(epoch_of, (n, B)),
+        "phase": np.broadcast_to(np.array(PHASES * E, dtype=object), (n, B)),
+        "block_start_us": block_start_us,
+        "duration_s": duration_s,
+        "nvml_start_mj": nvml_start.astype(str).astype(object),
+        "nvml_end_mj": nvml_end.astype(str).astype(object),
+        "rapl_start_uj": counter_text(rapl_start),
+        "rapl_end_uj": counter_text(rapl_end),
+        "rapl_max_energy_range_uj": np.full((n, B), ";".join(str(int(r)) for r in ranges),
+                                            dtype=object),
+        "gpu_energy_j": gpu_energy_j,
+        "cpu_energy_j": cpu_energy_j,
+        "energy_j": energy_j,
+        "codecarbon_duration_s": cc_dur,
+        "codecarbon_energy_kwh": cc_kwh,
+        "codecarbon_energy_j": cc_kwh * 3.6e6,
+        "codecarbon_cpu_energy_kwh": cc_cpu_kwh,
+        "codecarbon_gpu_energy_kwh": cc_gpu_kwh,
+        "codecarbon_ram_energy_kwh": cc_ram_kwh,
+        "codecarbon_cpu_power_w": cc_cpu_j / cc_dur,
+        "codecarbon_gpu_power_w": cc_gpu_j / cc_dur,
+        "codecarbon_ram_power_w": np.full((n, B), float(m.codecarbon_ram_power_w)),
+        "codecarbon_cpu_method": np.full((n, B), m.codecarbon_cpu_method, dtype=object),
+        "codecarbon_gpu_method": np.full((n, B), m.codecarbon_gpu_method, dtype=object),
+        "samples_processed": samples_processed,
+        "loss": loss,
+        "test_accuracy": test_acc,
+    }
+    c.keep = np.ones((n, B), dtype=bool)
+    c.sim = {"seg_start": seg_start, "seg_us": seg_us, "p_gpu": p_gpu, "run_start_us": run_start_us,
+             "run_end_us": run_end_us, "wrapped": wrapped, "overhang": overhang,
+             "rapl_wrap_planted": wrap_block, "nvml_origin_mj": nvml_origin,
+             "rapl_origin_uj": [int(o) for o in rapl_origin]}
+
+    # --- runs and environment ------------------------------------------------
+    start = _dt.datetime.fromisoformat(m.campaign_start_utc.replace("Z", "+00:00"))
+    c.sim["campaign_start"] = start
+    rec = c.recipe
+    res = int(rec["input_resolution_px"])
+    c.runs = {
+        "run_id": [c.run_id(i) for i in range(n)],
+        "campaign": [CAMPAIGN] * n,
+        "ecosystem": eco,
+        "architecture": [lab[1] for lab in labels],
+        "dataset": ds,
+        "source_labels": [None] * n,
+        "repetition": c.run_rep.tolist(),
+        "seed": c.run_seed.tolist(),
+        "schedule_position": list(range(1, n + 1)),
+        "process_id": c.run_pid.tolist(),
+        "started_at_utc": [start + _dt.timedelta(microseconds=int(u)) for u in run_start_us],
+        "ended_at_utc": [start + _dt.timedelta(microseconds=int(u)) for u in run_end_us],
+        "status": ["completed"] * n,
+        **{k: [v] * n for k, v in rec.items() if k != "epochs"},
+        "epochs": [E] * n,
+        "initial_weights_sha256": [initial_weights_sha256(labels[i][1], c.classes[ds[i]],
+                                                          int(c.run_seed[i])) for i in range(n)],
+        "data_fingerprint_sha256": [data_fingerprint_sha256(d, res) for d in ds],
+        "missing_reason": [None] * n,
+    }
+    env = m.environment
+    cc_sha = _sha256_text(CODECARBON_CONFIG_PLACEHOLDER)
+    c.env = {
+        "run_id": list(c.runs["run_id"]),
+        "host": [env["host"]] * n,
+        "os": [env["os"]] * n,
+        "cpu_model": [env["cpu_model"]] * n,
+        "cpu_count": [int(env["cpu_count"])] * n,
+        "gpu_model": [env["gpu_model"]] * n,
+        "gpu_count": [1] * n,
+        "gpu_driver": [env["gpu_driver"]] * n,
+        "cuda_version": [env["cuda_version"]] * n,
+        "python_version": [env["python_version"]] * n,
+        "framework": [m.ecosystem_framework[k][0] for k in eco],
+        "framework_version": [m.ecosystem_framework[k][1] for k in eco],
+        "codecarbon_version": [m.codecarbon_version] * n,
+        "codecarbon_config_sha256": [cc_sha] * n,
+        "codecarbon_tracking_mode": [m.codecarbon_tracking_mode] * n,
+        "nvml_energy_available": [True] * n,
+        "rapl_available": [True] * n,
+        "rapl_domains": [env["rapl_domains"]] * n,
+        "counters_missing_reason": [None] * n,
+        "missing_reason": [None] * n,
+    }
+
+
+def _simulate_samples(c: Campaign) -> None:
+    """The 1 Hz sampler of every run (its own stream per run)."""
+    m, E = c.model, c.epochs
+    B = 2 * E
+    seg_start, p_gpu = c.sim["seg_start"], c.sim["p_gpu"]
+    c.samples = []
+    for i in range(c.n):
+        eco, _, _ = c.configs[c.run_config[i]]
+        rng = _rng(c.seed, _S_SAMPLES, i)
+        t0, t1 = int(c.sim["run_start_us"][i]), int(c.sim["run_end_us"][i])
+        t = np.arange((t1 - t0) // 1_000_000 + 1, dtype=np.int64)
+        col = np.searchsorted(seg_start[i, 1:], t0 + t * 1_000_000, side="right")  # = segment col
+        block = (col >= 2) & (col % 2 == 0) & (col <= 2 * B)
+        b = np.where(block, (col - 2) // 2, 0)
+        train = block & (b % 2 == 0)
+        evalb = block & (b % 2 == 1)
+        startup = col == 1
+        k = len(t)
+        power = np.where(block, p_gpu[i, b], m.gpu_gap_w) * np.exp(
+            m.sample_power_sigma * rng.standard_normal(k))
+        u_tr = m.ecosystem_gpu_utilization_pct[eco]
+        util = np.where(train, u_tr, np.where(evalb, u_tr * m.eval_utilization_ratio,
+                                              np.where(startup, 0.0, m.gap_gpu_utilization_pct)))
+        util = util + m.sample_gpu_utilization_sd * rng.standard_normal(k) * (~startup)
+        level = m.ecosystem_gpu_memory_mib.get(eco, m.architecture_gpu_memory_mib[c.phys_arch[i]])
+        mem = np.where(startup, m.gpu_context_mib, level) + m.sample_memory_sd * rng.standard_normal(k)
+        c_tr = m.ecosystem_cpu_utilization_pct[eco]
+        cpu = np.where(train, c_tr, np.where(evalb, c_tr * m.eval_utilization_ratio,
+                                             m.gap_cpu_utilization_pct))
+        cpu = cpu + m.sample_cpu_utilization_sd * rng.standard_normal(k)
+        c.samples.append({
+            "t_s": t.astype(float),
+            "gpu_utilization_pct": np.clip(np.round(util, 1), 0.0, 100.0) + 0.0,
+            "gpu_power_w": np.maximum(np.round(power, 1), 0.0) + 0.0,
+            "gpu_memory_used_mib": np.maximum(np.round(mem), 0.0) + 0.0,
+            "cpu_utilization_pct": np.clip(np.round(cpu, 1), 0.0, 100.0) + 0.0,
+        })
+
+
+# --- truth ---------------------------------------------------------------
+
+def expected_config(model: SynthModel, eco: str, arch: str, n_train: int, n_eval: int,
+                    epochs: int) -> dict:
+    """Noise-free expected block and phase values of one configuration."""
+    out = {}
+    for phase, samples in (("train", n_train), ("eval", n_eval)):
+        t = model.block_duration_s(eco, arch, phase, samples)
+        pg, pc = model.gpu_power_w(eco, arch, phase), model.cpu_power_w(eco, phase)
+        blocks = (epochs - 1 + model.warmup_factor) if phase == "train" else epochs
+        out[phase] = {
+            "block_duration_s": t, "block_energy_j": t * (pg + pc),
+            "block_gpu_energy_j": t * pg, "block_cpu_energy_j": t * pc,
+            "gpu_power_w": pg, "cpu_power_w": pc,
+            "phase_duration_s": t * blocks, "phase_energy_j": t * (pg + pc) * blocks,
+        }
+    return out
+
+
+def _spread(values: dict[str, float]) -> dict:
+    hi = max(values, key=values.get)
+    lo = min(values, key=values.get)
+    return {"max_over_min": values[hi] / values[lo], "max_ecosystem": hi, "max_j": values[hi],
+            "min_ecosystem": lo, "min_j": values[lo]}
+
+
+def _truth(c: Campaign, defect_entries: dict, n_samples: int) -> dict:
+    m, E = c.model, c.epochs
+    configs = {}
+    for eco, arch, ds in c.configs:
+        configs[f"{eco}.{arch}.{ds}"] = {
+            "ecosystem": eco, "architecture": arch, "dataset": ds,
+            **expected_config(m, eco, arch, c.n_train[ds], c.n_eval[ds], E)}
+    spec = load_spec()
+    control = [e for e in spec["S6_replication"].get("libtorch_control_group", [])
+               if e in c.ecosystems]
+    spreads, control_spreads = {}, {}
+    for arch in c.architectures:
+        for ds in c.datasets:
+            for phase in PHASES:
+                energies = {eco: configs[f"{eco}.{arch}.{ds}"][phase]["block_energy_j"]
+                            for eco in c.ecosystems}
+                key = f"{arch}.{ds}.{phase}"
+                spreads[key] = _spread(energies)
+                if len(control) >= 2:
+                    control_spreads[key] = _spread({e: energies[e] for e in control})
+    keep = c.keep
+    wrapped = c.sim["wrapped"] & keep[:, :, None]
+    wrap_rows = [c.block_key(int(i), int(b)) for i, b in zip(*np.nonzero(wrapped.any(axis=2)))]
+    wrap_rows.sort(key=lambda r: (r["run_id"], r["epoch"], PHASES.index(r["phase"])))
+    domains = m.environment["rapl_domains"].split(";")
+    overhang = c.sim["overhang"][keep]
+    lo, hi = m.codecarbon_overhang_s
+    return {
+        "synthetic": True,
+        "seed": c.seed,
+        "generator_version": deepgreen_audit.__version__,
+        "campaign": {
+            "name": CAMPAIGN, "ecosystems": c.ecosystems, "architectures": c.architectures,
+            "datasets": c.datasets, "repetitions": c.repetitions, "epochs": c.epochs,
+            "runs": c.n, "blocks": int(keep.sum()), "samples": n_samples,
+            "campaign_start_utc": m.campaign_start_utc,
+        },
+        "model": m.to_dict(),
+        "noise_free": ("expected values with every noise draw at zero (medians of the "
+                       "lognormal factors); train block values exclude the warm-up epoch; "
+                       "phase values are sums over a run's blocks of that phase (train: "
+                       "epochs - 1 + warmup_factor blocks), gaps excluded"),
+        "configurations": configs,
+        "spreads": spreads,
+        "control_group": control,
+        "control_group_spreads": control_spreads,
+        "rapl_wraps": {
+            "blocks": len(wrap_rows),
+            "per_domain": {d: int(wrapped[:, :, p].sum()) for p, d in enumerate(domains)},
+            "rows": wrap_rows,
+            "nvml_origin_mj": c.sim["nvml_origin_mj"],
+            "rapl_origin_uj": dict(zip(domains, c.sim["rapl_origin_uj"])),
+        },
+        "codecarbon_overhang_s": {
+            "distribution": "uniform", "low": lo, "high": hi,
+            "observed_min": float(overhang.min()), "observed_max": float(overhang.max()),
+            "observed_mean": float(overhang.mean()),
+        },
+        "codecarbon_energy": {"bias": m.codecarbon_energy_bias,
+                              "noise": m.codecarbon_energy_noise,
+                              "ram_power_w": m.codecarbon_ram_power_w},
+        "placeholders": {
+            "initial_weights_sha256": "sha256 of 'deepgreen-synthetic initial weights: "
+                                      "architecture=<a>; classes=<C>; seed=<seed>'",
+            "data_fingerprint_sha256": "sha256 of 'deepgreen-synthetic data: dataset=<d>; "
+                                       "resolution=<px>px'",
+            "codecarbon_config_sha256": "sha256 of deepgreen_audit.synth.model."
+                                        "CODECARBON_CONFIG_PLACEHOLDER",
+        },
+        "defects": defect_entries,
+    }
+
+
+# --- tables --------------------------------------------------------------
+
+def _tables(c: Campaign) -> tuple[dict[str, TextTable], int]:
+    n, B = c.n, c.n_blocks_per_run
+    order = sorted(range(n), key=lambda i: c.runs["run_id"][i])
+    tables = {}
+    for name, cols in (("runs", c.runs), ("environment", c.env)):
+        schema = load_schema(name)
+        sorted_cols = {k: [v[i] for i in order] for k, v in cols.items()}
+        tables[name] = TextTable(schema.field_names, rows_from_columns(schema, sorted_cols))
+
+    schema = load_schema("blocks")
+    ii = np.repeat(np.array(order, dtype=np.int64), B)
+    bb = np.tile(np.arange(B), n)
+    sel = c.keep[ii, bb]
+    ii, bb = ii[sel], bb[sel]
+    start = c.sim["campaign_start"]
+    cols: dict[str, list] = {"run_id": [c.runs["run_id"][i] for i in ii]}
+    for f in schema.fields:
+        if f.name in ("run_id",):
+            continue
+        if f.name == "started_at_utc":
+            cols[f.name] = [start + _dt.timedelta(microseconds=int(u))
+                            for u in c.blocks["block_start_us"][ii, bb]]
+        elif f.name in c.blocks:
+            values = c.blocks[f.name][ii, bb].tolist()
+            if f.type == "number":
+                values = [None if v != v else v for v in values]
+            cols[f.name] = values
+        else:
+            cols[f.name] = [None] * len(ii)
+    tables["blocks"] = TextTable(schema.field_names, rows_from_columns(schema, cols))
+
+    schema = load_schema("samples")
+    scol = {f.name: [] for f in schema.fields}
+    for i in order:
+        s = c.samples[i]
+        scol["run_id"].extend([c.runs["run_id"][i]] * len(s["t_s"]))
+        for k, v in s.items():
+            scol[k].extend(v.tolist())
+    tables["samples"] = TextTable(schema.field_names, rows_from_columns(schema, scol))
+    return {name: tables[name] for name in TABLES}, len(scol["run_id"])
+
+
+def _meta(seed: int, defects: list[str], truth_sha: str) -> dict:
+    return {
+        "name": "deepgreen-synthetic-campaign",
+        "title": "SYNTHETIC campaign (generated, not measured)",
+        "description": (
+            "SYNTHETIC DATA. Every number in this package was drawn by the DeepGreen "
+            f"synthetic-campaign generator ('deepgreen synth', seed {seed}) from a documented "
+            "generative model (deepgreen_audit.synth.model); nothing here was measured on any "
+            "hardware. It exists to exercise the audit and the analysis at the study's full "
+            "size against a known answer, which is in synth-truth.json."
+            + (f" Planted defects: {', '.join(defects)}." if defects else "")),
+        "synthetic": True,
+        "provenance": {
+            "generator": "deepgreen synth",
+            "generator_version": deepgreen_audit.__version__,
+            "seed": seed,
+            "model": "deepgreen_audit.synth.model",
+            "defects": list(defects),
+            "truth_file": TRUTH_FILE,
+            "truth_sha256": truth_sha,
+        },
+    }
+
+
+def generate(seed: int = DEFAULT_SEED, model: SynthModel = SynthModel(), *,
+             defects: Sequence[str] = (), ecosystems: Sequence[str] | None = None,
+             architectures: Sequence[str] | None = None, datasets: Sequence[str] | None = None,
+             repetitions: int | None = None, epochs: int | None = None) -> SynthResult:
+    """Generate a synthetic campaign, deterministically from `seed`.
+
+    The overrides select a sub-campaign (labels must be in the experiment
+    specification); by default the full campaign of the specification is
+    drawn.  `defects` names planted defects of `deepgreen_audit.synth.defects.DEFECTS`.
+    """
+    from deepgreen_audit.synth.defects import DEFECTS, apply_defects
+
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise UserError(f"the seed must be a non-negative integer, not {seed!r}")
+    seed = int(seed)
+    if isinstance(defects, str):
+        defects = [defects]
+    unknown = [d for d in defects if d not in DEFECTS]
+    if unknown:
+        raise UserError(f"unknown defect(s) {', '.join(map(repr, unknown))}; known: "
+                        + ", ".join(DEFECTS))
+    wanted = [d for d in DEFECTS if d in set(defects)]
+    c = _plan(seed, model, ecosystems, architectures, datasets, repetitions, epochs)
+    entries: dict = {}
+    apply_defects(c, wanted, "physics", entries)
+    _simulate(c)
+    apply_defects(c, wanted, "report", entries)
+    _simulate_samples(c)
+    entries = {name: _finish_entry(c, entry) for name, entry in entries.items()}
+    tables, n_samples = _tables(c)
+    truth = _truth(c, entries, n_samples)
+    meta = _meta(seed, wanted, hashlib.sha256(truth_bytes(truth)).hexdigest())
+    return SynthResult(tables=tables, truth=truth, meta=meta)
+
+
+def _finish_entry(c: Campaign, entry: dict) -> dict:
+    """Turn a defect's internal row references into run ids and kept-row counts."""
+    entry = dict(entry)
+    runs = entry.pop("_runs", [])
+    blocks = entry.pop("_blocks", [])
+    kept = [(i, b) for i, b in blocks if c.keep[i, b]]
+    entry["run_ids"] = sorted({c.run_id(i) for i in runs} | {c.run_id(i) for i, _ in kept})
+    rows = dict(entry.get("rows", {}))
+    if blocks:
+        rows["blocks"] = len(kept)
+    entry["rows"] = rows
+    return entry
+
+
+def write_synthetic(out, seed: int = DEFAULT_SEED, model: SynthModel = SynthModel(),
+                    defects: Sequence[str] = (), descriptor_path=None, overwrite: bool = False,
+                    progress: Callable[[str], None] | None = None, **overrides):
+    """Generate a campaign and write it as a package under `out`; returns the descriptor path.
+
+    `overrides` are those of `generate` (ecosystems, architectures, datasets,
+    repetitions, epochs).  The truth is written beside the tables as
+    ``synth-truth.json``; the descriptor says the package is synthetic.
+    """
+    from deepgreen_audit.package.writer import write_package
+
+    say = progress or (lambda _msg: None)
+    say(f"generating a synthetic campaign (seed {seed}"
+        + (f", defects {', '.join(defects)}" if defects else "") + ")")
+    result = generate(seed, model, defects=defects, **overrides)
+    counts = ", ".join(f"{name} {len(result.tables[name].rows)}" for name in TABLES)
+    say(f"generated rows: {counts}")
+    say(f"writing the package to {out}")
+    path = write_package(result.tables, Path(out), result.meta, descriptor_path=descriptor_path,
+                         overwrite=overwrite, extra_files={TRUTH_FILE: result.truth_bytes()})
+    say(f"wrote {path} (SYNTHETIC; truth in {TRUTH_FILE})")
+    return path
