@@ -50,6 +50,8 @@ def main() -> None:
         print(f"  {'command':<44} {'wall':>10} {'peak RSS':>12} {'vs frictionless':>8}")
         for label, result in results:
             print(row(label, result, frictionless))
+        if any(result["rc"] != 0 for _, result in results):
+            sys.exit("a command failed; its figures are not comparable")
         validate = results[2][1]["wall_s"] / frictionless["wall_s"]
         print(f"deepgreen validate / frictionless validate = {validate:.2f} "
               f"(goal: well under 0.5) -> {'met' if validate < 0.5 else 'NOT met'}")

@@ -43,3 +43,121 @@ def recipe(spec: dict | None = None) -> dict:
         "input_normalisation": s3["input_normalisation"], "loader_workers": s3["loader_workers"],
         "eval_batch_size": s3["eval_batch_size"], "precision_policy": s4["precision_policy"],
     }
+
+
+#: Which specification section each recipe column of the runs table belongs to.
+RECIPE_SECTIONS = {
+    "S2_optimisation": ("optimizer", "learning_rate", "batch_size", "epochs", "lr_schedule",
+                        "weight_decay"),
+    "S3_data": ("input_resolution_px", "input_scaling", "input_normalisation", "loader_workers",
+                "eval_batch_size"),
+    "S4_backend": ("precision_policy",),
+}
+
+
+def section_ids(spec: dict | None = None) -> list[str]:
+    """The section keys S1_model ... S6_replication, in order."""
+    spec = spec or load_spec()
+    return [key for key in spec if key[:1] == "S" and key[1:2].isdigit()]
+
+
+def short_section(key: str) -> str:
+    """'S5_measurement' -> 'S5'."""
+    return key.split("_", 1)[0]
+
+
+def trainable_parameters(architecture: str, classes: int, spec: dict | None = None) -> int:
+    """The specified trainable-parameter count of an architecture for `classes` classes."""
+    spec = spec or load_spec()
+    return int(spec["S1_model"]["trainable_parameters"][architecture][str(classes)])
+
+
+# ---------------------------------------------------------------- Markdown
+
+MARKDOWN_PATH = ("docs", "spec.md")
+
+
+def markdown_path() -> Path:
+    return project_root().joinpath(*MARKDOWN_PATH)
+
+
+def _cell(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(_cell(v) for v in value)
+    if isinstance(value, float):
+        return repr(value)
+    return str(value).replace("|", "\\|")
+
+
+def _section_markdown(key: str, section: dict) -> list[str]:
+    notes = section.get("notes", {})
+    title = section.get("title", key)
+    head = f"{short_section(key)} {title}" if key[:1] == "S" else title
+    lines = [f"## {head}", "", f"`[{key}]`", "", "| key | value | note |", "|---|---|---|"]
+    tables = []
+    for name, value in section.items():
+        if name in ("title", "notes"):
+            continue
+        if isinstance(value, dict):
+            tables.append((name, value))
+            continue
+        lines.append(f"| `{name}` | {_cell(value)} | {_cell(notes.get(name, ''))} |")
+    for name, table in tables:
+        lines += ["", f"### `{name}`", ""]
+        nested = all(isinstance(v, dict) for v in table.values())
+        if nested:
+            columns = sorted({k for v in table.values() for k in v}, key=lambda k: (len(k), k))
+            lines += ["| | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+            for row, values in table.items():
+                lines.append(f"| `{row}` | " + " | ".join(
+                    f"{values[c]:,}" if isinstance(values.get(c), int) else _cell(values.get(c, ""))
+                    for c in columns) + " |")
+        else:
+            lines += ["| key | value |", "|---|---|"]
+            for k, v in table.items():
+                lines.append(f"| `{k}` | {v:,} |" if isinstance(v, int) and not isinstance(v, bool)
+                             else f"| `{k}` | {_cell(v)} |")
+    return lines + [""]
+
+
+def to_markdown(spec: dict | None = None) -> str:
+    """The human-readable specification, generated from the TOML (docs/spec.md)."""
+    spec = spec or load_spec()
+    lines = ["# The experiment specification", "",
+             "<!-- Generated from collect/experiment.toml by `deepgreen spec --markdown`; "
+             "do not edit by hand. -->", "",
+             "The one machine-readable source is `collect/experiment.toml`. The stacks, the "
+             "campaign plan, the synthetic generator and the audit read their values from it; "
+             "`deepgreen audit` enforces sections S1-S6 with the tolerances in `[audit]` "
+             "(see docs/audit.md for what each check means).", ""]
+    lines += ["| section | title |", "|---|---|"]
+    for key in section_ids(spec):
+        lines.append(f"| {short_section(key)} | {spec[key].get('title', key)} |")
+    lines.append("")
+    recipe_cols = recipe(spec)
+    lines += ["The recipe each run records in the `runs` table (one column each):", "",
+              "| column | section | value |", "|---|---|---|"]
+    for section, cols in RECIPE_SECTIONS.items():
+        for col in cols:
+            lines.append(f"| `{col}` | {short_section(section)} | {_cell(recipe_cols[col])} |")
+    lines.append("")
+    for key, section in spec.items():
+        if isinstance(section, dict):
+            lines += _section_markdown(key, section)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def write_markdown(path: Path | None = None, spec: dict | None = None) -> Path:
+    """Write docs/spec.md (atomically); returns its path."""
+    from deepgreen_audit.package import atomic
+
+    target = Path(path) if path else markdown_path()
+    atomic.write_text(target, to_markdown(spec))
+    return target
+
+
+def markdown_is_current(path: Path | None = None) -> bool:
+    target = Path(path) if path else markdown_path()
+    return target.is_file() and target.read_text(encoding="utf-8") == to_markdown()

@@ -1,0 +1,129 @@
+"""The analysis's view of a package: the design it expects and the typed tables it reads.
+
+The *design* (ecosystems, architectures, datasets, phases, the LibTorch
+control group, the CodeCarbon sampling interval, class counts) comes from the
+experiment specification, never from the data: a configuration that the
+specification plans and the package lacks is a missing value that stops the
+render, not a row that silently drops out of a median.
+
+Columns are read by name from the package's own header and typed with the
+Table Schema, so a package that lacks a column the analysis needs is refused
+with the table and column named (before anything is computed).
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+from dataclasses import dataclass
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.package.schema import load_schema
+from deepgreen_audit.spec import load_spec
+
+PHASES = ("train", "eval")
+
+#: What the analysis reads from each table (and nothing more).
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "runs": ("run_id", "ecosystem", "architecture", "dataset", "repetition", "status",
+             "started_at_utc", "ended_at_utc", "epochs"),
+    "blocks": ("run_id", "epoch", "phase", "started_at_utc", "duration_s", "energy_j",
+               "energy_missing_reason", "codecarbon_duration_s", "codecarbon_energy_j",
+               "test_accuracy"),
+    "samples": ("run_id", "t_s", "gpu_utilization_pct", "cpu_utilization_pct"),
+}
+
+
+class MissingValue(UserError):
+    """A value the paper quotes cannot be computed from the package."""
+
+    def __init__(self, message: str, **where):
+        super().__init__(message, code="missing-value", **where)
+
+
+@dataclass(frozen=True)
+class Design:
+    """The planned campaign, from the experiment specification."""
+
+    ecosystems: tuple[str, ...]
+    architectures: tuple[str, ...]
+    datasets: tuple[str, ...]
+    control_group: tuple[str, ...]
+    classes: dict
+    codecarbon_interval_s: float
+    repetitions: int
+
+    @classmethod
+    def from_spec(cls, spec: dict | None = None, **narrow) -> "Design":
+        """The specification's design; `narrow` replaces ecosystems/architectures/datasets."""
+        spec = spec or load_spec()
+        ecosystems = tuple(narrow.get("ecosystems") or spec["S6_replication"]["ecosystems"])
+        return cls(
+            ecosystems=ecosystems,
+            architectures=tuple(narrow.get("architectures") or spec["S1_model"]["architectures"]),
+            datasets=tuple(narrow.get("datasets") or spec["S3_data"]["datasets"]),
+            control_group=tuple(e for e in spec["S6_replication"]["libtorch_control_group"]
+                                if e in ecosystems),
+            classes=dict(spec["S3_data"]["classes"]),
+            codecarbon_interval_s=float(spec["S5_measurement"]["codecarbon_interval_s"]),
+            repetitions=int(narrow.get("repetitions") or spec["S6_replication"]["repetitions"]),
+        )
+
+    @property
+    def cells(self) -> list[tuple[str, str]]:
+        """(architecture, dataset) pairs, in specification order."""
+        return list(itertools.product(self.architectures, self.datasets))
+
+    @property
+    def configurations(self) -> list[tuple[str, str, str]]:
+        """(ecosystem, architecture, dataset) triples, in specification order."""
+        return [(e, a, d) for e in self.ecosystems for a, d in self.cells]
+
+
+@dataclass(frozen=True)
+class CampaignTables:
+    """The columns the analysis needs, as typed pandas frames."""
+
+    runs: pd.DataFrame
+    blocks: pd.DataFrame
+    samples: pd.DataFrame
+
+
+def typed_columns(package, table: str, columns: tuple[str, ...]) -> pd.DataFrame:
+    """Columns of `table` by header name, typed from the Table Schema; names a missing one.
+
+    Cells are read as text (pyarrow's CSV reader, no type inference) and cast
+    with the schema's types, empty cells becoming nulls, as `package.tables.typed` does.
+    """
+    path = package.table_path(table)
+    if not path.is_file():
+        raise MissingValue(f"table {table!r} is missing; the analysis needs it", path=path)
+    with open(path, encoding="utf-8", newline="") as handle:
+        header = next(csv.reader([handle.readline()]), [])
+    for name in columns:
+        if name not in header:
+            raise MissingValue(f"column {name!r} is missing from table {table!r}; the analysis "
+                               "needs it", path=path, field=name)
+    schema = load_schema(table)
+    text = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+        include_columns=list(columns), column_types={c: pa.string() for c in columns},
+        strings_can_be_null=False, quoted_strings_can_be_null=False))
+    arrays = {}
+    for name in columns:
+        raw = text.column(name)
+        raw = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
+        kind = schema.field(name)
+        arrays[name] = pc.equal(raw, "true") if kind.type == "boolean" \
+            else pc.cast(raw, kind.arrow_type)
+    return pa.table(arrays).to_pandas()
+
+
+def load_tables(package) -> CampaignTables:
+    """The typed columns of runs, blocks and samples that the analysis reads."""
+    return CampaignTables(**{name: typed_columns(package, name, cols)
+                             for name, cols in REQUIRED_COLUMNS.items()})

@@ -1,0 +1,116 @@
+"""Energy per run phase, per configuration, and its spread over ecosystems.
+
+A run's phase energy is the sum of its blocks of that phase at the
+board-and-package boundary (``energy_j`` = GPU + CPU counters).  A run phase
+with any block lacking counter energy has no phase energy (it is never
+summed partially); a configuration's value is the median over its completed
+repetitions.  The spread of a cell (architecture, dataset, phase) is the
+median energy of its most expensive ecosystem over that of its least
+expensive one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from deepgreen_audit.analysis import stats
+from deepgreen_audit.analysis.data import PHASES, CampaignTables, Design, MissingValue
+
+LABELS = ["ecosystem", "architecture", "dataset"]
+
+
+def phase_totals(tables: CampaignTables) -> pd.DataFrame:
+    """One row per (completed run, phase): summed energy and durations of its blocks."""
+    runs = tables.runs[tables.runs["status"] == "completed"]
+    blocks = tables.blocks[tables.blocks["run_id"].isin(runs["run_id"])]
+    summed = ["energy_j", "duration_s", "codecarbon_energy_j", "codecarbon_duration_s"]
+    grouped = blocks.groupby(["run_id", "phase"], sort=False)
+    totals = grouped[summed].sum()
+    incomplete = grouped[summed].count().lt(grouped.size(), axis=0)
+    totals = totals.mask(incomplete).assign(blocks=grouped.size()).reset_index()
+    return totals.merge(runs[["run_id", *LABELS, "repetition"]], on="run_id", how="inner")
+
+
+def configuration_medians(totals: pd.DataFrame, design: Design) -> pd.DataFrame:
+    """Median phase energy and duration per (ecosystem, architecture, dataset, phase).
+
+    Every configuration of the design must have at least one completed run
+    with counter energy; otherwise the value the paper quotes is missing.
+    """
+    measured = totals.dropna(subset=["energy_j"])
+    med = measured.groupby([*LABELS, "phase"]).agg(
+        energy_j=("energy_j", "median"), duration_s=("duration_s", "median"),
+        repetitions=("energy_j", "size")).reset_index()
+    index = pd.MultiIndex.from_tuples(
+        [(e, a, d, p) for e, a, d in design.configurations for p in PHASES],
+        names=[*LABELS, "phase"])
+    med = med.set_index([*LABELS, "phase"]).reindex(index)
+    absent = med[med["energy_j"].isna()]
+    if len(absent):
+        e, a, d, p = absent.index[0]
+        raise MissingValue(
+            f"no completed run with counter energy for configuration ecosystem={e}, "
+            f"architecture={a}, dataset={d} (phase {p}); the experiment specification plans "
+            f"it, so the paper's median energy of that configuration is missing"
+            + (f" ({len(absent)} configuration-phases missing in all)" if len(absent) > 1 else ""))
+    return med.reset_index()
+
+
+def _spread_row(energies: pd.Series) -> dict:
+    return {"spread": energies.max() / energies.min(), "cheapest": energies.idxmin(),
+            "most_expensive": energies.idxmax(), "min_j": energies.min(),
+            "max_j": energies.max()}
+
+
+def cell_spreads(medians: pd.DataFrame, design: Design) -> pd.DataFrame:
+    """Per (architecture, dataset, phase): spread over all ecosystems and over the control group."""
+    rows = []
+    for (arch, ds), phase in ((c, p) for c in design.cells for p in PHASES):
+        cell = medians[(medians["architecture"] == arch) & (medians["dataset"] == ds)
+                       & (medians["phase"] == phase)].set_index("ecosystem")["energy_j"]
+        row = {"architecture": arch, "dataset": ds, "phase": phase, **_spread_row(cell)}
+        control = cell.reindex(list(design.control_group)).dropna()
+        if len(control) >= 2:
+            ctl = _spread_row(control)
+            row.update(control_spread=ctl["spread"], control_cheapest=ctl["cheapest"])
+        else:
+            row.update(control_spread=np.nan, control_cheapest=None)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def spread_interval(totals: pd.DataFrame, architecture: str, dataset: str, phase: str,
+                    ecosystems, *, seed: int, n_resamples: int = 2000) -> tuple[float, float]:
+    """Bootstrap interval of a cell's spread, resampling repetitions within each ecosystem."""
+    cell = totals[(totals["architecture"] == architecture) & (totals["dataset"] == dataset)
+                  & (totals["phase"] == phase)].dropna(subset=["energy_j"])
+    samples = [cell.loc[cell["ecosystem"] == e, "energy_j"].to_numpy() for e in ecosystems]
+
+    def spread(*resampled):
+        medians = np.stack([np.median(r, axis=1) for r in resampled], axis=1)
+        return medians.max(axis=1) / medians.min(axis=1)
+
+    return stats.bootstrap_interval(spread, samples, seed=seed, n_resamples=n_resamples)
+
+
+def variability(totals: pd.DataFrame) -> pd.DataFrame:
+    """Between-run coefficient of variation (ddof=1) of phase energy per configuration."""
+    measured = totals.dropna(subset=["energy_j"])
+    return (measured.groupby([*LABELS, "phase"])["energy_j"]
+            .agg(stats.coefficient_of_variation).rename("cv").reset_index())
+
+
+def energy_time_correlation(totals: pd.DataFrame, phase: str, duration_column: str,
+                            design: Design) -> dict:
+    """Spearman rho of phase energy against phase duration: pooled, and its range within cells."""
+    rows = totals[(totals["phase"] == phase)].dropna(subset=["energy_j", duration_column])
+    within = [stats.spearman(c["energy_j"], c[duration_column])
+              for (a, d) in design.cells
+              for c in [rows[(rows["architecture"] == a) & (rows["dataset"] == d)]]]
+    within = [r for r in within if r == r]
+    if not within:
+        raise MissingValue(f"no cell has enough runs to correlate {phase} energy with "
+                           f"{duration_column}")
+    return {"pooled": stats.spearman(rows["energy_j"], rows[duration_column]),
+            "within_min": min(within), "within_max": max(within), "runs": len(rows)}

@@ -1,0 +1,49 @@
+"""Integrity: the package validates, and its tables and its run directories are one."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from deepgreen_audit.audit.registry import Outcome, check
+from deepgreen_audit.package.checksums import sha256_bytes
+from deepgreen_audit.package.rundirs import flatten_tables, restore_files
+from deepgreen_audit.package.schema import TABLES
+from deepgreen_audit.package.tables import canonical_bytes
+
+
+@check("integrity.validate", "integrity")
+def validated(ctx):
+    """The package validates: checksums, descriptor, every row against its Table Schema,
+    primary and foreign keys, canonical form (deepgreen validate). Every other check
+    needs this; on an invalid package they are all skipped."""
+    stats = ctx.integrity.stats
+    rows = ", ".join(f"{name} {stats[name]['rows']:,}" for name in TABLES if name in stats)
+    return Outcome.passed(f"valid ({rows} rows; SHA256SUMS and descriptor hashes match)")
+
+
+@check("integrity.round-trip", "integrity")
+def round_trip(ctx):
+    """Restoring the package into run directories (in a temporary folder) and flattening
+    them again gives every table back byte for byte (compared by SHA-256)."""
+    files = restore_files(ctx.package)
+    with tempfile.TemporaryDirectory(prefix="deepgreen-audit-") as tmp:
+        root = Path(tmp)
+        for rel, data in files.items():
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        tables, meta = flatten_tables(root)
+    differ = []
+    for name in TABLES:
+        original = sha256_bytes(ctx.package.table_path(name).read_bytes())
+        again = sha256_bytes(canonical_bytes(tables[name]))
+        if original != again:
+            differ.append(f"{name} (sha256 {original[:12]} -> {again[:12]})")
+    if meta != ctx.package.meta:
+        differ.append("package metadata")
+    runs = len(ctx.package.text("runs").rows)
+    if differ:
+        return Outcome.failed("restore -> flatten changes " + ", ".join(differ))
+    return Outcome.passed(f"restore -> flatten of {runs:,} run directories ({len(files):,} files) "
+                          "gives the four tables back byte for byte")

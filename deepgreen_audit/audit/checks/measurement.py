@@ -1,0 +1,382 @@
+"""S5 measurement: both readings, the counters, CodeCarbon's version, mode and methods,
+units, plausible power, and blocks the instruments can resolve."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from deepgreen_audit.audit.context import describe_counts, relative_difference
+from deepgreen_audit.audit.registry import Outcome, Skip, check
+
+J_PER_KWH = 3.6e6
+COUNTER_COLUMNS = ("nvml_start_mj", "nvml_end_mj", "rapl_start_uj", "rapl_end_uj",
+                   "rapl_max_energy_range_uj")
+
+
+def _split(cells: pd.Series) -> list[list[int] | None]:
+    return [None if c is None or c is pd.NA or c != c else [int(x) for x in c.split(";")]
+            for c in cells]
+
+
+@check("S5.both-readings", "S5", table="blocks")
+def both_readings(ctx):
+    """Every block carries both energy readings: the hardware counters (energy_j) and
+    CodeCarbon (codecarbon_energy_j)."""
+    b = ctx.blocks
+    no_counter = b["energy_j"].isna()
+    no_cc = b["codecarbon_energy_j"].isna()
+    bad = no_counter | no_cc
+    if bad.any():
+        reasons = b.loc[no_counter, "energy_missing_reason"].dropna()
+        why = f" (reason given: {reasons.iloc[0]})" if len(reasons) else " (no reason given)"
+        return Outcome.failed(f"{int(no_counter.sum()):,} block(s) lack the counter reading"
+                              f"{why if no_counter.any() else ''}, {int(no_cc.sum()):,} lack "
+                              "CodeCarbon's", rows=int(bad.sum()))
+    return Outcome.passed(f"all {len(b):,} blocks carry both readings")
+
+
+@check("S5.counter-recompute", "S5", table="blocks")
+def counter_recompute(ctx):
+    """gpu_energy_j and cpu_energy_j equal the differences of the raw NVML (mJ) and RAPL (uJ)
+    readings recomputed here, RAPL wraparound at max_energy_range_uj resolved."""
+    b = ctx.blocks
+    has_energy = b["gpu_energy_j"].notna() | b["cpu_energy_j"].notna()
+    raw = b[list(COUNTER_COLUMNS)].notna().any(axis=1)
+    if not (raw | has_energy).any():
+        raise Skip("no block has counter readings to recompute")
+    tol = float(ctx.tolerances["counter_relative_tolerance"])
+    nv0, nv1 = _split(b["nvml_start_mj"]), _split(b["nvml_end_mj"])
+    ra0, ra1, rng = (_split(b[c]) for c in ("rapl_start_uj", "rapl_end_uj", "rapl_max_energy_range_uj"))
+    gpu = b["gpu_energy_j"].to_numpy(dtype=float, na_value=np.nan)
+    cpu = b["cpu_energy_j"].to_numpy(dtype=float, na_value=np.nan)
+    bad = np.zeros(len(b), dtype=bool)
+    wraps = 0
+    for i in range(len(b)):
+        if nv0[i] is not None or nv1[i] is not None or not np.isnan(gpu[i]):
+            if nv0[i] is None or nv1[i] is None or len(nv0[i]) != len(nv1[i]) or np.isnan(gpu[i]):
+                bad[i] = True
+            else:
+                again = sum((e - s) / 1000 for s, e in zip(nv0[i], nv1[i]))
+                bad[i] |= relative_difference(again, gpu[i]) > tol or min(
+                    e - s for s, e in zip(nv0[i], nv1[i])) < 0
+        if ra0[i] is not None or ra1[i] is not None or not np.isnan(cpu[i]):
+            if ra0[i] is None or ra1[i] is None or rng[i] is None or np.isnan(cpu[i]) or \
+                    not len(ra0[i]) == len(ra1[i]) == len(rng[i]):
+                bad[i] = True
+            else:
+                again = 0.0
+                for s, e, r in zip(ra0[i], ra1[i], rng[i]):
+                    wraps += e < s
+                    again += ((e - s) % r) / 1e6
+                bad[i] |= relative_difference(again, cpu[i]) > tol
+    n = int(bad.sum())
+    if n:
+        return Outcome.failed(f"{n:,} block(s) whose energy differs from their raw counter "
+                              "readings (or whose readings are incomplete)", rows=n)
+    return Outcome.passed(f"{int(has_energy.sum()):,} blocks recomputed from raw readings "
+                          f"({wraps} RAPL wraparound(s) resolved)")
+
+
+@check("S5.energy-domains", "S5", table="blocks")
+def energy_domains(ctx):
+    """Energy equals the sum of its domains: energy_j = gpu_energy_j + cpu_energy_j, and
+    CodeCarbon's energy_consumed (kWh) = its CPU + GPU + RAM energies."""
+    b = ctx.blocks
+    tol = float(ctx.tolerances["counter_relative_tolerance"])
+    total = b["energy_j"]
+    parts = b["gpu_energy_j"].fillna(0) + b["cpu_energy_j"].fillna(0)
+    counter_bad = total.notna() & (relative_difference(total, parts) > tol)
+    counter_bad |= total.notna() & b["gpu_energy_j"].isna() & b["cpu_energy_j"].isna()
+    cc = b["codecarbon_energy_kwh"]
+    cc_parts = b[["codecarbon_cpu_energy_kwh", "codecarbon_gpu_energy_kwh",
+                  "codecarbon_ram_energy_kwh"]]
+    cc_known = cc.notna() & cc_parts.notna().all(axis=1)
+    cc_bad = cc_known & (relative_difference(cc, cc_parts.sum(axis=1)) > 1e-6)
+    if not (total.notna().any() or cc_known.any()):
+        raise Skip("no block has an energy total with its domains")
+    bad = counter_bad | cc_bad
+    if bad.any():
+        return Outcome.failed(f"{int(counter_bad.sum()):,} block(s) whose energy_j is not "
+                              f"gpu + cpu, {int(cc_bad.sum()):,} whose CodeCarbon total is not "
+                              "the sum of its domains", rows=int(bad.sum()))
+    return Outcome.passed(f"{int(total.notna().sum()):,} counter totals and "
+                          f"{int(cc_known.sum()):,} CodeCarbon totals equal their domains' sum")
+
+
+@check("S5.units", "S5", table="blocks")
+def units(ctx):
+    """Energy in kWh under a joule label, found from magnitudes: a *_j column whose implied
+    power (energy / duration) is below a plausible floor, or codecarbon_energy_j that is not
+    codecarbon_energy_kwh x 3.6e6."""
+    b = ctx.blocks
+    floor = float(ctx.tolerances["kwh_suspect_power_w"])
+    bad = pd.Series(False, index=b.index)
+    found = []
+    for col, dur in (("energy_j", "duration_s"), ("gpu_energy_j", "duration_s"),
+                     ("cpu_energy_j", "duration_s"), ("codecarbon_energy_j", "codecarbon_duration_s")):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            power = b[col] / b[dur]
+        low = b[col].notna() & (b[col] > 0) & (b[dur] > 0) & (power < floor)
+        if low.any():
+            found.append(f"{col} implies under {floor} W in {int(low.sum()):,}")
+        bad |= low
+    known = b["codecarbon_energy_j"].notna() & b["codecarbon_energy_kwh"].notna()
+    conv = known & (relative_difference(b["codecarbon_energy_j"],
+                                        b["codecarbon_energy_kwh"] * J_PER_KWH) > 1e-9)
+    if conv.any():
+        found.append(f"codecarbon_energy_j != codecarbon_energy_kwh x 3.6e6 in {int(conv.sum()):,}")
+    bad |= conv
+    if not (b["energy_j"].notna().any() or known.any()):
+        raise Skip("no energy cells to check")
+    if bad.any():
+        return Outcome.failed("energy in the wrong unit: " + "; ".join(found), rows=int(bad.sum()))
+    return Outcome.passed("every joule column has joule magnitudes and CodeCarbon's kWh x 3.6e6 "
+                          "equals its joules")
+
+
+def _power_table(ctx) -> dict[str, pd.Series]:
+    """Block-mean power of each recorded device, from the counters and from CodeCarbon."""
+    b = ctx.block_runs
+    gpus = b["gpu_count"].astype("Float64").where(b["gpu_count"].astype("Float64") > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {
+            "GPU (counter)": (b["gpu_energy_j"] / b["duration_s"] / gpus).astype(float),
+            "CPU (counter)": (b["cpu_energy_j"] / b["duration_s"]).astype(float),
+            "GPU (CodeCarbon)": (b["codecarbon_gpu_energy_kwh"] * J_PER_KWH
+                                 / b["codecarbon_duration_s"] / gpus).astype(float),
+            "CPU (CodeCarbon)": (b["codecarbon_cpu_energy_kwh"] * J_PER_KWH
+                                 / b["codecarbon_duration_s"]).astype(float),
+            "RAM (CodeCarbon)": (b["codecarbon_ram_energy_kwh"] * J_PER_KWH
+                                 / b["codecarbon_duration_s"]).astype(float),
+            "GPU (CodeCarbon's reported power)": (b["codecarbon_gpu_power_w"] / gpus).astype(float),
+            "CPU (CodeCarbon's reported power)": b["codecarbon_cpu_power_w"].astype(float),
+            "RAM (CodeCarbon's reported power)": b["codecarbon_ram_power_w"].astype(float),
+        }
+
+
+@check("S5.power-plausible", "S5", table="blocks")
+def power_plausible(ctx):
+    """The power of each recorded device is plausible, both the block mean derived from
+    energy / duration (counters and CodeCarbon) and the power CodeCarbon reported: a GPU
+    between gpu_power_min_w and its board limit (x gpu_power_limit_factor), the CPU packages
+    and the RAM within their [audit] ranges."""
+    t = ctx.tolerances
+    b = ctx.block_runs
+    limits = b["gpu_model"].map(lambda m: max((t["gpu_board_power_limit_w"].get(x.strip(), np.nan)
+                                               for x in str(m).split(";")), default=np.nan)
+                                if isinstance(m, str) else np.nan)
+    gpu_max = limits.astype(float) * float(t["gpu_power_limit_factor"])
+    ranges = {"GPU": (float(t["gpu_power_min_w"]), gpu_max),
+              "CPU": tuple(t["cpu_power_range_w"]), "RAM": tuple(t["ram_power_range_w"])}
+    bad = pd.Series(False, index=b.index)
+    found, checked = [], 0
+    for name, power in _power_table(ctx).items():
+        lo, hi = ranges[name.split()[0]]
+        known = power.notna() & np.isfinite(power)
+        checked += int(known.sum())
+        low, high = known & (power < lo), known & (power > hi)
+        for label, mask in (("below", low), ("above", high)):
+            if mask.any():
+                bound = f"{lo} W" if label == "below" else (
+                    f"{hi} W" if np.isscalar(hi) else
+                    f"its board limit x{float(t['gpu_power_limit_factor'])}")
+                found.append(f"{name} {label} {bound} in {int(mask.sum()):,} ("
+                             + describe_counts(b.loc[mask, "ecosystem"])
+                             + f"; {power[mask].min():.3g}-{power[mask].max():.3g} W)")
+        bad |= low | high
+    if not checked:
+        raise Skip("no block has an energy and a duration to derive power from")
+    if bad.any():
+        return Outcome.failed("implausible power: " + "; ".join(found), rows=int(bad.sum()))
+    return Outcome.passed(f"{checked:,} derived device powers within their plausible ranges")
+
+
+@check("S5.codecarbon-agreement", "S5", table="blocks")
+def codecarbon_agreement(ctx):
+    """CodeCarbon's CPU + GPU energy agrees with the counters' (gpu_energy_j + cpu_energy_j)
+    within codecarbon_agreement_tolerance, block by block."""
+    b = ctx.blocks
+    cc = (b["codecarbon_cpu_energy_kwh"] + b["codecarbon_gpu_energy_kwh"]) * J_PER_KWH
+    counter = b["gpu_energy_j"] + b["cpu_energy_j"]
+    both = cc.notna() & counter.notna() & (counter > 0)
+    if not both.any():
+        raise Skip("no block carries both readings to compare")
+    rel = ((cc - counter) / counter)[both]
+    tol = float(ctx.tolerances["codecarbon_agreement_tolerance"])
+    bad = rel.abs() > tol
+    summary = f"median {rel.median():+.1%}, range {rel.min():+.1%} to {rel.max():+.1%}"
+    if bad.any():
+        return Outcome.failed(f"{int(bad.sum()):,} block(s) where CodeCarbon and the counters "
+                              f"differ by more than {tol:.0%} ({summary})", rows=int(bad.sum()))
+    return Outcome.passed(f"{int(both.sum()):,} blocks agree within {tol:.0%} ({summary})")
+
+
+@check("S5.codecarbon-duration", "S5", table="blocks")
+def codecarbon_duration(ctx):
+    """CodeCarbon's tracker covers the counter window: codecarbon_duration_s is at least
+    duration_s and outlives it by at most codecarbon_overhang_max_s."""
+    b = ctx.blocks
+    both = b["codecarbon_duration_s"].notna() & b["energy_j"].notna()
+    if not both.any():
+        raise Skip("no block has both a counter window and a CodeCarbon duration")
+    over = (b["codecarbon_duration_s"] - b["duration_s"])[both]
+    limit = float(ctx.tolerances["codecarbon_overhang_max_s"])
+    short, long_ = over < 0, over > limit
+    if short.any() or long_.any():
+        return Outcome.failed(f"{int(short.sum()):,} block(s) where CodeCarbon's tracker is "
+                              f"shorter than the counter window, {int(long_.sum()):,} where it "
+                              f"outlives it by over {limit} s", rows=int((short | long_).sum()))
+    return Outcome.passed(f"{int(both.sum()):,} trackers cover their window "
+                          f"(overhang {over.min():.2f}-{over.max():.2f} s)")
+
+
+def _mode_share(values: np.ndarray, rel: float) -> float:
+    """The largest share of values within `rel` of one of them."""
+    v = values[np.isfinite(values)]
+    if not len(v):
+        return 0.0
+    near = np.abs(v[:, None] - v[None, :]) <= rel * np.maximum(np.abs(v[None, :]), 1e-12)
+    return float(near.sum(axis=0).max() / len(v))
+
+
+@check("S5.modelled-cpu-power", "S5", table="blocks")
+def modelled_cpu_power(ctx):
+    """CodeCarbon's CPU power was modelled rather than measured: declared (method
+    tdp-constant or load-model) or detected from the data: a run whose CPU power is one
+    constant (a TDP fallback), or sits on one value in most blocks to 0.1 % (a load model:
+    measured RAPL power never repeats like that), or reads exactly 0 W."""
+    b = ctx.block_runs
+    power = b["codecarbon_cpu_power_w"].astype(float)
+    if power.isna().all():
+        derived = b["codecarbon_cpu_energy_kwh"] * J_PER_KWH / b["codecarbon_duration_s"]
+        power = derived.astype(float)
+    if power.isna().all():
+        raise Skip("no block has a CodeCarbon CPU power")
+    t = ctx.tolerances
+    spread_tol = float(t["constant_power_relative_spread"])
+    mode_share = float(t["load_model_mode_share"])
+    declared = b["codecarbon_cpu_method"].isin(["tdp-constant", "load-model"])
+    kind = pd.Series(None, index=b.index, dtype=object)
+    for run_id, idx in b.groupby("run_id").groups.items():
+        values = power[idx].to_numpy()
+        values = values[np.isfinite(values)]
+        if not len(values):
+            continue
+        med = np.median(values)
+        if med > 0 and (values.max() - values.min()) <= spread_tol * med:
+            kind[idx] = f"constant {med:.4g} W"
+        elif _mode_share(values, spread_tol) >= mode_share:
+            kind[idx] = "one value in most blocks (load model)"
+        elif (values == 0).any():
+            kind[idx] = "0 W readings"
+    detected = kind.notna()
+    bad = detected | declared
+    if not bad.any():
+        return Outcome.passed(f"CPU power varies as a measurement in all {b['run_id'].nunique():,} "
+                              "runs, and no block declares a modelled method")
+    label = kind.fillna("declared " + b["codecarbon_cpu_method"].astype(str))
+    by = (b.loc[bad, "ecosystem"] + ": " + label[bad]).value_counts()
+    text = ", ".join(f"{k} ({v:,} blocks)" for k, v in by.items())
+    hidden = detected & b["codecarbon_cpu_method"].eq("rapl")
+    return Outcome.failed(f"modelled CPU power in {int(bad.sum()):,} block(s) of "
+                          f"{b.loc[bad, 'run_id'].nunique()} run(s): {text}"
+                          + (f"; {int(hidden.sum()):,} of them claim method rapl" if hidden.any() else ""),
+                          rows=int(bad.sum()))
+
+
+def _major(version) -> int | None:
+    try:
+        return int(str(version).split(".")[0])
+    except ValueError:
+        return None
+
+
+@check("S5.codecarbon-version", "S5", table="environment")
+def codecarbon_version(ctx):
+    """Every run used one CodeCarbon version, of the specified major version or later
+    (2.x falls back to a constant modelled CPU power)."""
+    env = ctx.environment
+    versions = env["codecarbon_version"]
+    minimum = int(ctx.spec["S5_measurement"]["codecarbon_min_major"])
+    majors = versions.map(lambda v: _major(v) if isinstance(v, str) else None)
+    too_old = majors.notna() & (majors.astype(float) < minimum)
+    missing = versions.isna()
+    current = versions[versions.notna() & ~too_old]
+    modal = current.mode() if len(current) else versions.mode()
+    odd = versions.notna() & ~too_old & (versions != modal.iloc[0]) if len(modal) else too_old
+    bad = too_old | missing | odd
+    if bad.any():
+        return Outcome.failed(f"CodeCarbon versions {describe_counts(versions.fillna('none'))}"
+                              f" across runs: {int(too_old.sum())} run(s) below {minimum}.x, "
+                              f"{int(missing.sum())} unrecorded, {int(odd.sum())} on another {minimum}.x+ "
+                              "version than the campaign's", rows=int(bad.sum()))
+    return Outcome.passed(f"all {len(env):,} runs used CodeCarbon {modal.iloc[0]}")
+
+
+@check("S5.codecarbon-config", "S5", table="environment")
+def codecarbon_config(ctx):
+    """Every run used one pinned CodeCarbon configuration file (one config hash)."""
+    env = ctx.environment
+    config = env["codecarbon_config_sha256"]
+    missing = config.isna()
+    modal = config.mode()
+    odd = config.notna() & (config != modal.iloc[0]) if len(modal) else missing & False
+    bad = missing | odd
+    if bad.any():
+        return Outcome.failed(f"{int(missing.sum())} run(s) record no configuration hash, "
+                              f"{int(odd.sum())} used another configuration than the "
+                              "campaign's", rows=int(bad.sum()))
+    return Outcome.passed(f"all {len(env):,} runs used configuration {modal.iloc[0][:12]}...")
+
+
+@check("S5.tracking-mode", "S5", table="environment")
+def tracking_mode(ctx):
+    """Every run tracked CodeCarbon in the specified mode (machine)."""
+    env = ctx.environment
+    wanted = ctx.spec["S5_measurement"]["codecarbon_tracking_mode"]
+    bad = env["codecarbon_tracking_mode"] != wanted
+    bad = bad.fillna(True).astype(bool)
+    if bad.any():
+        eco = ctx.runs.set_index("run_id").loc[env.loc[bad, "run_id"], "ecosystem"]
+        return Outcome.failed(f"{int(bad.sum())} run(s) not in {wanted} mode ("
+                              + describe_counts(eco.reset_index(drop=True) + ": "
+                                                + env.loc[bad, "codecarbon_tracking_mode"]
+                                                .fillna("unrecorded").to_numpy()) + ")",
+                              rows=int(bad.sum()))
+    return Outcome.passed(f"all {len(env):,} runs tracked in {wanted} mode")
+
+
+@check("S5.short-blocks", "S5", table="blocks")
+def short_blocks(ctx):
+    """Blocks shorter than CodeCarbon's sampling interval: their CodeCarbon energy rests on
+    at most one power reading."""
+    b = ctx.block_runs
+    interval = float(ctx.spec["S5_measurement"]["codecarbon_interval_s"])
+    short = b["duration_s"] < interval
+    if short.any():
+        return Outcome.failed(f"{int(short.sum()):,} block(s) shorter than {interval} s ("
+                              + describe_counts(b.loc[short, "ecosystem"] + "/"
+                                                + b.loc[short, "phase"])
+                              + f"; shortest {b.loc[short, 'duration_s'].min():.3f} s)",
+                              rows=int(short.sum()))
+    return Outcome.passed(f"every block lasts at least {interval} s "
+                          f"(shortest {b['duration_s'].min():.3f} s)")
+
+
+@check("S5.sampler", "S5", table="runs")
+def sampler(ctx):
+    """Every run has its 1 Hz samples, spaced at the specified sampler rate, over its span."""
+    rate = float(ctx.spec["S5_measurement"]["sampler_rate_hz"])
+    s = ctx.samples
+    runs = ctx.runs
+    counts = s.groupby("run_id").size()
+    without = ~runs["run_id"].isin(counts.index)
+    steps = s.groupby("run_id")["t_s"].diff().dropna()
+    off = (steps - 1 / rate).abs() > 0.5 / rate
+    irregular = set(s.loc[off[off].index, "run_id"])
+    bad = without | runs["run_id"].isin(irregular)
+    if bad.any():
+        return Outcome.failed(f"{int(without.sum())} run(s) without samples, {len(irregular)} "
+                              f"with samples not at {rate} Hz", rows=int(bad.sum()))
+    return Outcome.passed(f"{len(s):,} samples at {rate} Hz in all {len(runs):,} runs")

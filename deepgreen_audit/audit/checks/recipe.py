@@ -1,0 +1,117 @@
+"""S2 optimisation, S3 data pipeline, S4 backend: the recipe every run actually used."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from deepgreen_audit.audit.context import describe_counts
+from deepgreen_audit.audit.registry import Outcome, Skip, check
+from deepgreen_audit.spec import RECIPE_SECTIONS, recipe
+
+
+def _recipe_outcome(ctx, section: str) -> Outcome:
+    """Runs whose recorded recipe cells of `section` differ from the spec or are empty."""
+    runs = ctx.runs
+    wanted = recipe(ctx.spec)
+    bad = np.zeros(len(runs), dtype=bool)
+    problems = []
+    for col in RECIPE_SECTIONS[section]:
+        values = runs[col]
+        missing = values.isna().to_numpy()
+        if isinstance(wanted[col], float):
+            differs = ~np.isclose(values.astype("Float64").to_numpy(dtype=float, na_value=np.nan),
+                                  wanted[col], rtol=1e-12, atol=0) & ~missing
+        else:
+            differs = (values.astype(object) != wanted[col]).to_numpy() & ~missing
+        if missing.any():
+            problems.append(f"{col} not recorded in {int(missing.sum())}")
+        if differs.any():
+            problems.append(f"{col} differs in {int(differs.sum())} ("
+                            + describe_counts(runs.loc[differs, "ecosystem"] + ": "
+                                              + values[differs].astype(str)) + f"; spec {wanted[col]})")
+        bad |= missing | differs
+    if bad.any():
+        return Outcome.failed("; ".join(problems), rows=int(bad.sum()))
+    cols = ", ".join(f"{c}={wanted[c]}" for c in RECIPE_SECTIONS[section])
+    return Outcome.passed(f"all {len(runs):,} runs used {cols}")
+
+
+@check("S2.recipe", "S2", table="runs")
+def optimisation_recipe(ctx):
+    """Every run recorded the specified optimizer, learning rate, batch size, epochs,
+    learning-rate schedule and weight decay (an empty cell is a failure: unverifiable)."""
+    return _recipe_outcome(ctx, "S2_optimisation")
+
+
+@check("S3.recipe", "S3", table="runs")
+def data_recipe(ctx):
+    """Every run recorded the specified input resolution, scaling, normalisation, number of
+    loader workers and evaluation batch size."""
+    return _recipe_outcome(ctx, "S3_data")
+
+
+@check("S3.datasets", "S3", table="runs")
+def datasets(ctx):
+    """Every run's dataset is one the specification (S3 datasets) names."""
+    allowed = set(ctx.spec["S3_data"]["datasets"])
+    bad = ctx.runs[~ctx.runs["dataset"].isin(allowed)]
+    if len(bad):
+        return Outcome.failed(f"{len(bad)} run(s) on datasets outside S3: "
+                              + describe_counts(bad["dataset"]), rows=len(bad))
+    return Outcome.passed(f"every run is on one of {', '.join(sorted(allowed))}")
+
+
+@check("S3.samples-processed", "S3", table="blocks")
+def samples_processed(ctx):
+    """Every block processed the dataset's specified number of samples (train or eval split)."""
+    b = ctx.block_runs
+    recorded = b["samples_processed"].notna()
+    if not recorded.any():
+        raise Skip("no block records samples_processed")
+    s3 = ctx.spec["S3_data"]
+    expected = np.where(b["phase"] == "train", b["dataset"].map(s3["train_samples"]),
+                        b["dataset"].map(s3["eval_samples"]))
+    expected = pd.Series(expected, index=b.index, dtype="Float64")
+    differs = recorded & expected.notna() & (b["samples_processed"].astype("Float64") != expected)
+    missing = ~recorded
+    bad = differs | missing
+    if bad.any():
+        return Outcome.failed(f"{int(differs.sum())} block(s) processed another number of "
+                              f"samples than S3 says, {int(missing.sum())} record none",
+                              rows=int(bad.sum()))
+    return Outcome.passed(f"all {len(b):,} blocks processed their split's specified size")
+
+
+@check("S4.precision-policy", "S4", table="runs")
+def precision_policy(ctx):
+    """Every run recorded the specified numeric precision policy (one flag changed one
+    stack's energy 3.14x)."""
+    return _recipe_outcome(ctx, "S4_backend")
+
+
+@check("S4.pinned-versions", "S4", table="environment")
+def pinned_versions(ctx):
+    """Every run used the pinned version of its framework (S4 pinned_versions)."""
+    env = ctx.environment
+    pins = ctx.spec["S4_backend"].get("pinned_versions", {})
+    if env["framework"].isna().all():
+        raise Skip("no run records its framework")
+    pinned = env["framework"].map(pins)
+    unknown = env["framework"].notna() & pinned.isna()
+    missing = env["framework"].isna() | env["framework_version"].isna()
+    differs = ~missing & ~unknown & (env["framework_version"] != pinned)
+    bad = missing | unknown | differs
+    if bad.any():
+        parts = []
+        if differs.any():
+            parts.append(f"{int(differs.sum())} run(s) on unpinned versions ("
+                         + describe_counts(env.loc[differs, "framework"] + " "
+                                           + env.loc[differs, "framework_version"]) + ")")
+        if unknown.any():
+            parts.append(f"{int(unknown.sum())} run(s) of frameworks without a pin ("
+                         + describe_counts(env.loc[unknown, "framework"]) + ")")
+        if missing.any():
+            parts.append(f"{int(missing.sum())} run(s) record no framework version")
+        return Outcome.failed("; ".join(parts), rows=int(bad.sum()))
+    return Outcome.passed(f"all {len(env):,} runs used their framework's pinned version")

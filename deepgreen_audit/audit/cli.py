@@ -1,0 +1,86 @@
+"""Verbs `audit` and `spec`: thin wrappers over deepgreen_audit.audit and deepgreen_audit.spec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deepgreen_audit.errors import UserError
+
+
+def cmd_audit(args) -> int:
+    from deepgreen_audit.audit import audit, registered_checks
+    from deepgreen_audit.audit import docs
+
+    if args.list:
+        if args.markdown:
+            if args.check:
+                current = docs.doc_path().is_file() and \
+                    docs.doc_path().read_text(encoding="utf-8") == docs.to_markdown()
+                print(f"{docs.doc_path()} is {'current' if current else 'OUT OF DATE'}")
+                return 0 if current else 1
+            print(f"wrote {docs.write_markdown()}")
+            return 0
+        for c in registered_checks():
+            print(f"{c.id:<30} {c.section:<9} {c.severity:<7} {c.doc}")
+        return 0
+    report = audit(args.package, spec_path=args.spec, select=args.select,
+                   sources_root=Path(args.sources) if args.sources else None)
+    if args.out:
+        from deepgreen_audit.package import atomic
+
+        atomic.write_text(Path(args.out), report.to_json())
+    print(report.to_json() if args.json else report.format_text(), end="\n" if not args.json else "")
+    integrity = report.finding("integrity.validate")
+    if integrity.status != "pass" or (args.strict and report.failed):
+        return 1
+    return 0
+
+
+def cmd_spec(args) -> int:
+    from deepgreen_audit import spec
+
+    if not args.markdown:
+        raise UserError("choose an output: --markdown")
+    if args.check:
+        current = spec.markdown_is_current()
+        print(f"{spec.markdown_path()} is {'current' if current else 'OUT OF DATE: run deepgreen spec --markdown'}")
+        return 0 if current else 1
+    if args.stdout:
+        print(spec.to_markdown(), end="")
+        return 0
+    print(f"wrote {spec.write_markdown()}")
+    return 0
+
+
+def register(verb) -> None:
+    p = verb("audit", cmd_audit, "audit a package against the experiment specification (S1-S6)",
+             "Validate PKG (checksums, schemas, keys), prove the round trip to run directories, "
+             "then run every registered conformance check of the experiment specification "
+             "(collect/experiment.toml, S1 model ... S6 replication) and of the stack sources. "
+             "Each finding has an id, a section, a status (pass/fail/warn/skip), a message and "
+             "the rows it concerns; the report ends with the counts. A skipped check means the "
+             "audit did not finish. Exit 1 when the package does not validate, or with --strict "
+             "on any fail. See docs/audit.md.")
+    p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
+                   help="package folder or its datapackage.json (default: ./datapackage.json)")
+    p.add_argument("--strict", action="store_true", help="exit 1 on any failed check")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--out", metavar="FILE", help="also write the JSON report to FILE")
+    p.add_argument("--list", action="store_true", help="list the registered checks and exit")
+    p.add_argument("--markdown", action="store_true",
+                   help="with --list: write docs/audit.md from the registry")
+    p.add_argument("--check", action="store_true",
+                   help="with --list --markdown: only say whether docs/audit.md is current")
+    p.add_argument("--spec", metavar="TOML", help="audit against this specification instead")
+    p.add_argument("--select", action="append", metavar="PREFIX",
+                   help="run only checks whose id starts with PREFIX (repeatable), e.g. S5")
+    p.add_argument("--sources", metavar="DIR",
+                   help="checkout whose stacks/ the source checks read (default: this project)")
+
+    p = verb("spec", cmd_spec, "render the experiment specification as Markdown",
+             "Generate docs/spec.md, the human-readable experiment specification, from "
+             "collect/experiment.toml (the one machine-readable source). --check only says "
+             "whether docs/spec.md is current (exit 1 if not).")
+    p.add_argument("--markdown", action="store_true", help="write docs/spec.md")
+    p.add_argument("--check", action="store_true", help="only check that docs/spec.md is current")
+    p.add_argument("--stdout", action="store_true", help="print the Markdown instead of writing it")

@@ -1,0 +1,86 @@
+"""What every check reads: the package, its typed tables (read once), the specification."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from deepgreen_audit.package.descriptor import Package
+from deepgreen_audit.package.schema import project_root
+from deepgreen_audit.spec import load_spec
+
+CONFIG_COLUMNS = ("ecosystem", "architecture", "dataset")
+#: Integer and boolean columns keep their missing cells (not floats / objects).
+_NULLABLE = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
+
+
+class AuditContext:
+    """The package under audit; each table is typed once and shared by all checks."""
+
+    def __init__(self, package: Package, spec: dict | None = None,
+                 sources_root: Path | None = None, integrity=None):
+        self.package = package
+        self.spec = spec or load_spec()
+        self.sources_root = Path(sources_root) if sources_root else project_root()
+        #: the integrity report (deepgreen_audit.package.validate), set by the driver
+        self.integrity = integrity
+        self._frames: dict[str, pd.DataFrame] = {}
+
+    @property
+    def tolerances(self) -> dict:
+        return self.spec["audit"]
+
+    def table(self, name: str) -> pd.DataFrame:
+        """Table `name` as a pandas frame with the schema's types (cached)."""
+        if name not in self._frames:
+            self._frames[name] = self.package.table(name).to_pandas(types_mapper=_NULLABLE.get)
+        return self._frames[name]
+
+    @property
+    def runs(self) -> pd.DataFrame:
+        return self.table("runs")
+
+    @property
+    def blocks(self) -> pd.DataFrame:
+        return self.table("blocks")
+
+    @property
+    def environment(self) -> pd.DataFrame:
+        return self.table("environment")
+
+    @property
+    def samples(self) -> pd.DataFrame:
+        return self.table("samples")
+
+    @cached_property
+    def config_of_run(self) -> pd.Series:
+        """run_id -> 'ecosystem/architecture/dataset'."""
+        runs = self.runs
+        labels = runs["ecosystem"] + "/" + runs["architecture"] + "/" + runs["dataset"]
+        return pd.Series(labels.to_numpy(), index=runs["run_id"].to_numpy())
+
+    @cached_property
+    def block_runs(self) -> pd.DataFrame:
+        """The blocks with their run's configuration, repetition and environment columns."""
+        runs = self.runs[["run_id", *CONFIG_COLUMNS, "repetition"]]
+        env = self.environment[["run_id", "gpu_model", "gpu_count"]]
+        return self.blocks.merge(runs, on="run_id", how="left").merge(env, on="run_id", how="left")
+
+
+def describe_counts(series: pd.Series, limit: int = 8) -> str:
+    """'a: 3, b: 1' from a Series of labels, most frequent first."""
+    counts = series.value_counts()
+    text = ", ".join(f"{k}: {v}" for k, v in counts.head(limit).items())
+    return text + (f", ... ({len(counts) - limit} more)" if len(counts) > limit else "")
+
+
+def relative_difference(a, b) -> np.ndarray:
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    scale = np.maximum(np.abs(a), np.abs(b))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(scale > 0, np.abs(a - b) / scale, 0.0)

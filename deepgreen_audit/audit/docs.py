@@ -1,0 +1,67 @@
+"""docs/audit.md, generated from the registry: what each check means."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deepgreen_audit.audit.registry import SECTIONS, registered_checks
+from deepgreen_audit.package.schema import project_root
+
+DOC_PATH = ("docs", "audit.md")
+
+INTRO = """\
+# The audit
+
+<!-- Generated from the check registry by `deepgreen audit --list --markdown`; do not edit by hand. -->
+
+`deepgreen audit [PKG]` first validates the package (checksums, schemas, keys:
+`deepgreen validate`), then runs every registered check against the experiment
+specification (`collect/experiment.toml`, rendered in docs/spec.md). Each
+finding has an id, a spec section, a status (`pass`, `fail`, `warn`, `skip`), a
+message, and for row-level checks the number of rows of the named table it
+concerns (`rows_affected`). A check of severity `error` that finds a defect
+reports `fail`, one of severity `warning` reports `warn`. A check whose inputs are
+missing reports `skip`, never `pass`, and the audit then says it did not finish.
+A synthetic package is announced at the top and the bottom of every report.
+
+Options: `--strict` exits 1 on any fail; `--json` prints the report as JSON
+(`--out FILE` writes it); `--list` prints this registry; `--spec TOML` audits
+against another specification; `--select PREFIX` runs only some checks.
+
+Adding a check (another layer, e.g. the renderer's lint): write a function
+`fn(ctx) -> Outcome` with a docstring, decorate it with
+`@check("<section>.<name>", "<section>", table=...)` from
+`deepgreen_audit.audit.registry`, and add its module to `CHECK_MODULES` there.
+`ctx` gives the typed tables (`ctx.runs`, `ctx.blocks`, ...), the specification
+(`ctx.spec`, tolerances in `ctx.tolerances`) and the checkout (`ctx.sources_root`).
+"""
+
+SECTION_TITLES = {"integrity": "Integrity", "S1": "S1 Model", "S2": "S2 Optimisation",
+                  "S3": "S3 Data pipeline", "S4": "S4 Backend", "S5": "S5 Measurement",
+                  "S6": "S6 Replication", "source": "Sources and built artefacts"}
+
+
+def to_markdown() -> str:
+    lines = [INTRO]
+    registered = registered_checks()
+    for section in SECTIONS:
+        group = [c for c in registered if c.section == section]
+        if not group:
+            continue
+        lines += [f"## {SECTION_TITLES[section]}", "", "| id | severity | rows of | what it checks |",
+                  "|---|---|---|---|"]
+        lines += [f"| `{c.id}` | {c.severity} | {c.table or '-'} | {c.doc} |" for c in group]
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def doc_path() -> Path:
+    return project_root().joinpath(*DOC_PATH)
+
+
+def write_markdown(path: Path | None = None) -> Path:
+    from deepgreen_audit.package import atomic
+
+    target = Path(path) if path else doc_path()
+    atomic.write_text(target, to_markdown())
+    return target

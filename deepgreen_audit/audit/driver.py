@@ -1,0 +1,94 @@
+"""The one driver that runs the registered checks over a package.
+
+Integrity comes first (deepgreen_audit.package.validate): checks read typed
+tables, which only a valid package has, so on an invalid package every other
+check is skipped and the audit says it did not finish.
+"""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+
+from deepgreen_audit.audit.context import AuditContext
+from deepgreen_audit.audit.registry import Skip, registered_checks
+from deepgreen_audit.audit.report import AuditFinding, AuditReport
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.package.descriptor import DESCRIPTOR_NAME, Package
+from deepgreen_audit.package.validate import validate
+from deepgreen_audit.spec import load_spec
+
+INTEGRITY_ID = "integrity.validate"
+
+
+def audit(location: str | Path | None = None, *, spec: dict | None = None,
+          spec_path: str | Path | None = None, select: list[str] | None = None,
+          sources_root: Path | None = None) -> AuditReport:
+    """Audit the package at `location` against the specification; never raises for bad data.
+
+    `spec` (or `spec_path`) replaces collect/experiment.toml; `select` keeps
+    only the checks whose id starts with one of its prefixes.
+    """
+    spec = spec or load_spec(str(spec_path) if spec_path else None)
+    location = resolve_package(location)
+    integrity = validate(location)
+    report = AuditReport(package=integrity.package, synthetic=integrity.synthetic,
+                         notice=integrity.notice)
+    registered = [c for c in registered_checks()
+                  if not select or c.id == INTEGRITY_ID or any(c.id.startswith(p) for p in select)]
+    if not integrity.valid:
+        first = integrity.findings[0] if integrity.findings else None
+        for c in registered:
+            if c.id == INTEGRITY_ID:
+                report.findings.append(AuditFinding(
+                    c.id, c.section, c.severity, "fail",
+                    f"the package does not validate: {integrity.error_count} error(s); first: "
+                    f"[{first.code}] {first.where()}: {first.message}" if first else
+                    "the package does not validate", integrity.error_count))
+            else:
+                report.findings.append(AuditFinding(
+                    c.id, c.section, c.severity, "skip",
+                    "not run: the package does not validate (integrity.validate)", table=c.table))
+        return report
+    ctx = AuditContext(Package.open(location), spec, sources_root, integrity)
+    for c in registered:
+        report.findings.append(run_check(c, ctx))
+    return report
+
+
+def resolve_package(location: str | Path | None) -> str | Path | None:
+    """A tables folder without its own descriptor (the shipped `replication/`) is described
+    by the datapackage.json one level up whose resources lie in it."""
+    if location is None:
+        return location
+    folder = Path(location)
+    parent_descriptor = folder.parent / DESCRIPTOR_NAME
+    if folder.is_dir() and not (folder / DESCRIPTOR_NAME).exists() and parent_descriptor.is_file():
+        try:
+            package = Package.open(parent_descriptor)
+            if package.tables_dir.resolve() == folder.resolve():
+                return parent_descriptor
+        except UserError:
+            pass
+    return location
+
+
+def run_check(c, ctx: AuditContext) -> AuditFinding:
+    """One check's finding; a crash is reported as a skip naming the error, never as a pass."""
+    try:
+        outcome = c.func(ctx)
+    except Skip as exc:
+        return AuditFinding(c.id, c.section, c.severity, "skip", str(exc), table=c.table)
+    except UserError as exc:
+        return AuditFinding(c.id, c.section, c.severity, "skip", f"could not run: {exc}",
+                            table=c.table)
+    except Exception as exc:  # a bug in a check must not hide the other checks' results
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        return AuditFinding(c.id, c.section, c.severity, "skip",
+                            f"the check crashed ({type(exc).__name__}: {exc} at "
+                            f"{Path(where.filename).name}:{where.lineno}); report this as a bug",
+                            table=c.table)
+    status = "pass" if outcome.ok else ("fail" if c.severity == "error" else "warn")
+    return AuditFinding(c.id, c.section, c.severity, status, outcome.message,
+                        outcome.rows if outcome.rows is not None else (0 if c.table and outcome.ok else None),
+                        c.table, outcome.details)

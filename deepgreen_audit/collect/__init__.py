@@ -1,0 +1,13 @@
+"""Collection: the measurement contract of DESIGN.md section 3, made hard to break quietly.
+
+Layers, bottom up:
+
+* device layer, one module per hardware interface, each trivially faked:
+  `nvml` (pynvml's total-energy counter), `rapl` (powercap sysfs),
+  `codecarbon_tracker` (CodeCarbon 3.x, pinned configuration), `sampler` (1 Hz);
+* `instruments`: the counters a host has, or the reasons it lacks them;
+* `harness`: blocks (one phase of one epoch) bracketed by synchronised counter
+  reads; Python stacks import it; `protocol` serves it to other languages;
+* `record`: a finished run as a run directory (the format of package.rundirs);
+* `plan`, `preflight`, `runner` (one process a run), `driver` (the campaign).
+"""

@@ -1,0 +1,182 @@
+"""CodeCarbon 3.x as a second, independent reading over each block.
+
+One `OfflineEmissionsTracker` per run, built from the pinned file
+`collect/codecarbon.ini` (every key passed explicitly, nothing inherited from
+the user's CodeCarbon files or environment), machine mode, 1 s interval.  A
+block is one CodeCarbon task: `start_task` at the opening boundary,
+`stop_task` at the closing one.  CodeCarbon 2.x is refused at start-up (it
+falls back to a constant modelled CPU power without saying so).
+
+How CodeCarbon obtained each device's power is read from CodeCarbon's own
+description of the hardware it measured with (`tracker._conf["hardware"]`,
+e.g. `CPU(Intel Rapl)`, `CPU(Cpu Load)`, `CPU(AMD EPYC > 8W)`), per block,
+and mapped onto the blocks schema's enums: a modelled CPU power is recorded
+as `tdp-constant` or `load-model`, never passed off as `rapl`.
+"""
+
+from __future__ import annotations
+
+import configparser
+import hashlib
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from deepgreen_audit.collect.errors import CodeCarbonRefused
+from deepgreen_audit.package.schema import project_root
+from deepgreen_audit.spec import load_spec
+
+JOULES_PER_KWH = 3.6e6
+#: Keys the pinned file may set, with the type CodeCarbon expects.
+CONFIG_TYPES = {"tracking_mode": str, "measure_power_secs": float, "country_iso_code": str,
+                "rapl_include_dram": bool, "rapl_prefer_psys": bool,
+                "allow_multiple_runs": bool, "log_level": str, "project_name": str,
+                "pue": float}
+
+
+def config_path() -> Path:
+    return project_root() / "collect" / "codecarbon.ini"
+
+
+def require_codecarbon(module=None) -> str:
+    """The installed CodeCarbon's version; refuses one below the spec's minimum major."""
+    minimum = int(load_spec()["S5_measurement"]["codecarbon_min_major"])
+    try:
+        module = module or importlib.import_module("codecarbon")
+    except ImportError:
+        raise CodeCarbonRefused(f"CodeCarbon is not installed; install codecarbon>={minimum} "
+                                "(pip install -e '.[collect]')", code="codecarbon-missing") from None
+    version = str(module.__version__)
+    try:
+        major = int(version.split(".")[0])
+    except ValueError:
+        major = -1
+    if major < minimum:
+        raise CodeCarbonRefused(
+            f"CodeCarbon {version} is installed; the measurement contract needs {minimum}.x or "
+            "newer (2.x silently models CPU power as a constant); pip install "
+            f"'codecarbon>={minimum},<{minimum + 1}'", code="codecarbon-version")
+    return version
+
+
+@dataclass(frozen=True)
+class PinnedConfig:
+    """The pinned configuration: CodeCarbon keyword arguments and the file's SHA256."""
+
+    path: Path
+    kwargs: dict
+    sha256: str
+
+    @property
+    def tracking_mode(self) -> str:
+        return self.kwargs["tracking_mode"]
+
+
+def load_config(path: Path | None = None) -> PinnedConfig:
+    """Read and check the pinned file against the spec's measurement section."""
+    path = Path(path) if path else config_path()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CodeCarbonRefused("the pinned CodeCarbon configuration is missing", path=path,
+                                code="codecarbon-config") from None
+    parser = configparser.ConfigParser()
+    try:
+        parser.read_string(data.decode("utf-8"), source=str(path))
+    except (configparser.Error, UnicodeDecodeError) as exc:
+        raise CodeCarbonRefused(f"cannot be parsed: {exc}", path=path, code="codecarbon-config") from None
+    if not parser.has_section("codecarbon"):
+        raise CodeCarbonRefused("has no [codecarbon] section", path=path, code="codecarbon-config")
+    kwargs = {}
+    for key, text in parser["codecarbon"].items():
+        if key not in CONFIG_TYPES:
+            raise CodeCarbonRefused(f"unknown key (allowed: {', '.join(CONFIG_TYPES)})",
+                                    path=path, field=key, code="codecarbon-config")
+        kind = CONFIG_TYPES[key]
+        try:
+            kwargs[key] = parser["codecarbon"].getboolean(key) if kind is bool else kind(text)
+        except ValueError:
+            raise CodeCarbonRefused(f"{text!r} is not a {kind.__name__}", path=path, field=key,
+                                    code="codecarbon-config") from None
+    s5 = load_spec()["S5_measurement"]
+    for key, expected in (("tracking_mode", s5["codecarbon_tracking_mode"]),
+                          ("measure_power_secs", float(s5["codecarbon_interval_s"]))):
+        if kwargs.get(key) != expected:
+            raise CodeCarbonRefused(f"is {kwargs.get(key)!r}; the specification "
+                                    f"(collect/experiment.toml S5_measurement) requires {expected!r}",
+                                    path=path, field=key, code="codecarbon-config")
+    if "country_iso_code" not in kwargs:
+        raise CodeCarbonRefused("offline tracking needs country_iso_code", path=path,
+                                field="country_iso_code", code="codecarbon-config")
+    return PinnedConfig(path=path, kwargs=kwargs, sha256=hashlib.sha256(data).hexdigest())
+
+
+def cpu_method(hardware: list[str]) -> str:
+    """The blocks-schema label of how CodeCarbon got CPU power, from its hardware descriptions."""
+    for item in hardware:
+        if not item.startswith("CPU("):
+            continue
+        if item in ("CPU(Intel Rapl)", "CPU(Windows Emi)"):
+            return "rapl"
+        if item == "CPU(Cpu Load)":
+            return "load-model"
+        if ">" in item and item.rstrip(")").endswith(("W", "W [generic]")):
+            return "tdp-constant"
+        return "unknown"
+    return "unknown"
+
+
+def gpu_method(hardware: list[str]) -> str:
+    return "nvml" if any(item.startswith("GPU(") for item in hardware) else "none"
+
+
+@dataclass(frozen=True)
+class CodeCarbonBlock:
+    """CodeCarbon's own reading of one block, in its native units, plus how it measured."""
+
+    duration_s: float
+    energy_kwh: float
+    cpu_energy_kwh: float
+    gpu_energy_kwh: float
+    ram_energy_kwh: float
+    cpu_power_w: float
+    gpu_power_w: float
+    ram_power_w: float
+    cpu_method: str
+    gpu_method: str
+
+
+class CodeCarbonTracker:
+    """One OfflineEmissionsTracker for a run; one task per block."""
+
+    def __init__(self, config: PinnedConfig | None = None, module=None):
+        self.version = require_codecarbon(module)
+        self.config = config or load_config()
+        from codecarbon import OfflineEmissionsTracker
+
+        self._tracker = OfflineEmissionsTracker(output_methods=[], **self.config.kwargs)
+        # Hardware detection takes seconds: do it now, outside every block.
+        self._tracker.start_task("deepgreen-setup")
+        self._tracker.stop_task("deepgreen-setup")
+        self._task = None
+
+    @property
+    def hardware(self) -> list[str]:
+        return [str(h) for h in self._tracker._conf.get("hardware", [])]
+
+    def start_block(self, name: str) -> None:
+        self._task = name
+        self._tracker.start_task(name)
+
+    def stop_block(self) -> CodeCarbonBlock:
+        data = self._tracker.stop_task(self._task)
+        self._task = None
+        if data is None:
+            raise RuntimeError("CodeCarbon returned no reading for the block")
+        hardware = self.hardware
+        return CodeCarbonBlock(
+            duration_s=float(data.duration), energy_kwh=float(data.energy_consumed),
+            cpu_energy_kwh=float(data.cpu_energy), gpu_energy_kwh=float(data.gpu_energy),
+            ram_energy_kwh=float(data.ram_energy), cpu_power_w=float(data.cpu_power),
+            gpu_power_w=float(data.gpu_power), ram_power_w=float(data.ram_power),
+            cpu_method=cpu_method(hardware), gpu_method=gpu_method(hardware))

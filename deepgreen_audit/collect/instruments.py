@@ -1,0 +1,86 @@
+"""The counters a host has, opened together, or the reasons it lacks them.
+
+`probe()` opens NVML energy and RAPL and keeps, for each missing counter, a
+one-line reason.  `Instruments.open()` refuses a host with a missing counter
+unless the caller allowed it, in which case the reasons travel into the
+tables (DESIGN.md section 3: missing is empty plus a reason).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deepgreen_audit.collect.errors import CounterUnavailable
+from deepgreen_audit.collect.nvml import Nvml
+from deepgreen_audit.collect.rapl import POWERCAP_ROOT, Rapl
+from deepgreen_audit.errors import UserError
+
+ALLOW_OPTION = "--allow-missing-counters"
+
+
+class CountersMissing(UserError):
+    """The host lacks a counter and the user did not allow collecting without it."""
+
+
+@dataclass
+class Instruments:
+    """Open counters (None where missing), CodeCarbon, and why anything is missing."""
+
+    nvml: Nvml | None = None
+    rapl: Rapl | None = None
+    codecarbon: object | None = None
+    missing: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, *, allow_missing_counters: bool = False, pynvml_module=None,
+             powercap_root: Path = POWERCAP_ROOT, codecarbon: bool = True) -> "Instruments":
+        nvml, rapl, missing = probe(pynvml_module=pynvml_module, powercap_root=powercap_root)
+        if missing and not allow_missing_counters:
+            raise_missing(missing)
+        tracker = None
+        if codecarbon:
+            from deepgreen_audit.collect.codecarbon_tracker import CodeCarbonTracker
+
+            tracker = CodeCarbonTracker()
+        return cls(nvml=nvml, rapl=rapl, codecarbon=tracker, missing=missing)
+
+    @property
+    def counters_missing_reason(self) -> str | None:
+        return "; ".join(f"{k}: {v}" for k, v in self.missing.items()) or None
+
+    def read(self) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+        """(NVML millijoules per GPU, RAPL microjoules per package domain); None where missing."""
+        return (self.nvml.total_energy_mj() if self.nvml else None,
+                self.rapl.read_uj() if self.rapl else None)
+
+    def close(self) -> None:
+        if self.nvml is not None:
+            self.nvml.close()
+
+
+def probe(*, pynvml_module=None, powercap_root: Path = POWERCAP_ROOT):
+    """(Nvml or None, Rapl or None, {counter: reason}) for this host."""
+    missing: dict[str, str] = {}
+    nvml = rapl = None
+    try:
+        nvml = Nvml(pynvml_module)
+        nvml.total_energy_mj()
+    except CounterUnavailable as exc:
+        missing["NVML"] = exc.reason
+        if nvml is not None:
+            nvml.close()
+        nvml = None
+    try:
+        rapl = Rapl(powercap_root)
+    except CounterUnavailable as exc:
+        missing["RAPL"] = exc.reason
+    return nvml, rapl, missing
+
+
+def raise_missing(missing: dict[str, str]):
+    raise CountersMissing(
+        "this host lacks energy counters the measurement contract needs: "
+        + "; ".join(f"{k}: {v}" for k, v in missing.items())
+        + f". Pass {ALLOW_OPTION} to collect anyway, with empty energy cells and these reasons",
+        code="counters-missing")

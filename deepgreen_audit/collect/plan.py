@@ -1,0 +1,231 @@
+"""The campaign plan: configurations x repetitions, distinct seeds, interleaved order.
+
+`collect/plan.toml` says how each stack runs; what runs comes from the
+experiment specification (configurations, repetitions, recipe).  An optional
+`[scope]` table narrows it (a smoke run on digits, one stack).  The schedule
+is deterministic from `master_seed`: each repetition is one round over every
+configuration in a seeded shuffled order, and no configuration runs twice in
+a row across a round boundary.  Seeds are derived per run from the master
+seed and the run id, and checked distinct.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.package.schema import load_schema, project_root
+from deepgreen_audit.spec import load_spec, recipe
+
+PLAN_KEYS = {"campaign", "master_seed", "run_timeout_s", "data_dir", "stacks", "scope"}
+SCOPE_KEYS = {"ecosystems", "architectures", "datasets", "repetitions", "epochs",
+              "max_train_batches", "max_eval_batches"}
+STACK_KINDS = ("python", "external")
+
+
+def default_plan_path() -> Path:
+    return project_root() / "collect" / "plan.toml"
+
+
+@dataclass(frozen=True)
+class Stack:
+    ecosystem: str
+    kind: str
+    program: Path | None = None       # python: the program file
+    command: tuple[str, ...] = ()     # external: the executable and its arguments
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run: what a stack needs to know, and where it sits in the schedule."""
+
+    run_id: str
+    campaign: str
+    ecosystem: str
+    architecture: str
+    dataset: str
+    repetition: int
+    seed: int
+    schedule_position: int
+    epochs: int
+    data_dir: Path
+    max_train_batches: int | None
+    max_eval_batches: int | None
+    recipe: dict = field(default_factory=dict, hash=False)
+
+    @property
+    def classes(self) -> int:
+        return int(load_spec()["S3_data"]["classes"][self.dataset])
+
+    def protocol_params(self) -> dict:
+        """The job as the line protocol's HELLO reply carries it to external stacks."""
+        params = {k: getattr(self, k) for k in ("run_id", "ecosystem", "architecture", "dataset",
+                                                "repetition", "seed", "epochs", "classes")}
+        params.update({k: v for k, v in self.recipe.items() if k != "epochs"})
+        params["data_dir"] = str(self.data_dir)
+        for key in ("max_train_batches", "max_eval_batches"):
+            if getattr(self, key) is not None:
+                params[key] = getattr(self, key)
+        return params
+
+
+@dataclass(frozen=True)
+class Plan:
+    path: Path
+    campaign: str
+    master_seed: int
+    run_timeout_s: float
+    stacks: dict[str, Stack]
+    jobs: tuple[Job, ...]
+
+    def job(self, run_id: str) -> Job:
+        for job in self.jobs:
+            if job.run_id == run_id:
+                return job
+        raise UserError(f"the plan has no run {run_id!r} (see 'deepgreen plan --print')",
+                        path=self.path, code="unknown-run")
+
+    def runner_command(self, job: Job, work: Path, allow_missing_counters: bool) -> list[str]:
+        """The exact command that runs one job in its own process."""
+        cmd = [sys.executable, "-m", "deepgreen_audit.collect.runner", "--plan", str(self.path),
+               "--run-id", job.run_id, "--work", str(work)]
+        return cmd + (["--allow-missing-counters"] if allow_missing_counters else [])
+
+
+def _enum(table: str, column: str) -> tuple[str, ...]:
+    return load_schema(table).field(column).enum
+
+
+def _list(scope: dict, key: str, default: list[str], allowed: tuple[str, ...], path: Path) -> list[str]:
+    values = scope.get(key, default)
+    if not isinstance(values, list) or not values:
+        raise UserError("must be a non-empty list", path=path, field=f"scope.{key}", code="plan-error")
+    for v in values:
+        if v not in allowed:
+            raise UserError(f"{v!r} is not one of {', '.join(allowed)}", path=path,
+                            field=f"scope.{key}", code="plan-error")
+    return list(values)
+
+
+def _positive(table: dict, key: str, default, path: Path, where: str):
+    value = table.get(key, default)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise UserError(f"{value!r} is not an integer >= 1", path=path, field=f"{where}{key}",
+                        code="plan-error")
+    return value
+
+
+def derive_seed(master_seed: int, run_id: str, attempt: int = 0) -> int:
+    digest = hashlib.sha256(f"{master_seed}/{run_id}/{attempt}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def schedule(configs: list[tuple[str, str, str]], repetitions: int, master_seed: int):
+    """[(config, repetition)] in interleaved order: one shuffled round per repetition."""
+    order = []
+    for rep in range(1, repetitions + 1):
+        round_ = list(configs)
+        random.Random(f"{master_seed}/round/{rep}").shuffle(round_)
+        if order and len(round_) > 1 and round_[0] == order[-1][0]:
+            round_[0], round_[1] = round_[1], round_[0]
+        order.extend((c, rep) for c in round_)
+    return order
+
+
+def load_plan(path: Path | None = None) -> Plan:
+    path = Path(path) if path else default_plan_path()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError("no such plan file", path=path, code="missing-input") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"is not valid TOML: {exc}", path=path, code="plan-error") from None
+    unknown = set(data) - PLAN_KEYS
+    if unknown:
+        raise UserError(f"unknown keys {sorted(unknown)} (allowed: {sorted(PLAN_KEYS)})", path=path,
+                        code="plan-error")
+    spec = load_spec()
+    campaign = data.get("campaign")
+    import re
+    if not isinstance(campaign, str) or not re.fullmatch(load_schema("runs").field("campaign").pattern,
+                                                         campaign):
+        raise UserError(f"{campaign!r} is not a safe campaign name", path=path, field="campaign",
+                        code="plan-error")
+    master_seed = data.get("master_seed")
+    if isinstance(master_seed, bool) or not isinstance(master_seed, int) or master_seed < 0:
+        raise UserError("must be an integer >= 0", path=path, field="master_seed", code="plan-error")
+    scope = data.get("scope", {})
+    unknown = set(scope) - SCOPE_KEYS
+    if unknown:
+        raise UserError(f"unknown keys {sorted(unknown)} (allowed: {sorted(SCOPE_KEYS)})", path=path,
+                        field="scope", code="plan-error")
+    ecosystems = _list(scope, "ecosystems", spec["S6_replication"]["ecosystems"],
+                       _enum("runs", "ecosystem"), path)
+    architectures = _list(scope, "architectures", spec["S1_model"]["architectures"],
+                          _enum("runs", "architecture"), path)
+    datasets = _list(scope, "datasets", spec["S3_data"]["datasets"], _enum("runs", "dataset"), path)
+    repetitions = _positive(scope, "repetitions", spec["S6_replication"]["repetitions"], path, "scope.")
+    run_recipe = recipe(spec)
+    epochs = _positive(scope, "epochs", run_recipe["epochs"], path, "scope.")
+    run_recipe["epochs"] = epochs
+    limits = {k: _positive(scope, k, None, path, "scope.") for k in ("max_train_batches", "max_eval_batches")}
+    stacks = {}
+    for eco, table in data.get("stacks", {}).items():
+        where = f"stacks.{eco}."
+        if eco not in _enum("runs", "ecosystem"):
+            raise UserError(f"{eco!r} is not an ecosystem", path=path, field=f"stacks.{eco}",
+                            code="plan-error")
+        kind = table.get("kind")
+        if kind not in STACK_KINDS:
+            raise UserError(f"{kind!r} is not one of {', '.join(STACK_KINDS)}", path=path,
+                            field=where + "kind", code="plan-error")
+        if kind == "python":
+            program = table.get("program")
+            if not isinstance(program, str):
+                raise UserError("a python stack needs program = \"path/to/train.py\"", path=path,
+                                field=where + "program", code="plan-error")
+            stacks[eco] = Stack(eco, kind, program=project_root() / program)
+        else:
+            command = table.get("command")
+            if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
+                raise UserError("an external stack needs command = [\"path/to/exe\", ...]", path=path,
+                                field=where + "command", code="plan-error")
+            stacks[eco] = Stack(eco, kind, command=tuple(command))
+    data_dir = project_root() / data.get("data_dir", "data")
+    configs = [(e, a, d) for e in ecosystems for a in architectures for d in datasets]
+    jobs, seeds = [], set()
+    for position, ((eco, arch, ds), rep) in enumerate(schedule(configs, repetitions, master_seed), 1):
+        run_id = f"{eco}.{arch}.{ds}.r{rep}"
+        attempt, seed = 0, derive_seed(master_seed, run_id)
+        while seed in seeds:
+            attempt += 1
+            seed = derive_seed(master_seed, run_id, attempt)
+        seeds.add(seed)
+        jobs.append(Job(run_id=run_id, campaign=campaign, ecosystem=eco, architecture=arch,
+                        dataset=ds, repetition=rep, seed=seed, schedule_position=position,
+                        epochs=epochs, data_dir=data_dir, recipe=dict(run_recipe), **limits))
+    timeout = data.get("run_timeout_s", 21600)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise UserError("must be a number of seconds > 0", path=path, field="run_timeout_s",
+                        code="plan-error")
+    return Plan(path=path, campaign=campaign, master_seed=master_seed, run_timeout_s=float(timeout),
+                stacks=stacks, jobs=tuple(jobs))
+
+
+def format_schedule(plan: Plan, work_root: Path, allow_missing_counters: bool = False) -> str:
+    """One line a run: position, repetition, seed, run id, and the exact command(s)."""
+    import shlex
+
+    lines = ["# position\trepetition\tseed\trun_id\tcommand"]
+    for job in plan.jobs:
+        cmd = shlex.join(plan.runner_command(job, work_root / job.run_id, allow_missing_counters))
+        stack = plan.stacks.get(job.ecosystem)
+        if stack is not None and stack.kind == "external":
+            cmd += "   # runs: " + shlex.join(stack.command) + " (DEEPGREEN_HARNESS_PORT=<port>)"
+        lines.append(f"{job.schedule_position}\t{job.repetition}\t{job.seed}\t{job.run_id}\t{cmd}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,126 @@
+"""RAPL package counters through powercap sysfs (`/sys/class/powercap`).
+
+Each package domain is a zone folder holding `name`, `energy_uj` (microjoules,
+monotonic until it wraps to zero past `max_energy_range_uj`) and
+`max_energy_range_uj`.  What counts as "every package domain, once":
+
+* zone folders named `intel-rapl:N` (the MSR interface, also used for AMD
+  CPUs by the kernel), `amd-rapl:N` and `intel-rapl-mmio:N` at the top level
+  of the powercap tree; sub-zones (`intel-rapl:0:0`, core/uncore/dram) are
+  parts of their package and never added;
+* `psys` (the whole platform, which contains the packages) is left out;
+* one domain name read through several interfaces (the MMIO mirror of the
+  MSR `package-0`, or the same folder reached by two links) is read once,
+  preferring the MSR interface;
+* per-die domains `package-N-die-M` are left out when `package-N` itself is
+  present (they are inside it); without it each die is a disjoint domain.
+
+The energy of a block is `(end - start) mod max_energy_range_uj` per domain
+(one wrap at most between two reads; a package draws ~262 kJ between wraps,
+far more than any block), summed over domains in their order.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from deepgreen_audit.collect.errors import RaplUnavailable
+
+POWERCAP_ROOT = Path("/sys/class/powercap")
+#: Zone interfaces in order of preference when one domain appears in several.
+INTERFACES = ("intel-rapl", "amd-rapl", "intel-rapl-mmio")
+_ZONE_RE = re.compile(r"^(intel-rapl|amd-rapl|intel-rapl-mmio):(\d+)$")
+_PACKAGE_RE = re.compile(r"^package-(\d+)(?:-die-(\d+))?$")
+PERMISSION_FIX = ("since Linux 5.10 energy_uj is readable by root only; run "
+                  "'sudo chmod a+r /sys/class/powercap/*/energy_uj' (or install a udev rule "
+                  "that does it at boot) before collecting")
+
+
+@dataclass(frozen=True)
+class RaplDomain:
+    """One package domain: its powercap name, its zone folder and its wrap point."""
+
+    name: str
+    zone: Path
+    max_energy_range_uj: int
+
+
+def _read_int(path: Path) -> int:
+    try:
+        return int(path.read_text().strip())
+    except PermissionError:
+        raise RaplUnavailable(f"cannot read {path}: permission denied; {PERMISSION_FIX}") from None
+    except (FileNotFoundError, ValueError, OSError) as exc:
+        raise RaplUnavailable(f"cannot read {path}: {exc}") from None
+
+
+def discover(root: Path = POWERCAP_ROOT) -> tuple[RaplDomain, ...]:
+    """The package domains under `root`, each once, ordered by package then die."""
+    root = Path(root)
+    if not root.is_dir():
+        raise RaplUnavailable(f"{root} does not exist: no powercap RAPL driver on this host "
+                              "(load it with 'modprobe intel_rapl_msr'; virtual machines "
+                              "usually have none)")
+    by_name: dict[str, tuple[int, Path]] = {}
+    seen_real: set[str] = set()
+    skipped: list[str] = []
+    for entry in sorted(os.listdir(root)):
+        match = _ZONE_RE.match(entry)
+        if not match:
+            continue
+        zone = root / entry
+        real = os.path.realpath(zone)
+        if real in seen_real:
+            continue
+        seen_real.add(real)
+        try:
+            name = (zone / "name").read_text().strip()
+        except OSError as exc:
+            raise RaplUnavailable(f"cannot read {zone / 'name'}: {exc}") from None
+        if not _PACKAGE_RE.match(name):
+            skipped.append(name)
+            continue
+        rank = INTERFACES.index(match.group(1))
+        if name not in by_name or rank < by_name[name][0]:
+            by_name[name] = (rank, zone)
+    whole = {m.group(1) for n in by_name if (m := _PACKAGE_RE.match(n)) and m.group(2) is None}
+    chosen = []
+    for name, (_, zone) in by_name.items():
+        pkg, die = _PACKAGE_RE.match(name).groups()
+        if die is not None and pkg in whole:
+            continue
+        chosen.append((int(pkg), int(die or -1), name, zone))
+    if not chosen:
+        found = ", ".join(skipped) if skipped else "no RAPL zone"
+        raise RaplUnavailable(f"no RAPL package domain under {root} (found: {found})")
+    chosen.sort()
+    return tuple(RaplDomain(name, zone, _read_int(zone / "max_energy_range_uj"))
+                 for _, _, name, zone in chosen)
+
+
+class Rapl:
+    """The package counters of a host; `read_uj()` reads them all, in domain order."""
+
+    def __init__(self, root: Path = POWERCAP_ROOT):
+        self.domains = discover(root)
+        self._paths = [d.zone / "energy_uj" for d in self.domains]
+        self.read_uj()  # refuse now, not mid-run, when the counters are unreadable
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self.domains)
+
+    @property
+    def max_energy_range_uj(self) -> tuple[int, ...]:
+        return tuple(d.max_energy_range_uj for d in self.domains)
+
+    def read_uj(self) -> tuple[int, ...]:
+        return tuple(_read_int(p) for p in self._paths)
+
+
+def package_energy_j(start_uj, end_uj, max_energy_range_uj) -> float:
+    """Energy between two readings of every domain, wraparound resolved, joules."""
+    return sum(((e - s) % r) / 1e6 for s, e, r in zip(start_uj, end_uj, max_energy_range_uj))

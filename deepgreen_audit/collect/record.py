@@ -1,0 +1,99 @@
+"""A finished run as a run directory, in exactly the format of package.rundirs.
+
+The files are canonical serialisations of the run's rows: block columns split
+over blocks.csv / codecarbon.csv / metrics.csv by the `rundir` property of the
+blocks schema, the runs and environment rows in manifest.json, the samples in
+samples.csv.  Energies are computed here from the raw readings, the way the
+audit recomputes them (docs/collection.md); a missing counter leaves its
+cells empty and says why in energy_missing_reason.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from deepgreen_audit.collect.codecarbon_tracker import JOULES_PER_KWH
+from deepgreen_audit.collect.harness import BlockRecord
+from deepgreen_audit.collect.rapl import package_energy_j
+from deepgreen_audit.package.canonical import parse_value
+from deepgreen_audit.package.rundirs import BLOCK_KEY, MANIFEST, SAMPLES_FILE, block_files
+from deepgreen_audit.package.schema import load_schema
+from deepgreen_audit.package.tables import canonical_text, rows_from_columns
+
+
+def _joined(values) -> str | None:
+    return None if values is None else ";".join(str(v) for v in values)
+
+
+def block_row(block: BlockRecord, run_id: str, rapl_max_energy_range_uj, missing: dict[str, str]) -> dict:
+    """The blocks-table row of a block, energies computed from the raw readings."""
+    nvml = block.nvml_start_mj is not None and block.nvml_end_mj is not None
+    rapl = block.rapl_start_uj is not None and block.rapl_end_uj is not None
+    gpu_j = sum(e - s for s, e in zip(block.nvml_start_mj, block.nvml_end_mj)) / 1000 if nvml else None
+    cpu_j = package_energy_j(block.rapl_start_uj, block.rapl_end_uj,
+                             rapl_max_energy_range_uj) if rapl else None
+    reason = "; ".join(f"{k}: {v}" for k, v in missing.items()) or None
+    cc = block.codecarbon
+    row = {
+        "run_id": run_id, "epoch": block.epoch, "phase": block.phase,
+        "started_at_utc": block.started_at_utc, "duration_s": block.duration_s,
+        "nvml_start_mj": _joined(block.nvml_start_mj), "nvml_end_mj": _joined(block.nvml_end_mj),
+        "rapl_start_uj": _joined(block.rapl_start_uj), "rapl_end_uj": _joined(block.rapl_end_uj),
+        "rapl_max_energy_range_uj": _joined(rapl_max_energy_range_uj) if rapl else None,
+        "gpu_energy_j": gpu_j, "cpu_energy_j": cpu_j,
+        "energy_j": gpu_j + cpu_j if nvml and rapl else None,
+        "energy_missing_reason": reason,
+        "codecarbon_missing_reason": block.codecarbon_missing_reason,
+        "samples_processed": block.samples_processed, "loss": block.loss,
+        "test_accuracy": block.test_accuracy,
+    }
+    cc_fields = {"codecarbon_duration_s": "duration_s", "codecarbon_energy_kwh": "energy_kwh",
+                 "codecarbon_cpu_energy_kwh": "cpu_energy_kwh",
+                 "codecarbon_gpu_energy_kwh": "gpu_energy_kwh",
+                 "codecarbon_ram_energy_kwh": "ram_energy_kwh", "codecarbon_cpu_power_w": "cpu_power_w",
+                 "codecarbon_gpu_power_w": "gpu_power_w", "codecarbon_ram_power_w": "ram_power_w",
+                 "codecarbon_cpu_method": "cpu_method", "codecarbon_gpu_method": "gpu_method"}
+    for column, attr in cc_fields.items():
+        row[column] = getattr(cc, attr) if cc is not None else None
+    row["codecarbon_energy_j"] = cc.energy_kwh * JOULES_PER_KWH if cc is not None else None
+    return row
+
+
+def _json_text(obj) -> bytes:
+    """As package.rundirs writes manifests, so that restore(flatten(tree)) is the tree."""
+    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _row_object(table: str, values: dict, skip: int = 0) -> dict:
+    """{column: JSON value whose canonical text is the cell}, in the schema's order."""
+    schema = load_schema(table)
+    cells = rows_from_columns(schema, {f.name: [values.get(f.name)] for f in schema.fields})[0]
+    return {f.name: parse_value(c, f.type) for f, c in zip(schema.fields[skip:], cells[skip:])}
+
+
+def run_files(run: dict, environment: dict, block_rows: list[dict], samples: list[dict]) -> dict[str, bytes]:
+    """{file name: bytes} of one run directory."""
+    blocks_schema, samples_schema = load_schema("blocks"), load_schema("samples")
+    files = {MANIFEST: _json_text({"run": _row_object("runs", run),
+                                   "environment": _row_object("environment", environment, skip=1)})}
+    columns = {f.name: [r.get(f.name) for r in block_rows] for f in blocks_schema.fields}
+    rows = rows_from_columns(blocks_schema, columns)
+    index = {name: i for i, name in enumerate(blocks_schema.field_names)}
+    for name, cols in block_files().items():
+        header = list(BLOCK_KEY) + list(cols)
+        files[name] = canonical_text(header, [[r[index[c]] for c in header] for r in rows]).encode()
+    run_id = run["run_id"]
+    sample_cols = {f.name: [run_id if f.name == "run_id" else s.get(f.name) for s in samples]
+                   for f in samples_schema.fields}
+    sample_rows = rows_from_columns(samples_schema, sample_cols)
+    files[SAMPLES_FILE] = canonical_text(samples_schema.field_names[1:],
+                                         [r[1:] for r in sample_rows]).encode()
+    return files
+
+
+def write_run_dir(target: Path, files: dict[str, bytes]) -> None:
+    """Write the files into a fresh folder (the caller stages it and renames it into place)."""
+    target.mkdir(parents=True)
+    for name, data in files.items():
+        (target / name).write_bytes(data)

@@ -1,0 +1,395 @@
+"""Import the study's first campaign (CodeCarbon logs only) into a replication package.
+
+Layout read (see the README of the campaign folder): ``results/data/<stack>_combined_data.csv``
+(one per stack, 360 rows: 6 configurations x 30 epochs x train/eval) and the per-stack
+copies and aggregates they were merged from.
+
+Decisions
+=========
+
+* **Source of truth**: the eight ``results/data/<stack>_combined_data.csv`` files.  They
+  are the authors' final per-stack merges, the only files that cover all 8 stacks (JAX
+  exists only there), and they keep the stacks' original labels (``combined_data.csv``
+  holds them after a label normalisation).  Every duplicate is compared with them, cell
+  by cell, and the differences are reported (`consistency`): ``combined_data.csv``, the
+  per-stack ``*_combined_data.csv`` copies, the 60-row aggregates, the Java per-phase raw
+  logs, and the earlier merge in ``results/old_data/``.
+* **One run per configuration** (stack x model x dataset), repetition 1; one block per
+  CodeCarbon row (epoch ``epoca``, phase ``fase``; ``test`` is the eval phase).
+* **Labels** are normalised to the schema's (`ECOSYSTEMS`, `ARCHITECTURES`, `DATASETS`);
+  the originals are kept in ``runs.source_labels`` (``language``/``lang``, ``modello``,
+  ``dataset``, ``model`` as the source wrote them).  MATLAB is the ecosystem ``matlab``.
+* **Energy**: CodeCarbon's kWh are kept in the ``codecarbon_*_kwh`` columns, unchanged;
+  ``codecarbon_energy_j`` is derived (x 3.6e6).  The campaign read no hardware counters,
+  so the counter cells are empty with ``energy_missing_reason``.  ``duration_s`` (required
+  by the schema) holds CodeCarbon's tracker duration, as the reason says: there was no
+  counter-bracketed window.  CodeCarbon's methods are ``unknown`` (its logs do not say how
+  it obtained power; the audit detects modelled CPU power from the data).
+* **Time**: CodeCarbon writes ``timestamp`` at the end of each tracker, as zone-less local
+  wall-clock time; the host's zone was not recorded.  The digits are kept unchanged and
+  written with a ``Z`` in the ``*_utc`` columns; ``runs.missing_reason`` says they are
+  local time of unknown zone (CodeCarbon located the host in Tuscany: if its clock ran on
+  Italian time, UTC is 2 hours earlier).  A block starts at its timestamp minus its duration.
+* **What the campaign lacks** is empty with a reason, never invented: seeds, process ids,
+  schedule positions, the recipe, weight and data hashes, the 1 Hz samples (the samples
+  table is empty), samples processed, loss, accuracy, host, driver, CUDA, framework
+  versions, the CodeCarbon configuration, counter availability.
+* **Every original value** is kept: the CodeCarbon columns the four tables have no place
+  for (emissions, location, RAM size, PUE, CodeCarbon's own run ids, the raw timestamp,
+  ...) are written verbatim, with the label columns and the source file and line, to
+  ``legacy-source-rows.csv`` beside the tables, keyed by (package_run_id, package_epoch,
+  package_phase); the
+  consistency report and these decisions go to ``legacy-import.json``.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.package.schema import TABLES, load_schema
+from deepgreen_audit.package.tables import TextTable, canonical_text, rows_from_columns
+from deepgreen_audit.package.writer import write_package
+
+CAMPAIGN = "legacy-2025"
+REPORT_FILE = "legacy-import.json"
+SOURCE_ROWS_FILE = "legacy-source-rows.csv"
+J_PER_KWH = 3.6e6
+
+#: The 32 columns of a CodeCarbon emissions.csv row, in order (the README's R32).
+R32 = ("timestamp", "project_name", "run_id", "experiment_id", "duration", "emissions",
+       "emissions_rate", "cpu_power", "gpu_power", "ram_power", "cpu_energy", "gpu_energy",
+       "ram_energy", "energy_consumed", "country_name", "country_iso_code", "region",
+       "cloud_provider", "cloud_region", "os", "python_version", "codecarbon_version",
+       "cpu_count", "cpu_model", "gpu_count", "gpu_model", "longitude", "latitude",
+       "ram_total_size", "tracking_mode", "on_cloud", "pue")
+LABEL_COLUMNS = ("language", "lang", "modello", "dataset", "model")
+
+#: Stack -> (ecosystem, framework, stack folder copy of the combined file, aggregate glob).
+STACKS = {
+    "R": ("r-torch", "torch-r", "R/emissions/R_combined_data.csv", "R/emissions/aggregate_*.csv"),
+    "cpp": ("cpp-libtorch", "libtorch", "cpp/emissions/cpp_combined_data.csv",
+            "cpp/emissions/aggregate_*.csv"),
+    "java": ("java-dl4j", "dl4j", "Java/deepgreen-dl4j/emissions/java_combined_data.csv",
+             "Java/deepgreen-dl4j/emissions/aggregate_*.csv"),
+    "jax": ("python-jax", "jax", None, None),
+    "matlab": ("matlab", "matlab", "matlab/emissions/matlab_combined_data.csv",
+               "matlab/emissions/aggregate_*.csv"),
+    "pytorch": ("python-pytorch", "torch", "python/pytorch/emissions/pytorch_combined_data.csv",
+                "python/pytorch/emissions/aggregate_*.csv*"),
+    "rust": ("rust-tch", "tch", "rust/emissions/rust_combined_data.csv",
+             "rust/emissions/aggregate_*.csv"),
+    "tensorflow": ("python-tensorflow", "tensorflow",
+                   "python/tensorflow/emissions/tensorflow_combined_data.csv",
+                   "python/tensorflow/emissions/aggregate_*.csv"),
+}
+#: Source labels (lower case) -> normalised labels of the schema.
+ECOSYSTEMS = {"r": "r-torch", "cpp": "cpp-libtorch", "c++": "cpp-libtorch", "java": "java-dl4j",
+              "jax": "python-jax", "matlab": "matlab", "pytorch": "python-pytorch",
+              "rust": "rust-tch", "tensorflow": "python-tensorflow"}
+ARCHITECTURES = {"resnet18": "resnet18", "resnet": "resnet18", "vgg16": "vgg16", "vgg": "vgg16"}
+DATASETS = {"cifar100": "cifar100", "cifar100_png": "cifar100", "fashion": "fashion-mnist",
+            "fashionmnist": "fashion-mnist", "fashion_mnist": "fashion-mnist",
+            "fashion_mnist_png": "fashion-mnist", "tiny": "tiny-imagenet",
+            "tinyimagenet": "tiny-imagenet", "tiny_imagenet": "tiny-imagenet",
+            "tiny_imagenet_png": "tiny-imagenet",
+            # the PyTorch aggregates carry their file name's suffix in the dataset column
+            "cifar100.csv": "cifar100", "fashion.csv": "fashion-mnist", "tiny.csv": "tiny-imagenet"}
+PHASES = {"train": "train", "eval": "eval", "test": "eval"}
+
+RUN_REASON = (
+    "legacy campaign, CodeCarbon logs only: no seed, process id or schedule position was "
+    "recorded (one run per configuration); the recipe, initial-weight and data hashes were not "
+    "recorded; started_at_utc/ended_at_utc are CodeCarbon's zone-less local timestamps written "
+    "unchanged, NOT known to be UTC (host zone unrecorded; if it was Italian time, UTC is 2 h "
+    "earlier)")
+ENERGY_REASON = (
+    "no hardware counters in the legacy campaign (CodeCarbon only); duration_s is CodeCarbon's "
+    "tracker duration, not a counter-bracketed window; samples processed, loss and accuracy "
+    "were not logged")
+COUNTERS_REASON = ("the legacy campaign read no hardware counters (CodeCarbon only); whether "
+                   "NVML total energy and RAPL were available was not recorded")
+ENV_REASON = ("not in the CodeCarbon logs: host name, GPU driver, CUDA, framework version, "
+              "CodeCarbon configuration; gpu_model normalised from CodeCarbon's 'N x MODEL'")
+
+
+@dataclass
+class SourceRow:
+    """One CodeCarbon row with its normalised key and where it came from."""
+
+    key: tuple  # (ecosystem, architecture, dataset, phase, epoch)
+    cells: dict  # column -> text as written
+    path: str
+    line: int
+
+
+def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError("is missing: not the layout of the legacy campaign (see its README)",
+                        path=path, code="missing-input") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"is not UTF-8 (byte {exc.start})", path=path) from None
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    if not rows:
+        raise UserError("is empty", path=path, row=1)
+    return rows[0], rows[1:]
+
+
+def _label(table: dict, value: str, what: str, path: Path, line: int, column: str) -> str:
+    try:
+        return table[value.strip().lower()]
+    except KeyError:
+        raise UserError(f"unknown {what} label {value!r}", path=path, row=line,
+                        field=column) from None
+
+
+def read_rows(root: Path, rel: str, ecosystem: str | None = None, *,
+              file_labels: tuple[str, str, str] | None = None) -> list[SourceRow]:
+    """Rows of one source file, keyed by normalised labels.
+
+    `ecosystem` is the stack the file belongs to (else read from its language column);
+    `file_labels` = (architecture, dataset, phase) for the Java per-phase raw logs, whose
+    rows carry no labels (the epoch is the row order).
+    """
+    path = root / rel
+    header, rows = _read_csv(path)
+    missing = [c for c in R32 if c not in header]
+    if missing:
+        raise UserError(f"lacks the CodeCarbon column(s) {', '.join(missing)}", path=path, row=1)
+    out = []
+    for number, row in enumerate(rows, start=2):
+        if len(row) != len(header):
+            raise UserError(f"{len(row)} cells, the header has {len(header)}", path=path, row=number)
+        cells = dict(zip(header, row))
+        if file_labels:
+            arch, ds, phase = file_labels
+            epoch = number - 1
+        else:
+            arch = _label(ARCHITECTURES, cells["modello"], "model", path, number, "modello")
+            ds = _label(DATASETS, cells["dataset"], "dataset", path, number, "dataset")
+            phase = _label(PHASES, cells["fase"], "phase", path, number, "fase")
+            try:
+                epoch = int(cells["epoca"])
+            except ValueError:
+                raise UserError(f"epoch {cells['epoca']!r} is not an integer", path=path,
+                                row=number, field="epoca") from None
+        eco = ecosystem
+        if eco is None:
+            lang = "language" if "language" in cells else "lang"
+            eco = _label(ECOSYSTEMS, cells[lang], "language", path, number, lang)
+        out.append(SourceRow((eco, arch, ds, phase, epoch), cells, rel, number))
+    return out
+
+
+def _index(rows: list[SourceRow], where: str) -> dict[tuple, SourceRow]:
+    index = {}
+    for r in rows:
+        if r.key in index:
+            raise UserError(f"two rows for {'/'.join(map(str, r.key))} (also line "
+                            f"{index[r.key].line})", path=where, row=r.line)
+        index[r.key] = r
+    return index
+
+
+def compare(name: str, truth: dict[tuple, SourceRow], other: list[SourceRow]) -> dict:
+    """Cell-by-cell comparison of duplicate rows with the source of truth (R32 columns)."""
+    differing, columns = 0, {}
+    examples = []
+    for r in other:
+        t = truth.get(r.key)
+        if t is None:
+            continue
+        diff = [c for c in R32 if r.cells[c] != t.cells[c]]
+        if diff:
+            differing += 1
+            for c in diff:
+                columns[c] = columns.get(c, 0) + 1
+            if len(examples) < 3:
+                c = diff[0]
+                examples.append(f"{r.path}:{r.line} {'/'.join(map(str, r.key))} {c}: "
+                                f"{r.cells[c]!r} vs {t.cells[c]!r} ({t.path}:{t.line})")
+    keys = [r.key for r in other]
+    compared = sum(k in truth for k in keys)
+    return {"comparison": name, "rows": len(other), "compared": compared,
+            "identical": compared - differing, "differing": differing,
+            "differing_columns": dict(sorted(columns.items(), key=lambda kv: -kv[1])),
+            "only_in_duplicate": sum(k not in truth for k in keys),
+            "repeated_keys": len(keys) - len(set(keys)),
+            "missing_from_duplicate": len(set(truth) - set(keys)), "examples": examples}
+
+
+def _consistency(root: Path, truth: dict[tuple, SourceRow]) -> list[dict]:
+    results = [compare("results/data/combined_data.csv", truth,
+                       read_rows(root, "results/data/combined_data.csv"))]
+    for stack, (eco, _, copy, aggregates) in STACKS.items():
+        if copy:
+            results.append(compare(copy, truth, read_rows(root, copy, eco)))
+        if aggregates:
+            rows = []
+            for path in sorted(root.glob(aggregates)):
+                rows += read_rows(root, path.relative_to(root).as_posix(), eco)
+            results.append(compare(f"{aggregates} ({len(rows) // 60} files)", truth, rows))
+        old = root / "results" / "old_data" / f"{stack}_combined_data.csv"
+        if old.is_file():
+            results.append(compare(f"results/old_data/{old.name}", truth,
+                                   read_rows(root, f"results/old_data/{old.name}", eco)))
+    java_raw = []
+    for path in sorted((root / "Java/deepgreen-dl4j/emissions").glob("*_*_t*.csv")):
+        if path.stem.startswith("aggregate_"):
+            continue
+        arch, ds, phase = path.stem.split("_")
+        java_raw += read_rows(root, path.relative_to(root).as_posix(), "java-dl4j", file_labels=(
+            ARCHITECTURES[arch], DATASETS[ds], PHASES[phase]))
+    if java_raw:
+        results.append(compare("Java/deepgreen-dl4j/emissions/<model>_<dataset>_<phase>.csv "
+                               "(raw per-phase logs, epoch = row order)", truth, java_raw))
+    old_all = root / "results" / "old_data" / "all_combined_data.csv"
+    if old_all.is_file():
+        results.append(compare("results/old_data/all_combined_data.csv", truth,
+                               read_rows(root, "results/old_data/all_combined_data.csv")))
+    return results
+
+
+def _num(text: str) -> float | None:
+    return float(text) if text.strip() != "" else None
+
+
+def _timestamp(text: str, path: str, line: int) -> dt.datetime:
+    try:
+        stamp = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"timestamp {text!r} is not ISO 8601", path=path, row=line,
+                        field="timestamp") from None
+    if stamp.tzinfo is not None:
+        raise UserError("timestamp carries a zone; the legacy importer expects CodeCarbon's "
+                        "zone-less local time", path=path, row=line, field="timestamp")
+    # Kept as written: the digits of a local time of unknown zone (see RUN_REASON).
+    return stamp.replace(tzinfo=dt.timezone.utc)
+
+
+def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]]]:
+    """The four tables, the import report and the verbatim source rows."""
+    root = Path(root)
+    if not (root / "results" / "data").is_dir():
+        raise UserError("has no results/data/ folder: not the legacy campaign's layout",
+                        path=root, code="missing-input")
+    rows: list[SourceRow] = []
+    for stack, (eco, *_rest) in STACKS.items():
+        rows += read_rows(root, f"results/data/{stack}_combined_data.csv", eco)
+    truth = _index(rows, "results/data/*_combined_data.csv")
+    runs_of: dict[tuple, list[SourceRow]] = {}
+    for r in rows:
+        runs_of.setdefault(r.key[:3], []).append(r)
+    schemas = {name: load_schema(name) for name in TABLES}
+    cols = {name: {f.name: [] for f in schemas[name].fields} for name in TABLES}
+    source_rows = []
+    frameworks = {eco: fw for eco, fw, *_ in STACKS.values()}
+
+    def put(table, values):
+        for f in schemas[table].fields:
+            cols[table][f.name].append(values.get(f.name))
+
+    configs = sorted(runs_of, key=lambda k: f"{k[0]}.{k[1]}.{k[2]}.r1")
+    for eco, arch, ds in configs:
+        run_id = f"{eco}.{arch}.{ds}.r1"
+        blocks = sorted(runs_of[(eco, arch, ds)], key=lambda r: (r.key[4], r.key[3] == "eval"))
+        first = blocks[0].cells
+        labels = []
+        for c in LABEL_COLUMNS:
+            values = sorted({b.cells[c] for b in blocks if c in b.cells})
+            labels += [f"{c}={v}" for v in values]
+        starts, ends = [], []
+        for b in blocks:
+            end = _timestamp(b.cells["timestamp"], b.path, b.line)
+            duration = float(b.cells["duration"])
+            start = end - dt.timedelta(seconds=duration)
+            starts.append(start)
+            ends.append(end)
+            kwh = {d: _num(b.cells[f"{d}_energy"]) for d in ("cpu", "gpu", "ram")}
+            total = _num(b.cells["energy_consumed"])
+            put("blocks", {
+                "run_id": run_id, "epoch": b.key[4], "phase": b.key[3],
+                "started_at_utc": start, "duration_s": duration,
+                "energy_missing_reason": ENERGY_REASON,
+                "codecarbon_duration_s": duration, "codecarbon_energy_kwh": total,
+                "codecarbon_energy_j": None if total is None else total * J_PER_KWH,
+                "codecarbon_cpu_energy_kwh": kwh["cpu"], "codecarbon_gpu_energy_kwh": kwh["gpu"],
+                "codecarbon_ram_energy_kwh": kwh["ram"],
+                "codecarbon_cpu_power_w": _num(b.cells["cpu_power"]),
+                "codecarbon_gpu_power_w": _num(b.cells["gpu_power"]),
+                "codecarbon_ram_power_w": _num(b.cells["ram_power"]),
+                "codecarbon_cpu_method": "unknown", "codecarbon_gpu_method": "unknown"})
+            source_rows.append([run_id, str(b.key[4]), b.key[3], b.path, str(b.line)]
+                               + [b.cells.get(c, "") for c in LABEL_COLUMNS + ("fase", "epoca")]
+                               + [b.cells[c] for c in R32])
+        epochs = max(b.key[4] for b in blocks)
+        put("runs", {
+            "run_id": run_id, "campaign": CAMPAIGN, "ecosystem": eco, "architecture": arch,
+            "dataset": ds, "source_labels": ";".join(labels), "repetition": 1,
+            "started_at_utc": min(starts), "ended_at_utc": max(ends), "status": "completed",
+            "epochs": epochs, "missing_reason": RUN_REASON})
+        gpu_model = first["gpu_model"]
+        if " x " in gpu_model:
+            gpu_model = gpu_model.split(" x ", 1)[1]
+        put("environment", {
+            "run_id": run_id, "os": first["os"], "cpu_model": first["cpu_model"],
+            "cpu_count": int(first["cpu_count"]), "gpu_model": gpu_model,
+            "gpu_count": int(first["gpu_count"]), "python_version": first["python_version"],
+            "framework": frameworks[eco], "codecarbon_version": first["codecarbon_version"],
+            "codecarbon_tracking_mode": first["tracking_mode"],
+            "counters_missing_reason": COUNTERS_REASON, "missing_reason": ENV_REASON})
+    tables = {name: TextTable(schemas[name].field_names, rows_from_columns(schemas[name], cols[name]))
+              for name in TABLES}
+    report = {"source_of_truth": "results/data/<stack>_combined_data.csv (8 files)",
+              "runs": len(configs), "blocks": len(rows),
+              "consistency": _consistency(root, truth)}
+    return tables, report, source_rows
+
+
+def import_source(source: Path, out: Path, *, overwrite: bool = False,
+                  descriptor_path: Path | None = None) -> tuple[Path, dict]:
+    """Import the legacy campaign at `source` into a package at `out`; returns (descriptor, report)."""
+    source = Path(source)
+    tables, report, source_rows = build_tables(source)
+    header = ["package_run_id", "package_epoch", "package_phase", "source_file", "source_line",
+              *LABEL_COLUMNS, "fase", "epoca", *R32]
+    meta = {
+        "name": "deepgreen-legacy-campaign",
+        "title": "DeepGreen first campaign (legacy CodeCarbon logs, imported)",
+        "description": (
+            "The study's first-submission campaign (one NVIDIA L40S server, CodeCarbon only, one "
+            "run per configuration, 8 stacks), imported by 'deepgreen import legacy' from the "
+            "raw CodeCarbon logs of github.com/Pampaj7/DeepGreen. CodeCarbon's kWh are kept in "
+            "the *_kwh columns; joules are derived. What the campaign did not record is empty "
+            "with a reason: no hardware counters, seeds, process ids, schedule, recipe, 1 Hz "
+            "samples, samples processed, loss or accuracy. Timestamps are local time of an "
+            f"unrecorded zone, written unchanged. Original rows: {SOURCE_ROWS_FILE}; import "
+            f"decisions and the consistency of the duplicate files: {REPORT_FILE}."),
+        "synthetic": False,
+        "provenance": {"importer": "deepgreen import legacy", "source": "legacy-campaign",
+                       "repository": "https://github.com/Pampaj7/DeepGreen",
+                       "commit": "8f9ae83784210d80ba328a55929c503f1d17b51f"},
+    }
+    extra = {REPORT_FILE: (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode(),
+             SOURCE_ROWS_FILE: canonical_text(header, source_rows).encode()}
+    path = write_package(tables, Path(out), meta, descriptor_path=descriptor_path,
+                         overwrite=overwrite, extra_files=extra, check=_refuse_invalid)
+    return path, report
+
+
+def _refuse_invalid(staged_descriptor: Path) -> None:
+    from deepgreen_audit.package.validate import validate
+
+    report = validate(staged_descriptor)
+    if not report.valid:
+        first = report.findings[0]
+        raise UserError(f"the import does not make a valid package ({report.error_count} "
+                        f"error(s); first: [{first.code}] {first.where()}: {first.message}); "
+                        "this is a bug in the importer", code="invalid-package")

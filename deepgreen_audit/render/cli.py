@@ -1,0 +1,71 @@
+"""Verbs of the render layer: `deepgreen render` and `deepgreen paper` (thin)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deepgreen_audit.errors import UserError
+
+
+def _notice(package) -> None:
+    from deepgreen_audit.package.descriptor import Package
+
+    notice = Package.open(package).notice()
+    if notice:
+        print(notice, flush=True)
+
+
+def _render(args) -> None:
+    from deepgreen_audit.render import render
+
+    _notice(args.package)
+    report = render(args.package, Path(args.out) if args.out else None)
+    parts = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
+    print(f"wrote {', '.join(f for f in report.files if not f.startswith('.'))} "
+          f"to {report.out} ({parts})", flush=True)
+
+
+def cmd_render(args) -> int:
+    _render(args)
+    return 0
+
+
+def cmd_paper(args) -> int:
+    from deepgreen_audit.render.build import build_pdf, paper_dir
+    from deepgreen_audit.render.lint import lint_paper
+
+    paper = paper_dir()
+    typed = lint_paper(paper / "paper.tex")
+    if typed:
+        raise UserError(f"the results text types {len(typed)} number(s) instead of quoting a "
+                        f"macro; first: {typed[0]}", path=paper / "paper.tex", row=typed[0].line)
+    if not args.no_data:
+        args.out = None
+        _render(args)
+    pdf = build_pdf(paper)
+    print(f"wrote {pdf}", flush=True)
+    return 0
+
+
+def register(verb) -> None:
+    p = verb("render", cmd_render, "compute the paper's numbers, tables and figures from a package",
+             "Read the package, verify its tables against their recorded hashes, compute every "
+             "number the manuscript quotes (against the design of collect/experiment.toml) and "
+             "write paper/generated/: numbers.tex (one macro per number, its header recording "
+             "the package's hashes and provenance), booktabs tables and PDF figures. A missing "
+             "column, configuration or value stops the render with its name; the previous "
+             "generated files stay as they were.")
+    p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
+                   help="package folder or its datapackage.json (default: ./datapackage.json)")
+    p.add_argument("--out", metavar="DIR", help="folder to write (default: paper/generated)")
+
+    p = verb("paper", cmd_paper, "render the package and build the PDF (latexmk)",
+             "Check that the results text of paper/paper.tex types no number, run 'render' on "
+             "PKG into paper/generated, then compile paper/paper.tex with latexmk into "
+             "paper/build/paper.pdf. Names the missing TeX programs and packages (and the "
+             "Debian packages providing them) when TeX Live is incomplete. A PDF built from "
+             "a synthetic package is marked SYNTHETIC DATA on every page.")
+    p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
+                   help="package folder or its datapackage.json (default: ./datapackage.json)")
+    p.add_argument("--no-data", action="store_true",
+                   help="compile only, from the files already in paper/generated")

@@ -1,0 +1,74 @@
+"""The Jinja environment of the paper's templates: LaTeX-safe and strict.
+
+* Delimiters that LaTeX never writes: ``((* block *))``, ``((( value )))``,
+  ``((= comment =))``, so braces and ``%`` stay LaTeX's.
+* `StrictUndefined`: a name the template uses and the context lacks is an
+  error, never an empty string.
+* A `finalize` hook that formats every printed value and refuses None and
+  NaN, naming the value when it is a `Number`.
+* No ``default`` filter: it is removed from the environment, so a template
+  cannot paper over a missing value.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import jinja2
+
+from deepgreen_audit.analysis import MissingValue, Number, Text
+from deepgreen_audit.render.labels import display, tex_escape
+
+
+def format_number(number: Number) -> str:
+    """A `Number` through siunitx: ``\\num{...}`` or ``\\qty{...}{unit}``."""
+    if not math.isfinite(number.value):
+        raise MissingValue(f"{number.description} is {number.value} (not a finite number); "
+                           "the paper cannot quote it")
+    text = f"{number.value:.{number.decimals}f}"
+    if float(text) == 0.0:
+        text = text.lstrip("-")
+    return rf"\qty{{{text}}}{{{number.unit}}}" if number.unit else rf"\num{{{text}}}"
+
+
+def format_text(value: Text) -> str:
+    return display(value.value) if value.kind == "label" else tex_escape(value.value)
+
+
+def finalize(value):
+    """Format what a template prints; refuse None and NaN."""
+    if value is None:
+        raise MissingValue("a template printed None (a missing value)")
+    if isinstance(value, float) and math.isnan(value):
+        raise MissingValue("a template printed NaN (a missing value)")
+    if isinstance(value, Number):
+        return format_number(value)
+    if isinstance(value, Text):
+        return format_text(value)
+    return value
+
+
+def make_environment(template_dir: Path) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(template_dir)),
+        block_start_string="((*", block_end_string="*))",
+        variable_start_string="(((", variable_end_string=")))",
+        comment_start_string="((=", comment_end_string="=))",
+        line_statement_prefix=None, line_comment_prefix=None,
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined, finalize=finalize, autoescape=False)
+    for name in ("default", "d"):
+        env.filters.pop(name, None)
+    env.filters["label"] = display
+    env.filters["tex"] = tex_escape
+    env.filters["comment"] = lambda text: " ".join(str(text).split())
+    return env
+
+
+def render_template(env: jinja2.Environment, name: str, context: dict) -> str:
+    """Render one template; an undefined name becomes a MissingValue naming it and the template."""
+    try:
+        return env.get_template(name).render(**context)
+    except jinja2.UndefinedError as exc:
+        raise MissingValue(f"template {name}: {exc.message}") from None

@@ -1,0 +1,132 @@
+"""The paper's figures (matplotlib, PDF), drawn from the analysis frames.
+
+PDFs are written without a creation date, so the same package gives the
+same bytes.  Colours follow the ecosystems' order in the specification.
+"""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from deepgreen_audit.analysis import Design, Results  # noqa: E402
+from deepgreen_audit.analysis.data import PHASES  # noqa: E402
+from deepgreen_audit.render.labels import DISPLAY  # noqa: E402
+
+plt.rcParams.update({"font.size": 8, "axes.titlesize": 8, "legend.fontsize": 7,
+                     "axes.spines.top": False, "axes.spines.right": False})
+
+
+def _colours(design: Design) -> dict:
+    cmap = plt.get_cmap("tab10")
+    return {eco: cmap(i % 10) for i, eco in enumerate(design.ecosystems)}
+
+
+def _pdf(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="pdf", bbox_inches="tight", metadata={"CreationDate": None})
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def energy_per_cell(results: Results, design: Design) -> bytes:
+    """Each run's phase energy per ecosystem, one panel per cell, medians marked."""
+    cells = design.cells
+    fig, axes = plt.subplots(len(PHASES), len(cells), figsize=(7.0, 3.6), squeeze=False)
+    colours = _colours(design)
+    totals = results.totals.dropna(subset=["energy_j"])
+    for i, phase in enumerate(PHASES):
+        for j, (arch, ds) in enumerate(cells):
+            ax = axes[i][j]
+            cell = totals[(totals["architecture"] == arch) & (totals["dataset"] == ds)
+                          & (totals["phase"] == phase)]
+            for k, eco in enumerate(design.ecosystems):
+                y = cell.loc[cell["ecosystem"] == eco, "energy_j"].to_numpy() / 1e3
+                ax.scatter(np.full(y.size, k), y, s=6, color=colours[eco], alpha=0.7, lw=0)
+                ax.hlines(np.median(y), k - 0.35, k + 0.35, color=colours[eco], lw=1.2)
+            ax.set_xticks(range(len(design.ecosystems)))
+            ax.set_xticklabels([DISPLAY[e] for e in design.ecosystems], rotation=90, fontsize=5)
+            if i == 0:
+                ax.set_title(f"{DISPLAY[arch]}\n{DISPLAY[ds]}")
+            if j == 0:
+                ax.set_ylabel(f"{DISPLAY[phase]} energy (kJ)")
+            if i < len(PHASES) - 1:
+                ax.set_xticklabels([])
+    fig.tight_layout(pad=0.3, w_pad=0.4, h_pad=0.4)
+    return _pdf(fig)
+
+
+def energy_against_time(results: Results, design: Design) -> bytes:
+    """Phase energy against counter-bracketed phase duration, every run, log-log."""
+    fig, axes = plt.subplots(1, len(PHASES), figsize=(7.0, 2.6))
+    colours = _colours(design)
+    totals = results.totals.dropna(subset=["energy_j"])
+    for ax, phase in zip(axes, PHASES):
+        rows = totals[totals["phase"] == phase]
+        for eco in design.ecosystems:
+            r = rows[rows["ecosystem"] == eco]
+            ax.scatter(r["duration_s"], r["energy_j"] / 1e3, s=6, color=colours[eco],
+                       label=DISPLAY[eco], lw=0)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(f"{DISPLAY[phase]} duration, counter window (s)")
+        ax.set_ylabel(f"{DISPLAY[phase]} energy (kJ)")
+    axes[-1].legend(loc="upper left", frameon=False, markerscale=2)
+    fig.tight_layout(pad=0.3)
+    return _pdf(fig)
+
+
+def instrument_agreement(results: Results, design: Design) -> bytes:
+    """CodeCarbon against the counters per block, and the relative difference against duration."""
+    blocks = results.paired_blocks
+    fig, (left, right) = plt.subplots(1, 2, figsize=(7.0, 2.6))
+    for phase, marker in zip(PHASES, ("o", "^")):
+        b = blocks[blocks["phase"] == phase]
+        left.scatter(b["energy_j"] / 1e3, b["codecarbon_energy_j"] / 1e3, s=3, marker=marker,
+                     alpha=0.4, lw=0, label=DISPLAY[phase])
+        right.scatter(b["duration_s"], 100 * b["relative_difference"], s=3, marker=marker,
+                      alpha=0.4, lw=0, label=DISPLAY[phase])
+    lo = min(blocks["energy_j"].min(), blocks["codecarbon_energy_j"].min()) / 1e3
+    hi = max(blocks["energy_j"].max(), blocks["codecarbon_energy_j"].max()) / 1e3
+    left.plot([lo, hi], [lo, hi], color="black", lw=0.6)
+    left.set_xscale("log")
+    left.set_yscale("log")
+    left.set_xlabel("block energy, counters (kJ)")
+    left.set_ylabel("block energy, CodeCarbon (kJ)")
+    right.axhline(0, color="black", lw=0.6)
+    right.set_xscale("log")
+    right.set_xlabel("block duration, counter window (s)")
+    right.set_ylabel("CodeCarbon minus counters (%)")
+    right.legend(frameon=False, markerscale=3)
+    fig.tight_layout(pad=0.3)
+    return _pdf(fig)
+
+
+def utilisation(results: Results, design: Design) -> bytes:
+    """Median GPU and CPU utilisation per ecosystem inside training and evaluation blocks."""
+    u = results.utilisation.set_index(["ecosystem", "phase"])
+    fig, axes = plt.subplots(1, 2, figsize=(7.0, 2.4))
+    x = np.arange(len(design.ecosystems))
+    for ax, column, what in zip(axes, ("gpu_utilization_pct", "cpu_utilization_pct"),
+                                ("GPU", "CPU")):
+        for offset, phase in zip((-0.2, 0.2), PHASES):
+            values = [u.loc[(e, phase), column] if (e, phase) in u.index else np.nan
+                      for e in design.ecosystems]
+            ax.bar(x + offset, values, width=0.4, label=DISPLAY[phase])
+        ax.set_xticks(x)
+        ax.set_xticklabels([DISPLAY[e] for e in design.ecosystems], rotation=30, ha="right",
+                           fontsize=6)
+        ax.set_ylabel(f"median {what} utilisation (%)")
+    axes[0].legend(frameon=False, ncol=2, loc="lower left", bbox_to_anchor=(0.0, 1.0))
+    fig.tight_layout(pad=0.3)
+    return _pdf(fig)
+
+
+#: Generated figure files and the functions that draw them.
+FIGURES = {"fig-energy-cells.pdf": energy_per_cell, "fig-energy-time.pdf": energy_against_time,
+           "fig-instruments.pdf": instrument_agreement, "fig-utilisation.pdf": utilisation}

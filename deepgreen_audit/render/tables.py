@@ -1,0 +1,68 @@
+"""The contexts of the generated booktabs tables, built from the analysis frames.
+
+Every cell is a `Number` whose description names what it is, so a NaN that
+reached a table is refused by the template's finalize hook with its name.
+"""
+
+from __future__ import annotations
+
+from deepgreen_audit.analysis import Design, Number, Results
+from deepgreen_audit.analysis.comparisons import ALPHA
+from deepgreen_audit.analysis.data import PHASES
+
+
+def energy_context(results: Results, design: Design) -> dict:
+    """Median phase energy (kJ) per ecosystem and cell, both phases, with spreads."""
+    med = results.medians.set_index(["ecosystem", "architecture", "dataset", "phase"])
+    spreads = results.spreads.set_index(["architecture", "dataset", "phase"])
+    cells = [{"architecture": a, "dataset": d} for a, d in design.cells]
+    panels = []
+    for phase in PHASES:
+        rows = []
+        for eco in design.ecosystems:
+            values = []
+            for a, d in design.cells:
+                kj = med.loc[(eco, a, d, phase), "energy_j"] / 1e3
+                values.append({"number": Number(kj, 1, f"median {phase} energy of {eco}/{a}/{d}"),
+                               "cheapest": spreads.loc[(a, d, phase), "cheapest"] == eco})
+            rows.append({"ecosystem": eco, "entries": values})
+        panels.append({"phase": phase, "rows": rows, "spreads": [
+            Number(spreads.loc[(a, d, phase), "spread"], 2, f"{phase} spread of {a}/{d}")
+            for a, d in design.cells]})
+    architectures, rules, column = [], [], 2
+    for arch in design.architectures:
+        n = sum(1 for a, _ in design.cells if a == arch)
+        architectures.append((arch, n))
+        rules.append((column, column + n - 1))
+        column += n
+    return {"cells": cells, "panels": panels, "architectures": architectures, "rules": rules,
+            "ncols": 1 + len(cells)}
+
+
+def cells_context(results: Results, design: Design) -> dict:
+    """One row per (architecture, dataset, phase): spreads, intervals, tests, accuracy."""
+    acc = results.accuracy_spreads.set_index(["architecture", "dataset"])
+    pw = results.pairwise
+    rows = []
+    for _, s in results.spreads.iterrows():
+        key = f"{s['architecture']}/{s['dataset']}/{s['phase']}"
+        tests = pw[(pw["architecture"] == s["architecture"]) & (pw["dataset"] == s["dataset"])
+                   & (pw["phase"] == s["phase"])]
+        rows.append({
+            "architecture": s["architecture"], "dataset": s["dataset"], "phase": s["phase"],
+            "spread": Number(s["spread"], 2, f"spread of {key}"),
+            "low": Number(s["spread_low"], 2, f"bootstrap lower end of the spread of {key}"),
+            "high": Number(s["spread_high"], 2, f"bootstrap upper end of the spread of {key}"),
+            "control": Number(s["control_spread"], 2, f"control-group spread of {key}"),
+            "cheapest": s["cheapest"], "most_expensive": s["most_expensive"],
+            "uncorrected": Number(int((tests["p"] < ALPHA).sum()), 0, f"p<alpha count of {key}"),
+            "pairs": Number(len(tests), 0, f"comparisons in {key}"),
+            "survive": Number(int(tests["survives"].sum()), 0, f"Holm survivors of {key}"),
+            "accuracy_pp": Number(acc.loc[(s["architecture"], s["dataset"]), "spread_pp"], 1,
+                                  f"final-accuracy spread of {s['architecture']}/{s['dataset']}"),
+        })
+    return {"rows": rows}
+
+
+#: Generated table files and the functions that build their contexts.
+TABLES = {"table-energy.tex": energy_context, "table-cells.tex": cells_context}

@@ -1,0 +1,70 @@
+"""Fakes at the lowest layer for the collection tests: a pynvml module and a powercap tree."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+
+class FakeNvmlState:
+    def __init__(self, energy_mj=(1000,), supported=True, present=True, names=("NVIDIA H100",)):
+        self.energy_mj = list(energy_mj)
+        self.supported = supported
+        self.present = present
+        self.names = names
+        self.shutdowns = 0
+
+
+def fake_pynvml(state: FakeNvmlState) -> types.ModuleType:
+    """A module with pynvml's names and exception classes, driven by `state`."""
+    nv = types.ModuleType("pynvml")
+
+    class NVMLError(Exception):
+        pass
+
+    class NVMLError_NotSupported(NVMLError):
+        pass
+
+    class NVMLError_LibraryNotFound(NVMLError):
+        pass
+
+    nv.NVMLError, nv.NVMLError_NotSupported = NVMLError, NVMLError_NotSupported
+    nv.NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
+
+    def init():
+        if not state.present:
+            raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
+
+    def energy(handle):
+        if not state.supported:
+            raise NVMLError_NotSupported("Not Supported")
+        return state.energy_mj[handle]
+
+    def shutdown():
+        state.shutdowns += 1
+
+    nv.nvmlInit, nv.nvmlShutdown = init, shutdown
+    nv.nvmlDeviceGetCount = lambda: len(state.energy_mj)
+    nv.nvmlDeviceGetHandleByIndex = lambda i: i
+    nv.nvmlDeviceGetName = lambda h: state.names[h]
+    nv.nvmlSystemGetDriverVersion = lambda: "550.54.15"
+    nv.nvmlSystemGetCudaDriverVersion = lambda: 12040
+    nv.nvmlDeviceGetTotalEnergyConsumption = energy
+    nv.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=97, memory=40)
+    nv.nvmlDeviceGetPowerUsage = lambda h: 250125
+    nv.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(used=5 * 2**30, total=80 * 2**30)
+    return nv
+
+
+def zone(root: Path, folder: str, name: str, energy_uj: int, max_uj: int = 262143328850) -> Path:
+    """One powercap zone folder with name, energy_uj and max_energy_range_uj."""
+    path = root / folder
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "name").write_text(name + "\n")
+    (path / "energy_uj").write_text(f"{energy_uj}\n")
+    (path / "max_energy_range_uj").write_text(f"{max_uj}\n")
+    return path
+
+
+def set_energy(zone_path: Path, energy_uj: int) -> None:
+    (zone_path / "energy_uj").write_text(f"{energy_uj}\n")

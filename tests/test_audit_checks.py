@@ -1,0 +1,314 @@
+"""Each audit check: a planted defect fails it with the right row count; the clean package passes.
+
+Defects come from the synthetic generator (its truth file gives the rows it touched) or are
+planted by editing the typed tables of a small clean package and re-writing it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from deepgreen_audit.audit import audit, registered_checks
+from deepgreen_audit.package.descriptor import Package
+from deepgreen_audit.package.schema import TABLES, load_schema
+from deepgreen_audit.package.tables import TextTable, rows_from_columns
+from deepgreen_audit.package.writer import write_package
+from deepgreen_audit.spec import load_spec
+from deepgreen_audit.synth import write_synthetic
+
+SMALL = dict(ecosystems=["python-pytorch", "java-dl4j"], architectures=["resnet18", "vgg16"],
+             datasets=["fashion-mnist", "cifar100", "tiny-imagenet"], repetitions=2, epochs=3)
+
+
+def small_spec(**changes) -> dict:
+    """The specification with the small campaign's repetitions and epochs."""
+    spec = copy.deepcopy(load_spec())
+    spec["S6_replication"]["repetitions"] = SMALL["repetitions"]
+    spec["S2_optimisation"]["epochs"] = SMALL["epochs"]
+    for dotted, value in changes.items():
+        section, key = dotted.split(".")
+        spec[section][key] = value
+    return spec
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("clean") / "pkg"
+    write_synthetic(out, **SMALL)
+    return out
+
+
+def run(pkg: Path, check_id: str, spec: dict | None = None, **kw):
+    report = audit(pkg, spec=spec or small_spec(), select=[check_id], **kw)
+    return report.finding(check_id)
+
+
+def edited(src: Path, out: Path, edit) -> Path:
+    """A copy of package `src` whose typed tables went through `edit(frames)`."""
+    package = Package.open(src)
+    frames = {name: package.table(name).to_pandas() for name in TABLES}
+    edit(frames)
+    tables = {}
+    for name in TABLES:
+        schema = load_schema(name)
+        frame = frames[name]
+        cols = {}
+        for f in schema.fields:
+            values = frame[f.name].astype(object).where(frame[f.name].notna(), None).tolist()
+            if f.type == "integer":
+                values = [None if v is None else int(v) for v in values]
+            cols[f.name] = values
+        tables[name] = TextTable(schema.field_names, rows_from_columns(schema, cols))
+    write_package(tables, out, package.meta)
+    return out
+
+
+def test_clean_small_package_passes_every_check(clean, tmp_path):
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "train.py").write_text("lr = spec['learning_rate']\n")
+    (tmp_path / "paper").mkdir()
+    (tmp_path / "paper" / "paper.tex").write_text("\\section{Results}\nSee \\ref{fig:1}.\n")
+    report = audit(clean, spec=small_spec(), sources_root=tmp_path)
+    bad = [(f.id, f.status, f.message) for f in report.findings if f.status != "pass"]
+    assert bad == []
+    assert report.finished and report.synthetic
+    assert {f.id for f in report.findings} == {c.id for c in registered_checks()}
+
+
+# ---------------------------------------------------------------- synth defects
+
+SYNTH_DEFECTS = [
+    # (defect, check, table whose rows the truth counts)
+    ("mislabelled-architecture", "S1.architecture-profile", "blocks"),
+    ("short-blocks", "S5.short-blocks", "blocks"),
+    ("missing-blocks", "S6.completeness-blocks", "blocks_removed"),
+    ("modelled-cpu", "S5.modelled-cpu-power", "blocks"),
+    ("kwh-as-joules", "S5.units", "blocks"),
+    ("codecarbon-v2", "S5.codecarbon-version", "environment"),
+    ("codecarbon-v2", "S5.tracking-mode", "environment"),
+    ("recipe-drift", "S2.recipe", "runs"),
+    ("duplicate-seed", "S6.distinct-seeds", "runs"),
+    ("counter-mismatch", "S5.counter-recompute", "blocks"),
+]
+
+
+@pytest.mark.parametrize("defect,check_id,rows_key", SYNTH_DEFECTS)
+def test_synth_defect_fails_its_check_with_the_planted_rows(defect, check_id, rows_key, clean,
+                                                            tmp_path):
+    assert run(clean, check_id).status == "pass"
+    pkg = tmp_path / "pkg"
+    write_synthetic(pkg, defects=[defect], **SMALL)
+    truth = json.loads((pkg / "synth-truth.json").read_text())["defects"][defect]
+    finding = run(pkg, check_id)
+    assert finding.status == "fail", finding.message
+    assert finding.rows_affected == truth["rows"][rows_key]
+
+
+def test_mislabelled_architecture_names_the_configuration(tmp_path):
+    pkg = tmp_path / "pkg"
+    write_synthetic(pkg, defects=["mislabelled-architecture"], **SMALL)
+    truth = json.loads((pkg / "synth-truth.json").read_text())["defects"]["mislabelled-architecture"]
+    eco, arch, ds = truth["configuration"].split(".")
+    assert run(pkg, "S1.architecture-profile").details["configurations"] == [f"{eco}/{arch}/{ds}"]
+
+
+# ---------------------------------------------------------------- planted by editing tables
+
+
+def _first_run(frames) -> str:
+    return frames["runs"]["run_id"].iloc[0]
+
+
+def _set_run(frames, table, column, value, n_runs=1):
+    ids = frames["runs"]["run_id"].iloc[:n_runs]
+    mask = frames[table]["run_id"].isin(ids)
+    frames[table].loc[mask, column] = value
+    return int(mask.sum())
+
+
+EDITS = {
+    "S1.initial-weights": (lambda f: _set_run(f, "runs", "initial_weights_sha256", None, 3), 3),
+    "S3.samples-processed": (lambda f: f["blocks"].loc[[0, 4], "samples_processed"].__setitem__(
+        slice(None), 7) if False else f["blocks"].__setitem__(
+        "samples_processed", f["blocks"]["samples_processed"].where(
+            ~f["blocks"].index.isin([0, 4]), 7)), 2),
+    "S4.precision-policy": (lambda f: _set_run(f, "runs", "precision_policy", "tf32-on", 2), 2),
+    "S4.pinned-versions": (lambda f: _set_run(f, "environment", "framework_version", "2.4.0", 3), 3),
+    "S3.recipe": (lambda f: _set_run(f, "runs", "loader_workers", 8, 4), 4),
+    "S5.both-readings": (lambda f: f["blocks"].__setitem__("codecarbon_energy_j", f["blocks"][
+        "codecarbon_energy_j"].where(f["blocks"].index >= 5, None)), 5),
+    "S5.codecarbon-config": (lambda f: _set_run(f, "environment", "codecarbon_config_sha256",
+                                                "cd" * 32, 2), 2),
+    "S5.sampler": (lambda f: f.__setitem__("samples", f["samples"][
+        f["samples"]["run_id"] != _first_run(f)]), 1),
+    "S6.independent-processes": (lambda f: _set_run(f, "runs", "process_id", 4242, 3), 3),
+}
+
+
+def _energy_sum_defect(frames):
+    b = frames["blocks"]
+    b.loc[[1, 2, 3], "energy_j"] = b.loc[[1, 2, 3], "energy_j"] + 50.0
+
+
+def _power_defect(frames):
+    """Three blocks whose CodeCarbon RAM power reads 189 W (CodeCarbon 2.x's 3 W per 8 GB)."""
+    b = frames["blocks"]
+    rows = [0, 1, 2]
+    b.loc[rows, "codecarbon_ram_power_w"] = 188.83806
+    b.loc[rows, "codecarbon_ram_energy_kwh"] = 188.83806 * b.loc[rows, "codecarbon_duration_s"] / 3.6e6
+    b.loc[rows, "codecarbon_energy_kwh"] = b.loc[rows, ["codecarbon_cpu_energy_kwh",
+                                                        "codecarbon_gpu_energy_kwh",
+                                                        "codecarbon_ram_energy_kwh"]].sum(axis=1)
+    b.loc[rows, "codecarbon_energy_j"] = b.loc[rows, "codecarbon_energy_kwh"] * 3.6e6
+
+
+def _duration_defect(frames):
+    b = frames["blocks"]
+    b.loc[[0, 1], "codecarbon_duration_s"] = b.loc[[0, 1], "duration_s"] - 0.5
+    b.loc[[2], "codecarbon_duration_s"] = b.loc[[2], "duration_s"] + 30
+
+
+def _agreement_defect(frames):
+    b = frames["blocks"]
+    rows = [3, 7]
+    b.loc[rows, "codecarbon_gpu_energy_kwh"] = b.loc[rows, "codecarbon_gpu_energy_kwh"] * 1.5
+    b.loc[rows, "codecarbon_energy_kwh"] = b.loc[rows, ["codecarbon_cpu_energy_kwh",
+                                                        "codecarbon_gpu_energy_kwh",
+                                                        "codecarbon_ram_energy_kwh"]].sum(axis=1)
+    b.loc[rows, "codecarbon_energy_j"] = b.loc[rows, "codecarbon_energy_kwh"] * 3.6e6
+
+
+def _missing_run(frames):
+    """Drop the last run (repetition 2 of some configuration) from every table."""
+    gone = frames["runs"]["run_id"].iloc[-1]
+    for name in TABLES:
+        frames[name] = frames[name][frames[name]["run_id"] != gone].reset_index(drop=True)
+
+
+def _consecutive(frames):
+    """Put both repetitions of one configuration next to each other in the schedule."""
+    runs = frames["runs"].sort_values("schedule_position")
+    first = runs.iloc[0]
+    twin = runs[(runs["ecosystem"] == first["ecosystem"]) & (runs["architecture"] == first["architecture"])
+                & (runs["dataset"] == first["dataset"]) & (runs["run_id"] != first["run_id"])].iloc[0]
+    second = runs.iloc[1]
+    r = frames["runs"]
+    a, b = r.index[r["run_id"] == twin["run_id"]][0], r.index[r["run_id"] == second["run_id"]][0]
+    r.loc[a, "schedule_position"], r.loc[b, "schedule_position"] = 2, int(twin["schedule_position"])
+    for col in ("started_at_utc", "ended_at_utc"):
+        r.loc[a, col], r.loc[b, col] = second[col], twin[col]
+
+
+def _gap(frames):
+    """The last run (in time) starts two hours late."""
+    r = frames["runs"]
+    last = r["started_at_utc"].idxmax()
+    r.loc[last, ["started_at_utc", "ended_at_utc"]] += pd.Timedelta(hours=2)
+    b = frames["blocks"]
+    mask = b["run_id"] == r.loc[last, "run_id"]
+    b.loc[mask, "started_at_utc"] += pd.Timedelta(hours=2)
+
+
+def _no_warmup(frames):
+    b = frames["blocks"]
+    rid = _first_run(frames)
+    later = b[(b["run_id"] == rid) & (b["phase"] == "train") & (b["epoch"] >= 2)]["duration_s"].median()
+    b.loc[(b["run_id"] == rid) & (b["phase"] == "train") & (b["epoch"] == 1), "duration_s"] = later
+
+
+def _labels(frames):
+    r = frames["runs"]
+    eco = r["ecosystem"]
+    r["source_labels"] = np.where(eco == "python-pytorch", "language=PyTorch;model=resnet18", None)
+    pick = r.index[eco == "python-pytorch"][:2]
+    r.loc[pick, "source_labels"] = "language=pytorch;model=resnet18"
+
+
+EDITS.update({
+    "S5.energy-domains": (_energy_sum_defect, 3),
+    "S5.power-plausible": (_power_defect, 3),
+    "S5.codecarbon-duration": (_duration_defect, 3),
+    "S5.codecarbon-agreement": (_agreement_defect, 2),
+    "S6.completeness-runs": (_missing_run, 1),
+    "S6.interleaving": (_consecutive, 1),
+    "S6.schedule-gaps": (_gap, 1),
+    "S6.warmup": (_no_warmup, 1),
+    "S6.labels": (_labels, 2),
+})
+
+
+@pytest.mark.parametrize("check_id", sorted(EDITS))
+def test_planted_defect_fails_its_check_with_the_right_rows(check_id, clean, tmp_path):
+    assert run(clean, check_id).status == "pass"
+    edit, rows = EDITS[check_id]
+    pkg = edited(clean, tmp_path / "pkg", edit)
+    finding = run(pkg, check_id)
+    assert finding.status == ("warn" if finding.severity == "warning" else "fail"), finding.message
+    assert finding.rows_affected == rows, finding.message
+
+
+def test_architectures_and_datasets_outside_the_spec_fail(clean):
+    spec = small_spec(**{"S1_model.architectures": ["resnet18"],
+                         "S3_data.datasets": ["cifar100", "fashion-mnist"]})
+    runs = Package.open(clean).table("runs").to_pandas()
+    arch = run(clean, "S1.architectures", spec)
+    assert arch.status == "fail" and arch.rows_affected == int((runs.architecture == "vgg16").sum())
+    ds = run(clean, "S3.datasets", spec)
+    assert ds.status == "fail" and ds.rows_affected == int((runs.dataset == "tiny-imagenet").sum())
+
+
+def test_round_trip_failure_is_reported(clean, monkeypatch):
+    from deepgreen_audit.audit.checks import integrity
+
+    real = integrity.restore_files
+
+    def lossy(package):
+        files = real(package)
+        victim = next(k for k in files if k.endswith("metrics.csv"))
+        files[victim] = files[victim].replace(b"\n", b"\n", 1)[:-2] + b"\n"
+        return files
+
+    monkeypatch.setattr(integrity, "restore_files", lossy)
+    finding = run(clean, "integrity.round-trip")
+    assert finding.status == "fail" and "blocks" in finding.message
+
+
+def test_source_check_finds_hard_coded_recipe_and_skips_without_sources(clean, tmp_path):
+    assert run(clean, "source.recipe-not-hardcoded", sources_root=tmp_path).status == "skip"
+    stack = tmp_path / "stacks" / "rust-tch"
+    stack.mkdir(parents=True)
+    (stack / "main.rs").write_text("let lr = 1e-4;\nlet batch_size = 128;\nlet epochs = n;\n")
+    finding = run(clean, "source.recipe-not-hardcoded", sources_root=tmp_path)
+    assert finding.status == "fail" and finding.rows_affected == 2
+
+
+def test_outlier_blocks_warn_with_their_count(tmp_path):
+    """Outliers need a run long enough for a robust median: one configuration, 8 epochs."""
+    clean = tmp_path / "clean"
+    write_synthetic(clean, ecosystems=["python-pytorch"], architectures=["resnet18"],
+                    datasets=["cifar100"], repetitions=2, epochs=8)
+    assert run(clean, "S6.outlier-blocks").status == "pass"
+
+    def outliers(frames):
+        b = frames["blocks"]
+        rows = b.index[(b["epoch"].isin([4, 6])) & (b["phase"] == "eval")]
+        b.loc[rows, "duration_s"] = b.loc[rows, "duration_s"] * 3
+
+    finding = run(edited(clean, tmp_path / "pkg", outliers), "S6.outlier-blocks")
+    assert finding.status == "warn" and finding.rows_affected == 4
+
+
+def test_results_text_lint_counts_typed_numbers(clean, tmp_path):
+    assert run(clean, "source.results-text-numbers", sources_root=tmp_path).status == "skip"
+    (tmp_path / "paper").mkdir()
+    (tmp_path / "paper" / "paper.tex").write_text(
+        "\\section{Results}\nResNet-18 used \\EnergyTotal{} kJ, or 42 kJ.\nIt took 3.5 h.\n"
+        "\\section{Discussion}\nIn 2026 we saw 7 cases.\n")
+    finding = run(clean, "source.results-text-numbers", sources_root=tmp_path)
+    assert finding.status == "fail" and finding.rows_affected == 2

@@ -1,0 +1,72 @@
+"""The audit driver, its report and the `audit` verb."""
+
+from __future__ import annotations
+
+import json
+
+from deepgreen_audit.audit import audit, registered_checks
+from deepgreen_audit.audit.docs import doc_path, to_markdown
+from deepgreen_audit.audit.registry import SECTIONS
+from deepgreen_audit.cli import main
+
+
+def test_registry_entries_have_id_section_severity_and_docstring():
+    registered = registered_checks()
+    assert len({c.id for c in registered}) == len(registered) >= 30
+    for c in registered:
+        assert c.section in SECTIONS and c.id.startswith(c.section + ".")
+        assert c.severity in ("error", "warning") and len(c.doc) > 40
+    assert {c.section for c in registered} == set(SECTIONS)
+
+
+def test_docs_audit_md_is_generated_from_the_registry():
+    assert doc_path().read_text(encoding="utf-8") == to_markdown()
+
+
+def test_invalid_package_skips_every_check_and_does_not_finish(tiny_package, copy_of, tmp_path):
+    broken = copy_of(tiny_package, tmp_path / "broken")
+    (broken / "runs.csv").write_bytes((broken / "runs.csv").read_bytes() + b"x\n")
+    report = audit(broken)
+    assert report.finding("integrity.validate").status == "fail"
+    assert {f.status for f in report.findings if f.id != "integrity.validate"} == {"skip"}
+    assert not report.finished
+    text = report.format_text()
+    assert "did NOT finish" in text and text.splitlines()[-1].startswith("SYNTHETIC DATA")
+
+
+def test_cli_json_strict_list(tiny_package, capsys, tmp_path):
+    assert main(["audit", str(tiny_package), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["synthetic"] is True and "SYNTHETIC" in data["notice"]
+    for f in data["findings"]:
+        assert set(f) >= {"id", "section", "status", "message", "rows_affected"}
+        assert f["status"] in ("pass", "fail", "warn", "skip")
+    assert sum(data["counts"].values()) == len(data["findings"])
+    assert any(f["status"] == "fail" for f in data["findings"])  # the tiny package breaks S6
+    assert main(["audit", str(tiny_package), "--strict", "--out", str(tmp_path / "r.json")]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("SYNTHETIC DATA")
+    assert " pass, " in out and " skip" in out
+    assert json.loads((tmp_path / "r.json").read_text())["counts"] == data["counts"]
+    assert main(["audit", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(c.id in listed for c in registered_checks())
+
+
+def test_cli_invalid_package_exits_1(tiny_package, copy_of, tmp_path, capsys):
+    broken = copy_of(tiny_package, tmp_path / "broken")
+    (broken / "blocks.csv").write_text("nonsense\n")
+    assert main(["audit", str(broken)]) == 1
+    assert "FAIL  integrity.validate" in capsys.readouterr().out
+
+
+def test_tables_folder_described_from_above_is_audited(tmp_path):
+    """`deepgreen audit replication/` finds the top-level descriptor of the shipped layout."""
+    from conftest import TINY_META, tiny_tables
+    from deepgreen_audit.package.writer import write_package
+
+    write_package(tiny_tables(), tmp_path / "replication", TINY_META,
+                  descriptor_path=tmp_path / "datapackage.json")
+    report = audit(tmp_path / "replication")
+    assert report.finding("integrity.validate").status == "pass"
+    assert report.package.endswith("datapackage.json") and report.synthetic

@@ -1,0 +1,200 @@
+"""The campaign driver: plan, preflight, collect (SIGKILL, resume, external stacks, the real smoke run)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from deepgreen_audit.cli import main
+from deepgreen_audit.collect.driver import collect
+from deepgreen_audit.collect.instruments import probe
+from deepgreen_audit.collect.plan import load_plan
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.package.descriptor import Package
+from deepgreen_audit.package.rundirs import flatten, restore_files
+from deepgreen_audit.package.validate import validate
+from deepgreen_audit.spec import load_spec
+
+CLIENT_SOURCE = Path(__file__).parent / "clients" / "harness_client.c"
+
+
+def write_plan(tmp_path: Path, stacks: str, scope: str, name: str = "plan.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(f'campaign = "test"\nmaster_seed = 11\nrun_timeout_s = 120\n{stacks}\n[scope]\n{scope}\n')
+    return path
+
+
+def _host_has_counters() -> bool:
+    nvml, _, missing = probe()
+    if nvml is not None:
+        nvml.close()
+    return not missing
+
+
+# ------------------------------------------------------------------ plan
+
+
+def test_default_plan_derives_the_campaign_from_the_spec():
+    spec = load_spec()
+    plan = load_plan()
+    configs = {(j.ecosystem, j.architecture, j.dataset) for j in plan.jobs}
+    expected = (len(spec["S6_replication"]["ecosystems"]) * len(spec["S1_model"]["architectures"])
+                * len(spec["S3_data"]["datasets"]))
+    assert len(configs) == expected
+    assert len(plan.jobs) == expected * spec["S6_replication"]["repetitions"]
+    assert len({j.seed for j in plan.jobs}) == len(plan.jobs)
+    assert [j.schedule_position for j in plan.jobs] == list(range(1, len(plan.jobs) + 1))
+    assert all(a.run_id.rsplit(".", 1)[0] != b.run_id.rsplit(".", 1)[0]
+               for a, b in zip(plan.jobs, plan.jobs[1:])), "a configuration ran twice in a row"
+    first_round = [j.run_id.rsplit(".", 1)[0] for j in plan.jobs[:expected]]
+    assert first_round != sorted(first_round), "runs are interleaved, not in configuration order"
+    assert load_plan().jobs == plan.jobs  # deterministic
+
+
+def test_plan_print_lists_seeds_repetitions_and_commands(capsys):
+    assert main(["plan", "--print"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    plan = load_plan()
+    assert len(lines) == 1 + len(plan.jobs)
+    pos, rep, seed, run_id, cmd = lines[1].split("\t")
+    job = plan.jobs[0]
+    assert (int(pos), int(rep), int(seed), run_id) == (1, job.repetition, job.seed, job.run_id)
+    assert f"--run-id {run_id}" in cmd and "deepgreen_audit.collect.runner" in cmd
+
+
+def test_plan_errors_name_file_and_key(tmp_path, capsys):
+    path = write_plan(tmp_path, "", 'datasets = ["mnist"]')
+    with pytest.raises(UserError) as info:
+        load_plan(path)
+    assert info.value.field == "scope.datasets" and str(path) in str(info.value)
+    assert main(["plan", "--plan", str(path)]) == 2
+    assert "scope.datasets" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ collect with a fake stack
+
+FAKE_STACK = '''
+import os, signal
+from pathlib import Path
+
+def check(job):
+    pass
+
+def run(harness, job):
+    harness.report(optimizer="adam", learning_rate=job.recipe["learning_rate"], framework="fake")
+    marker = Path(os.environ["FAKE_STACK_MARKER"]) / job.run_id
+    for epoch in range(1, job.epochs + 1):
+        with harness.block(epoch, "train") as block:
+            if job.architecture == "vgg16" and epoch == 2 and not marker.exists():
+                marker.write_text("killed once")
+                os.kill(os.getpid(), signal.SIGKILL)   # mid-epoch, inside an open block
+            block.samples_processed, block.loss = 10, 1.5
+        with harness.block(epoch, "eval") as block:
+            block.samples_processed, block.loss, block.test_accuracy = 5, 1.25, 0.4
+'''
+
+
+def test_sigkill_mid_epoch_fails_the_run_and_resume_finishes_the_plan(tmp_path, monkeypatch):
+    (tmp_path / "fake_stack.py").write_text(FAKE_STACK)
+    monkeypatch.setenv("FAKE_STACK_MARKER", str(tmp_path))
+    plan = load_plan(write_plan(
+        tmp_path, f'[stacks.python-pytorch]\nkind = "python"\nprogram = "{tmp_path / "fake_stack.py"}"',
+        'ecosystems = ["python-pytorch"]\narchitectures = ["resnet18", "vgg16"]\n'
+        'datasets = ["digits"]\nrepetitions = 1\nepochs = 2'))
+    out = tmp_path / "out"
+    first = collect(plan, out, allow_missing_counters=True)
+    killed = "python-pytorch.vgg16.digits.r1"
+    assert first.completed == ["python-pytorch.resnet18.digits.r1"]
+    assert "SIGKILL" in first.failed[killed]
+    assert not (out / "runs" / "test" / killed).exists()
+    assert not (out / "work" / killed).exists()
+    failure = json.loads((out / "failed" / f"{killed}.1" / "failure.json").read_text())
+    assert failure["status"] == "failed" and "SIGKILL" in failure["reason"]
+    # What is in runs/ is a valid package already: the failed run is kept out of it.
+    pkg = flatten(out / "runs", tmp_path / "pkg1")
+    assert validate(pkg).valid and len(Package.open(pkg).text("runs").rows) == 1
+
+    second = collect(plan, out, allow_missing_counters=True)
+    assert second.skipped == ["python-pytorch.resnet18.digits.r1"] and second.completed == [killed]
+    assert second.ok
+    pkg = flatten(out / "runs", tmp_path / "pkg2")
+    package = Package.open(pkg)
+    assert validate(pkg).valid and len(package.text("runs").rows) == 2
+    assert len(package.text("blocks").rows) == 2 * 2 * 2
+
+
+def test_collect_of_an_external_stack_through_the_c_client(tmp_path):
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler: the external reference stack cannot be built")
+    exe = tmp_path / "harness_client"
+    subprocess.run([compiler, "-O2", "-o", str(exe), str(CLIENT_SOURCE)], check=True)
+    plan = load_plan(write_plan(
+        tmp_path, f'[stacks.cpp-libtorch]\nkind = "external"\ncommand = ["{exe}", "env", "--stack"]',
+        'ecosystems = ["cpp-libtorch"]\narchitectures = ["resnet18"]\ndatasets = ["digits"]\n'
+        'repetitions = 1\nepochs = 2'))
+    summary = collect(plan, tmp_path / "out", allow_missing_counters=True)
+    assert summary.ok, summary.failed
+    package = Package.open(flatten(tmp_path / "out" / "runs", tmp_path / "pkg"))
+    env = package.table("environment").to_pylist()[0]
+    assert env["framework"] == "c-reference-client"
+    blocks = package.table("blocks").to_pylist()
+    assert [(b["epoch"], b["phase"]) for b in blocks] == [(1, "train"), (1, "eval"), (2, "train"), (2, "eval")]
+
+
+# ------------------------------------------------------------------ the real smoke run
+
+
+def test_real_smoke_run_refuses_then_collects_a_valid_package(tmp_path, capsys):
+    """One real Python/PyTorch run on scikit-learn digits, 2 epochs of one batch, on this host."""
+    path = write_plan(tmp_path, '[stacks.python-pytorch]\nkind = "python"\n'
+                                'program = "stacks/python_pytorch/train.py"',
+                      'ecosystems = ["python-pytorch"]\narchitectures = ["resnet18"]\n'
+                      'datasets = ["digits"]\nrepetitions = 1\nepochs = 2\n'
+                      'max_train_batches = 1\nmax_eval_batches = 1')
+    out = tmp_path / "out"
+    counters = _host_has_counters()
+    if not counters:
+        assert main(["collect", "--plan", str(path), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "NVML" in err and "RAPL" in err and "--allow-missing-counters" in err
+        assert not (out / "runs").exists()
+    assert main(["collect", "--plan", str(path), "--out", str(out), "--allow-missing-counters"]) == 0
+    pkg = tmp_path / "pkg"
+    assert main(["flatten", str(out / "runs"), "--out", str(pkg)]) == 0
+    report = validate(pkg)
+    assert report.valid, report.format_text()
+    package = Package.open(pkg)
+    blocks = package.table("blocks").to_pylist()
+    assert len(blocks) == 4
+    for b in blocks:
+        assert b["duration_s"] > 0 and b["samples_processed"] > 0 and b["loss"] > 0
+        assert b["codecarbon_energy_j"] > 0 and b["codecarbon_cpu_method"] != "unknown"
+        if not counters:
+            assert b["energy_j"] is None and b["cpu_energy_j"] is None and b["gpu_energy_j"] is None
+            assert "NVML" in b["energy_missing_reason"] and "RAPL" in b["energy_missing_reason"]
+        assert (b["test_accuracy"] is not None) == (b["phase"] == "eval")
+    run = package.table("runs").to_pylist()[0]
+    assert run["status"] == "completed" and run["learning_rate"] == load_spec()["S2_optimisation"]["learning_rate"]
+    assert run["initial_weights_sha256"] and run["data_fingerprint_sha256"]
+    env = package.table("environment").to_pylist()[0]
+    assert env["framework"] == "torch" and env["codecarbon_version"].startswith("3.")
+    if not counters:
+        assert env["nvml_energy_available"] is False and env["counters_missing_reason"]
+    samples = package.table("samples").to_pylist()
+    assert samples and all(s["cpu_utilization_pct"] is not None for s in samples)
+    # the round trip: restoring the package gives back what collect wrote, byte for byte
+    for rel, data in restore_files(package).items():
+        assert (out / "runs" / rel).read_bytes() == data, rel
+
+
+def test_preflight_names_each_check(tmp_path, capsys):
+    path = write_plan(tmp_path, "", 'ecosystems = ["python-jax"]\narchitectures = ["resnet18"]\n'
+                                    'datasets = ["digits"]\nrepetitions = 1')
+    assert main(["preflight", "--plan", str(path), "--allow-missing-counters"]) == 1
+    out = capsys.readouterr().out
+    assert "OK    codecarbon" in out and "stack.python-jax.digits" in out and "no [stacks.python-jax]" in out
