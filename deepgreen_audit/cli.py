@@ -221,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"deepgreen {args.verb}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: not an error of ours
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print(f"deepgreen {args.verb}: interrupted; nothing was half-written", file=sys.stderr)
         return 130

@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# Set up, then run the main job on the shipped package: validate it and print its summary.
+# Set up, then run the main job on the shipped package (./datapackage.json, tables in replication/):
+# validate its integrity, audit it against the experiment specification, regenerate
+# paper/generated/ (numbers.tex, tables, figures) and build paper/build/paper.pdf.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+DG=.venv/bin/deepgreen
 echo
-echo "== deepgreen validate (the shipped package, ./datapackage.json)"
-.venv/bin/deepgreen validate datapackage.json
+echo "== deepgreen validate: integrity of the shipped package"
+$DG validate datapackage.json
+echo
+echo "== deepgreen audit --strict: conformance to the experiment specification"
+$DG audit datapackage.json --strict
+echo
+echo "== deepgreen paper: numbers.tex, tables, figures and the PDF"
+$DG paper datapackage.json

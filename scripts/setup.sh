@@ -32,7 +32,7 @@ STAMP=.venv/.deepgreen-installed
 if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
   echo "setup: installing the project and its dependencies into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[dev,render]'
+  .venv/bin/python -m pip install -q -e '.[dev,render,collect,pytorch,tensorflow,jax]'
   touch "$STAMP"
 fi
 echo "setup: ready (.venv/bin/deepgreen)"

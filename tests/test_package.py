@@ -13,7 +13,7 @@ from deepgreen_audit.cli import main
 from deepgreen_audit.package.canonical import format_value, is_canonical
 from deepgreen_audit.package.checksums import sha256_file
 from deepgreen_audit.package.descriptor import Package
-from deepgreen_audit.package.schema import TABLES, load_schema, pandera_schema
+from deepgreen_audit.package.schema import load_schema, pandera_schema
 from deepgreen_audit.package.validate import validate
 
 

@@ -11,7 +11,6 @@ from deepgreen_audit.cli import main
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.rundirs import flatten, restore
 from deepgreen_audit.package.schema import TABLES
-from deepgreen_audit.package.validate import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 DESCRIPTOR = ROOT / "datapackage.json"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic, descriptor as _descriptor
@@ -75,54 +74,14 @@ def write_api_package(tables: dict[str, TextTable], out: Path, meta: dict, *,
 
 def validate_api_package(location: str | Path) -> Report:
     """Integrity of an API-level package: checksums, schemas, keys, canonical form."""
-    try:
-        package = Package.open(location)
-    except UserError as exc:
-        report = Report(package=str(location))
-        report.add(exc.code if exc.code == "missing-descriptor" else "descriptor-error", str(exc))
-        return report
-    report = Report(package=str(package.descriptor_path))
+    return _validate.validate(location, API_TABLES, descriptor_check=_is_api_package)
+
+
+def _is_api_package(package: Package, report: Report) -> bool:
     if package.descriptor.get(KIND_KEY) != KIND:
         report.add("descriptor-error", f"not an API-level package ({KIND_KEY} is not {KIND!r})")
-        return report
-    sums = _validate._check_checksums(package, report)
-    keys: dict[str, pd.DataFrame] = {}
-    for name in API_TABLES:
-        schema = load_schema(name)
-        try:
-            path = package.table_path(name)
-            resource = package.resource(name)
-        except UserError as exc:
-            report.add(exc.code, exc.message, resource=name)
-            continue
-        if resource.get("schema") != schema.descriptor:
-            report.add("schema-mismatch", f"the descriptor's schema differs from schemas/{name}.json",
-                       resource=name)
-        if path.is_symlink() or not path.is_file():
-            report.add("symlink" if path.is_symlink() else "missing-table",
-                       f"{path} is not a plain file", resource=name)
-            continue
-        data = path.read_bytes()
-        _validate._check_hashes(name, path, data, resource, sums, report)
-        frame = _validate._check_table(schema, data, report)
-        if frame is not None:
-            keys[name] = frame
-            report.stats[name] = {"rows": len(frame), "bytes": len(data)}
-    _check_foreign_keys(keys, report)
-    return report
-
-
-def _check_foreign_keys(keys: dict[str, pd.DataFrame], report: Report) -> None:
-    for name in API_TABLES:
-        for fields, ref, ref_fields in load_schema(name).foreign_keys:
-            if name not in keys or ref not in keys:
-                continue
-            parent = set(zip(*(keys[ref][f] for f in ref_fields)))
-            for i, value in enumerate(zip(*(keys[name][f] for f in fields))):
-                if value not in parent:
-                    report.add("foreign-key-error", f"{', '.join(fields)}={', '.join(value)} "
-                               f"refers to no row of {ref}", resource=name, row=i + 2,
-                               field=fields[0])
+        return False
+    return True
 
 
 def open_api_package(location: str | Path) -> Package:

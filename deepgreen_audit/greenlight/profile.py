@@ -203,8 +203,8 @@ def open_counters(*, durations_only: bool, allow_missing_counters: bool,
     if (missing and not allow_missing_counters) or (nvml is None and rapl is None):
         raise UserError(
             "this host lacks energy counters: " + "; ".join(f"{k}: {v}" for k, v in missing.items())
-            + f". Pass --durations-only to record durations only (empty energy cells with the "
-            f"reason)" + ("" if nvml is None and rapl is None else
+            + ". Pass --durations-only to record durations only (empty energy cells with the "
+            "reason)" + ("" if nvml is None and rapl is None else
                           f", or {ALLOW_OPTION} to measure with the counters there are"),
             code="counters-missing")
     return Counters(rapl=rapl, nvml=nvml, missing=missing, thermal_root=thermal_root)

@@ -261,7 +261,7 @@ def flatten_tables(root: Path, progress=None) -> tuple[dict[str, TextTable], dic
                 merged = [[run_id] + r for r in part]
                 continue
             if len(part) != len(merged) or any(r[:2] != m[1:3] for r, m in zip(part, merged)):
-                raise UserError(f"its (epoch, phase) rows differ from blocks.csv's", path=base / name,
+                raise UserError("its (epoch, phase) rows differ from blocks.csv's", path=base / name,
                                 code="layout-error")
             for m, r in zip(merged, part):
                 m.extend(r[2:])

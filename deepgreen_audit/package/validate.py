@@ -35,8 +35,15 @@ _TYPE_RE = {"integer": INTEGER_RE, "number": NUMBER_RE, "datetime": DATETIME_RE,
 _CHECK_NAMES = {"not_nullable": "required", "field_uniqueness": "unique"}
 
 
-def validate(location: str | Path | None = None) -> Report:
-    """Validate the package at `location` (folder or descriptor); never raises for bad data."""
+def validate(location: str | Path | None = None, tables: tuple[str, ...] = TABLES,
+             descriptor_check=None) -> Report:
+    """Validate the package at `location` (folder or descriptor); never raises for bad data.
+
+    `tables` names the resources (and `schemas/<name>.json`) the package must
+    hold: the four campaign tables by default; other kinds of package (the
+    API-level profiles) pass their own, with `descriptor_check(package, report)`
+    returning False to stop when the descriptor is not of their kind.
+    """
     try:
         package = Package.open(location)
     except UserError as exc:
@@ -47,10 +54,12 @@ def validate(location: str | Path | None = None) -> Report:
                     notice=package.notice())
     report.stats["provenance"] = {k: package.descriptor.get(k) for k in
                                   ("name", "title", "provenance") if k in package.descriptor}
+    if descriptor_check is not None and not descriptor_check(package, report):
+        return report
     sums = _check_checksums(package, report)
     keys: dict[str, dict] = {}
     total_bytes = 0
-    for name in TABLES:
+    for name in tables:
         schema = load_schema(name)
         try:
             path = package.table_path(name)
@@ -73,7 +82,7 @@ def validate(location: str | Path | None = None) -> Report:
         table_keys = _check_table(schema, data, report)
         if table_keys is not None:
             keys[name] = table_keys
-    _check_foreign_keys(keys, report)
+    _check_foreign_keys(tables, keys, report)
     report.stats["bytes"] = total_bytes
     return report
 
@@ -308,8 +317,8 @@ def canonical_order(schema: TableSchema, typed: pd.DataFrame) -> np.ndarray:
     return key.sort_values(list(key.columns), kind="stable").index.to_numpy()
 
 
-def _check_foreign_keys(keys: dict[str, dict], report: Report) -> None:
-    for name in TABLES:
+def _check_foreign_keys(tables: tuple[str, ...], keys: dict[str, dict], report: Report) -> None:
+    for name in tables:
         if name not in keys:
             continue
         for fields, ref, ref_fields in load_schema(name).foreign_keys:

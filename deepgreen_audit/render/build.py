@@ -24,7 +24,7 @@ from pathlib import Path
 import deepgreen_audit
 from deepgreen_audit.analysis import Design, Results, analyse, load_tables
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package.atomic import StagedDirectory, write_bytes
+from deepgreen_audit.package.atomic import StagedDirectory
 from deepgreen_audit.package.checksums import sha256_file
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.schema import TABLES, project_root
