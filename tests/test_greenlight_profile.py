@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import types
 
 import pytest
@@ -32,7 +33,8 @@ FAKE_PYNVML = types.SimpleNamespace(NVMLError=NoDriver, nvmlInit=_no_driver)
 
 @pytest.fixture
 def powercap(tmp_path):
-    """A powercap tree with one package whose energy_uj a thread advances (1 mJ per ms)."""
+    """A powercap tree with one package drawing 1 W: a thread advances energy_uj by the
+    time that really passed, so a loaded machine delays updates but never lowers the power."""
     zone = tmp_path / "powercap" / "intel-rapl:0"
     zone.mkdir(parents=True)
     (zone / "name").write_text("package-0\n")
@@ -42,9 +44,9 @@ def powercap(tmp_path):
     stop = threading.Event()
 
     def advance():
-        value = MAX_RANGE_UJ - 50_000
+        start_uj, started = MAX_RANGE_UJ - 50_000, time.monotonic()
         while not stop.wait(0.001):
-            value = (value + 1000) % MAX_RANGE_UJ
+            value = (start_uj + int((time.monotonic() - started) * 1e6)) % MAX_RANGE_UJ
             tmp = zone / ".energy_uj.tmp"
             tmp.write_text(f"{value}\n")
             os.replace(tmp, energy)   # readers see the old value or the new, never half

@@ -5,10 +5,22 @@
 check means is in docs/audit.md (generated from the registry).
 """
 
-from deepgreen_audit.audit.driver import audit
-from deepgreen_audit.audit.registry import (REGISTRY, Check, Outcome, Skip, check,
-                                            registered_checks)
-from deepgreen_audit.audit.report import AuditFinding, AuditReport
+_EXPORTS = {
+    "audit": "deepgreen_audit.audit.driver",
+    **{name: "deepgreen_audit.audit.registry"
+       for name in ("REGISTRY", "Check", "Outcome", "Skip", "check", "registered_checks")},
+    **{name: "deepgreen_audit.audit.report" for name in ("AuditFinding", "AuditReport")},
+}
 
 __all__ = ["REGISTRY", "AuditFinding", "AuditReport", "Check", "Outcome", "Skip", "audit",
            "check", "registered_checks"]
+
+
+def __getattr__(name: str):
+    # Imported on first use, so that `deepgreen --help` and light verbs do not pay
+    # for the heavy modules (scipy, matplotlib) behind this package.
+    import importlib
+
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

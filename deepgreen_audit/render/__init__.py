@@ -7,6 +7,16 @@ latexmk; `lint.find_typed_numbers` checks that the results text types no
 number of its own.
 """
 
-from deepgreen_audit.render.build import RenderReport, build_pdf, render
+_EXPORTS = {name: "deepgreen_audit.render.build" for name in ("RenderReport", "build_pdf", "render")}
 
 __all__ = ["RenderReport", "build_pdf", "render"]
+
+
+def __getattr__(name: str):
+    # Imported on first use, so that `deepgreen --help` and light verbs do not pay
+    # for the heavy modules (scipy, matplotlib) behind this package.
+    import importlib
+
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

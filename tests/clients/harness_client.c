@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,7 @@ static void send_line(const char *line) {
     buf[n] = '\n';
     size_t off = 0;
     while (off < n + 1) {
-        ssize_t w = send(fd, buf + off, n + 1 - off, 0);
+        ssize_t w = send(fd, buf + off, n + 1 - off, MSG_NOSIGNAL);
         if (w <= 0) { free(buf); exit(4); }
         off += (size_t)w;
     }
@@ -55,6 +56,10 @@ static void recv_line(char *out, size_t cap) {
         }
         ssize_t r = recv(fd, inbuf + inlen, sizeof inbuf - inlen, 0);
         if (r == 0) { fprintf(stderr, "server closed the connection\n"); exit(4); }
+        if (r < 0 && (errno == ECONNRESET || errno == EPIPE)) {
+            /* the server closed with our unread line in its buffer: a reset, not a timeout */
+            fprintf(stderr, "server closed the connection\n"); exit(4);
+        }
         if (r < 0) { fprintf(stderr, "timed out waiting for a reply\n"); exit(3); }
         inlen += (size_t)r;
     }
