@@ -207,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
 #: Modules that add verbs of their own layer: each has register(verb).
 VERB_MODULES: tuple[str, ...] = ("deepgreen_audit.collect.cli", "deepgreen_audit.audit.cli",
                                  "deepgreen_audit.importers.cli", "deepgreen_audit.render.cli",
-                                 "deepgreen_audit.greenlight.cli")
+                                 "deepgreen_audit.greenlight.cli", "deepgreen_audit.stacks.cli")
 
 
 def main(argv: list[str] | None = None) -> int:

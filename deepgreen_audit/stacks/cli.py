@@ -1,0 +1,102 @@
+"""Verbs of the stacks layer: `deepgreen data` (converters, weight exports) and `deepgreen parity`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from deepgreen_audit.errors import UserError
+
+
+def _checksums(pairs: list[str] | None) -> dict[str, str] | None:
+    if not pairs:
+        return None
+    out = {}
+    for pair in pairs:
+        name, sep, md5 = pair.partition("=")
+        if not sep or len(md5) != 32:
+            raise UserError(f"--expected-md5 {pair!r} is not FILENAME=32-hex-digit MD5", code="bad-option")
+        out[name] = md5.lower()
+    return out
+
+
+def cmd_data(args) -> int:
+    from deepgreen_audit.stacks import data, weights
+
+    if args.action == "convert":
+        if not args.dataset:
+            raise UserError("convert needs a dataset name", code="bad-option")
+        folder = data.convert(args.dataset, [Path(p) for p in args.inputs], Path(args.out),
+                              checksums=_checksums(args.expected_md5), overwrite=args.overwrite)
+        store = data.load_store(folder.parent, args.dataset)
+        print(f"wrote {folder}: train {store.x_train.shape}, test {store.x_test.shape}, "
+              f"fingerprint {store.fingerprint}")
+        return 0
+    if args.action == "weights":
+        if not (args.architecture and args.classes and args.seed is not None):
+            raise UserError("weights needs --architecture, --classes and --seed", code="bad-option")
+        exp = weights.export(Path(args.out), args.architecture, args.classes, args.seed)
+        print(f"wrote {exp.path} (sha256 {exp.sha256}), {exp.manifest_path.name}, {exp.torchscript_path.name}")
+        return 0
+    from deepgreen_audit.collect.plan import load_plan
+    from deepgreen_audit.stacks.prepare import prepare_plan
+
+    plan = load_plan(Path(args.plan) if args.plan else None)
+    done = prepare_plan(plan, progress=lambda i, n, name: print(f"  [{i}/{n}] {name}", file=sys.stderr))
+    print(f"prepared {len(done)} input(s) of {plan.path} under {plan.jobs[0].data_dir}")
+    return 0
+
+
+def cmd_parity(args) -> int:
+    from deepgreen_audit.stacks import cpp, parity
+
+    executable = cpp.build() if args.build_cpp else (Path(args.cpp) if args.cpp else cpp.executable())
+    failed = False
+    for arch in args.architecture or ["resnet18", "vgg16"]:
+        report = parity.run_parity(arch, Path(args.data_dir), dataset=args.dataset, seed=args.seed,
+                                   count=args.count, stacks=tuple(args.stack or parity.STACKS),
+                                   cpp_executable=executable)
+        print(report.to_json() if args.json else report.format_text())
+        failed |= not report.passed
+    return 1 if failed else 0
+
+
+def register(verb) -> None:
+    p = verb("data", cmd_data, "convert official dataset archives; write canonical weight exports",
+             "Dataset and weight preparation for the stacks.  'convert DATASET FILE... --out DIR' "
+             "checks each official archive against its published MD5, refuses wrong or corrupt files, "
+             "resizes every image once (Pillow bilinear) and writes DIR/DATASET/{train,test}.npz and "
+             "manifest.json with the fingerprint runs record ('digits' needs no file).  'weights' writes "
+             "the canonical seeded initial weights of one (architecture, classes, seed): safetensors, "
+             "manifest and TorchScript.  'prepare --plan PLAN' writes every store and export a plan's "
+             "jobs read (needed by the C++ stack).")
+    p.add_argument("action", choices=("convert", "weights", "prepare"))
+    p.add_argument("dataset", nargs="?", help="convert: fashion-mnist, cifar100, tiny-imagenet, imagenette, digits")
+    p.add_argument("inputs", nargs="*", help="convert: the downloaded official file(s)")
+    p.add_argument("--out", default="data", help="the data folder (default: ./data)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    p.add_argument("--expected-md5", action="append", metavar="FILE=MD5",
+                   help="use this MD5 instead of the published one (a mirror you verified otherwise)")
+    p.add_argument("--architecture", choices=("resnet18", "vgg16"))
+    p.add_argument("--classes", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--plan", help="prepare: the campaign plan (default collect/plan.toml)")
+
+    p = verb("parity", cmd_parity, "prove the stacks train the same model from the same state on the same pixels",
+             "Probe every stack with the canonical initial weights and a fixed batch of the canonical "
+             "store, and check: tensor names, shapes and counts; the exact initial weights; logits and "
+             "loss in eval and train mode within stated float32 tolerances; BatchNorm running statistics; "
+             "identical input pixels and data fingerprint; and that no stack source writes a number the "
+             "specification owns.  Exit 1 when a check fails.")
+    p.add_argument("--architecture", action="append", choices=("resnet18", "vgg16"),
+                   help="repeatable; default both")
+    from deepgreen_audit.stacks.parity import STACKS
+
+    p.add_argument("--stack", action="append", choices=STACKS, help="repeatable; default all four")
+    p.add_argument("--data-dir", default="data", help="the data folder holding the store (digits is derived)")
+    p.add_argument("--dataset", default="digits")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--count", type=int, default=16, help="images in the fixed batch")
+    p.add_argument("--cpp", help="the C++ stack's executable (default stacks/cpp_libtorch/build/...)")
+    p.add_argument("--build-cpp", action="store_true", help="build the C++ stack first (CMake)")
+    p.add_argument("--json", action="store_true")

@@ -1,0 +1,398 @@
+"""Parity of the stacks: same model, same initial state, same pixels, same recipe.
+
+Each check is a small function with an id, a specification section and a
+docstring (registered with `parity_check`), run by one driver, `run_parity`,
+over the probes of every stack.  A probe is what a stack's own code does with
+the canonical weights and one fixed batch (the first `count` test images of
+the canonical store): its loader's input tensor, its logits and loss in eval
+and in train mode (dropout off: each framework draws its own masks), its state
+after the train-mode pass (BatchNorm running statistics), and the hashes it
+computed.  The Python stacks are probed in this process through their
+`probe`/`eval_batches` hooks; the C++ stack through its executable's `probe`
+mode.  The reference is the Python/PyTorch stack (the canonical layout).
+
+Stated float32 tolerances (`TOLERANCES`), from the observed differences on
+this CPU (~4e-7 eval, ~2e-5 train for ResNet-18 logits of magnitude ~2): a
+logit difference <= 1e-5 + 1e-4 * max|reference logit|, a loss difference
+<= 1e-4 * max(1, |reference loss|), a running statistic <= 1e-5 + 1e-4 *
+max|reference|.  A BatchNorm epsilon of 1e-3 instead of 1e-5, Keras' or Flax'
+momentum, or a biased running variance each exceed them; weights and pixels
+must be equal exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tempfile
+import tokenize
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from deepgreen_audit.package.schema import project_root
+from deepgreen_audit.spec import load_spec, recipe, trainable_parameters
+from deepgreen_audit.stacks import data, weights
+
+REFERENCE = "python-pytorch"
+PYTHON_STACKS = {"python-pytorch": "stacks/python_pytorch/train.py",
+                 "python-tensorflow": "stacks/python_tensorflow/train.py",
+                 "python-jax": "stacks/python_jax/train.py"}
+CPP_STACK = "cpp-libtorch"
+STACKS = (*PYTHON_STACKS, CPP_STACK)
+
+TOLERANCES = {
+    "logits": {"atol": 1e-5, "rtol_of_max": 1e-4},
+    "loss": {"rtol_of_max_1": 1e-4},
+    "running_stats": {"atol": 1e-5, "rtol_of_max": 1e-4},
+    "weights": "exact", "pixels": "exact",
+}
+
+
+# ---------------------------------------------------------------- probes
+
+
+@dataclass
+class Probe:
+    """What one stack's code did with the canonical weights and the fixed batch."""
+
+    stack: str
+    inputs: np.ndarray                # NHWC float32, as its loader produced them
+    labels: np.ndarray
+    logits: dict                      # mode -> logits
+    loss: dict                        # mode -> float
+    state: dict                       # canonical name -> array (PyTorch layout), after the eval pass
+    state_after_train: dict           # ... after the train-mode pass
+    weights_sha256: str
+    data_fingerprint: str
+
+
+def load_program(stack: str):
+    """Import a Python stack program from its file, as the collection runner does."""
+    from deepgreen_audit.collect.plan import Stack
+    from deepgreen_audit.collect.runner import load_stack_module
+
+    return load_stack_module(Stack(stack, "python", program=project_root() / PYTHON_STACKS[stack]))
+
+
+def _numpy(batch) -> np.ndarray:
+    return np.asarray(batch.numpy() if hasattr(batch, "numpy") else batch, dtype=np.float32)
+
+
+def probe_python(stack: str, export: weights.Export, store: data.Store, count: int) -> Probe:
+    program = load_program(stack)
+    tensors, sha = weights.load(export.path)
+    manifest = json.loads(export.manifest_path.read_text(encoding="utf-8"))
+    arch, classes = manifest["architecture"], manifest["classes"]
+    x, y = store.x_test[:count], store.y_test[:count]
+    first = next(iter(program.eval_batches(store.x_test, store.y_test, count)))
+    inputs = _numpy(first[0])
+    if getattr(program, "INPUT_LAYOUT", "NHWC") == "NCHW":
+        inputs = inputs.transpose(0, 2, 3, 1)
+    runs = {mode: program.probe(arch, classes, tensors, x, y, train=(mode == "train"))
+            for mode in ("eval", "train")}
+    labels = first[1].numpy() if hasattr(first[1], "numpy") else first[1]
+    return Probe(stack, inputs, np.asarray(labels, dtype=np.int64),
+                 {m: np.asarray(r["logits"]) for m, r in runs.items()},
+                 {m: float(r["loss"]) for m, r in runs.items()},
+                 runs["eval"]["state"], runs["train"]["state"], sha, store.fingerprint)
+
+
+def probe_cpp(executable: Path, export: weights.Export, data_dir: Path, dataset: str, count: int) -> Probe:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "probe.safetensors"
+        result = subprocess.run([str(executable), "probe", "--model", str(export.torchscript_path),
+                                 "--weights", str(export.path), "--data", str(data_dir), "--dataset", dataset,
+                                 "--count", str(count), "--out", str(out)], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"{executable} probe failed: {result.stderr.strip()[-1000:]}")
+        arrays, meta = weights.read_safetensors(out.read_bytes(), out)
+
+    def prefixed(prefix):
+        return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+
+    return Probe(CPP_STACK, arrays["input"].transpose(0, 2, 3, 1), arrays["labels"].astype(np.int64),
+                 {"eval": arrays["eval.logits"], "train": arrays["train.logits"]},
+                 {"eval": float(arrays["eval.loss"][0]), "train": float(arrays["train.loss"][0])},
+                 prefixed("loaded."), prefixed("state."), meta["weights_sha256"], meta["data_fingerprint_sha256"])
+
+
+# ---------------------------------------------------------------- checks
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    section: str
+    stack: str
+    status: str            # pass | fail | skip
+    message: str
+    measured: float | None = None
+    tolerance: float | None = None
+
+
+@dataclass(frozen=True)
+class ParityCheck:
+    id: str
+    section: str
+    fn: Callable
+    doc: str
+
+
+_CHECKS: list[ParityCheck] = []
+
+
+def parity_check(id: str, section: str):
+    def register(fn):
+        _CHECKS.append(ParityCheck(id, section, fn, " ".join((fn.__doc__ or "").split())))
+        return fn
+    return register
+
+
+def checks() -> list[ParityCheck]:
+    return list(_CHECKS)
+
+
+@dataclass
+class Context:
+    architecture: str
+    classes: int
+    canonical: dict
+    canonical_sha256: str
+    fingerprint: str
+    reference: Probe
+    probe: Probe
+
+
+def _max_abs(a, b) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return float("inf")
+    return float(np.max(np.abs(a - b))) if a.size else 0.0
+
+
+@parity_check("S1.parameter-names", "S1")
+def parameter_names(ctx: Context):
+    """The same tensor names and shapes as the canonical export, and the specification's
+    trainable-parameter count."""
+    names = set(ctx.probe.state)
+    if names != set(ctx.canonical):
+        return False, (f"names differ: missing {sorted(set(ctx.canonical) - names)[:3]}, "
+                       f"extra {sorted(names - set(ctx.canonical))[:3]}"), None, None
+    wrong = [k for k in names if tuple(np.shape(ctx.probe.state[k])) != tuple(ctx.canonical[k].shape)]
+    if wrong:
+        return False, f"{len(wrong)} shape(s) differ, first {wrong[0]}", None, None
+    count = sum(int(np.size(v)) for k, v in ctx.probe.state.items()
+                if not k.endswith(("running_mean", "running_var")))
+    want = trainable_parameters(ctx.architecture, ctx.classes)
+    return count == want, f"{len(names)} tensors, {count:,} trainable parameters (spec {want:,})", count, want
+
+
+@parity_check("S1.initial-weights", "S1")
+def initial_weights(ctx: Context):
+    """The model holds the canonical initial weights exactly (a stack that re-initialises,
+    or transposes a kernel wrongly, fails here), and reports the export's SHA-256."""
+    diff = max((_max_abs(ctx.probe.state[k], v) for k, v in ctx.canonical.items() if k in ctx.probe.state),
+               default=float("inf"))
+    same_hash = ctx.probe.weights_sha256 == ctx.canonical_sha256
+    return diff == 0.0 and same_hash, (f"largest weight difference {diff:.3g}; export hash "
+                                       f"{'matches' if same_hash else 'differs'}"), diff, 0.0
+
+
+def _compare_logits(ctx: Context, mode: str):
+    ref, got = ctx.reference.logits[mode], ctx.probe.logits[mode]
+    tol = TOLERANCES["logits"]["atol"] + TOLERANCES["logits"]["rtol_of_max"] * float(np.max(np.abs(ref)))
+    diff = _max_abs(ref, got)
+    loss_tol = TOLERANCES["loss"]["rtol_of_max_1"] * max(1.0, abs(ctx.reference.loss[mode]))
+    loss_diff = abs(ctx.reference.loss[mode] - ctx.probe.loss[mode])
+    return diff <= tol and loss_diff <= loss_tol, (
+        f"{mode} logits differ by {diff:.3g} (tolerance {tol:.3g}), loss by {loss_diff:.3g} "
+        f"(tolerance {loss_tol:.3g})"), diff, tol
+
+
+@parity_check("S1.logits-eval", "S1")
+def logits_eval(ctx: Context):
+    """Eval-mode logits and loss on the fixed batch equal the reference's within the stated
+    float32 tolerance."""
+    return _compare_logits(ctx, "eval")
+
+
+@parity_check("S1.logits-train", "S1")
+def logits_train(ctx: Context):
+    """Train-mode logits and loss (batch statistics, dropout off) equal the reference's within
+    the stated float32 tolerance."""
+    return _compare_logits(ctx, "train")
+
+
+@parity_check("S1.batchnorm-statistics", "S1")
+def batchnorm_statistics(ctx: Context):
+    """After one train-mode pass the BatchNorm running statistics equal the reference's
+    (PyTorch momentum 0.1, unbiased running variance)."""
+    names = [k for k in ctx.reference.state_after_train if k.endswith(("running_mean", "running_var"))]
+    if not names:
+        return True, "no BatchNorm in this architecture", 0.0, 0.0
+    rows = []
+    for k in names:
+        ref = ctx.reference.state_after_train[k]
+        tol = TOLERANCES["running_stats"]["atol"] + TOLERANCES["running_stats"]["rtol_of_max"] * float(np.max(np.abs(ref)))
+        rows.append((_max_abs(ref, ctx.probe.state_after_train.get(k, np.full_like(ref, np.inf))), tol, k))
+    diff, tol, name = max(rows, key=lambda row: row[0] / row[1])
+    return diff <= tol, f"largest difference {diff:.3g} at {name} (tolerance {tol:.3g})", diff, tol
+
+
+@parity_check("S3.pixels", "S3")
+def pixels(ctx: Context):
+    """The stack's evaluation loader yields exactly the reference's inputs (uint8 / 255,
+    no normalisation) and labels for the same indices, and the store's fingerprint."""
+    diff = _max_abs(ctx.reference.inputs, ctx.probe.inputs)
+    labels = np.array_equal(ctx.reference.labels, ctx.probe.labels)
+    fingerprint = ctx.probe.data_fingerprint == ctx.fingerprint
+    return diff == 0.0 and labels and fingerprint, (
+        f"largest pixel difference {diff:.3g}; labels {'equal' if labels else 'differ'}; fingerprint "
+        f"{'matches' if fingerprint else 'differs: ' + ctx.probe.data_fingerprint[:12]}"), diff, 0.0
+
+
+# ---------------------------------------------------------------- recipe parity (sources)
+
+
+def spec_owned_numbers(spec: dict | None = None) -> dict[str, float]:
+    """The recipe's numbers that a stack must read rather than write (the distinctive ones:
+    non-zero floats and integers >= 8; 0, 1 and 2 occur in any code for other reasons)."""
+    values = {}
+    for key, value in recipe(spec).items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if (isinstance(value, float) and value != 0.0) or (isinstance(value, int) and value >= 8):
+            values[key] = value
+    return values
+
+
+def stack_sources(root: Path | None = None) -> list[Path]:
+    root = Path(root or project_root() / "stacks")
+    suffixes = {".py", ".cpp", ".cc", ".h", ".hpp", ".rs", ".R", ".java"}
+    return sorted(p for p in root.rglob("*") if p.suffix in suffixes and "build" not in p.relative_to(root).parts)
+
+
+_C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\])*\"", re.S)
+_NUMBER = re.compile(r"(?<![\w.])(\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)(?![\w.])")
+
+
+#: A line carrying this marker (in a comment, with its reason) holds a number that only
+#: looks like a recipe value (a file-format constant, a word size).
+NOT_RECIPE_MARKER = "not-recipe:"
+
+
+def _numbers_in(path: Path):
+    """(line, literal) of every numeric literal outside comments, strings and marked lines."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    marked = {i for i, line in enumerate(text.splitlines(), 1) if NOT_RECIPE_MARKER in line}
+    if path.suffix == ".py":
+        with open(path, "rb") as fh:
+            for tok in tokenize.tokenize(fh.readline):
+                if tok.type == tokenize.NUMBER and tok.start[0] not in marked:
+                    yield tok.start[0], tok.string
+        return
+    stripped = _C_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    for lineno, line in enumerate(stripped.splitlines(), 1):
+        for m in _NUMBER.finditer(line if lineno not in marked else ""):
+            yield lineno, m.group(1)
+
+
+def recipe_literals(root: Path | None = None, spec: dict | None = None) -> list[tuple[Path, int, str, str]]:
+    """Every place a stack source writes down a number the specification owns."""
+    owned = spec_owned_numbers(spec)
+    hits = []
+    for path in stack_sources(root):
+        for lineno, literal in _numbers_in(path):
+            try:
+                value = float(literal.replace("_", ""))
+            except ValueError:
+                continue
+            for key, spec_value in owned.items():
+                if value == float(spec_value):
+                    hits.append((path, lineno, literal, key))
+    return hits
+
+
+# ---------------------------------------------------------------- the driver
+
+
+@dataclass
+class ParityReport:
+    architecture: str
+    classes: int
+    seed: int
+    dataset: str
+    count: int
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not any(f.status == "fail" for f in self.findings)
+
+    def format_text(self) -> str:
+        lines = [f"parity of {self.architecture} ({self.classes} classes, seed {self.seed}) on {self.count} "
+                 f"{self.dataset} test images; reference {REFERENCE}; tolerances {json.dumps(TOLERANCES)}"]
+        for f in self.findings:
+            lines.append(f"  {f.status.upper():4}  {f.check:26} {f.stack:18} {f.message}")
+        failed = sum(f.status == "fail" for f in self.findings)
+        skipped = sum(f.status == "skip" for f in self.findings)
+        lines.append(f"{failed} failed, {skipped} skipped, "
+                     f"{sum(f.status == 'pass' for f in self.findings)} passed")
+        return "\n".join(lines)
+
+    def to_json(self) -> str:
+        return json.dumps({"architecture": self.architecture, "classes": self.classes, "seed": self.seed,
+                           "dataset": self.dataset, "count": self.count, "passed": self.passed,
+                           "tolerances": TOLERANCES, "findings": [asdict(f) for f in self.findings]}, indent=1)
+
+
+def run_parity(architecture: str, data_dir: Path, dataset: str = "digits", seed: int = 0, count: int = 16,
+               stacks: tuple[str, ...] = STACKS, cpp_executable: Path | None = None,
+               source_root: Path | None = None) -> ParityReport:
+    """Probe every stack and run every check; a stack that cannot be probed is a skip, never a pass."""
+    classes = int(load_spec()["S3_data"]["classes"][dataset])
+    if dataset == "digits" and not (Path(data_dir) / dataset / "manifest.json").is_file():
+        data.convert_digits(data_dir)          # the C++ stack reads the store from disk
+    store = data.load_store(data_dir, dataset)
+    export = weights.export(weights.weights_dir(data_dir), architecture, classes, seed,
+                            torchscript=CPP_STACK in stacks)
+    canonical, sha = weights.load(export.path)
+    report = ParityReport(architecture, classes, seed, dataset, count)
+    probes, missing = {}, {}
+    for stack in dict.fromkeys((REFERENCE, *stacks)):
+        try:
+            if stack == CPP_STACK:
+                if cpp_executable is None or not Path(cpp_executable).is_file():
+                    raise FileNotFoundError(f"the C++ stack is not built ({cpp_executable or 'no executable given'}; "
+                                            "'deepgreen parity --build-cpp' builds it)")
+                probes[stack] = probe_cpp(Path(cpp_executable), export, data_dir, dataset, count)
+            else:
+                probes[stack] = probe_python(stack, export, store, count)
+        except (FileNotFoundError, ImportError) as exc:      # not built or not installed here: a skip
+            missing[stack] = ("skip", f"{type(exc).__name__}: {exc}")
+        except Exception as exc:                              # the stack's own code broke: a failure
+            missing[stack] = ("fail", f"the probe raised {type(exc).__name__}: {exc}")
+    reference = probes.get(REFERENCE)
+    for stack in stacks:
+        for chk in _CHECKS:
+            if stack not in probes or reference is None:
+                status, why = missing.get(stack) or missing[REFERENCE]
+                report.findings.append(Finding(chk.id, chk.section, stack, status,
+                                               why if stack in missing else f"reference {REFERENCE}: {why}"))
+                continue
+            ctx = Context(architecture, classes, canonical, sha, store.fingerprint, reference, probes[stack])
+            ok, message, measured, tolerance = chk.fn(ctx)
+            report.findings.append(Finding(chk.id, chk.section, stack, "pass" if ok else "fail", message,
+                                           measured, tolerance))
+    hits = recipe_literals(source_root)
+    report.findings.append(Finding(
+        "S2.recipe-literals", "S2", "all", "fail" if hits else "pass",
+        "; ".join(f"{p.relative_to(project_root()) if p.is_relative_to(project_root()) else p}:{n} writes "
+                  f"{lit} ({key} belongs to the specification)" for p, n, lit, key in hits[:5])
+        or f"no stack source writes a specification value ({', '.join(spec_owned_numbers())})",
+        float(len(hits)), 0.0))
+    return report

@@ -1,0 +1,107 @@
+"""What the Python stack programs share around their framework code.
+
+A stack program (stacks/python_*/train.py) is run by the collection runner:
+`check(job)`, then `run(harness, job)`, with `sync()` called before every
+counter read.  The pieces here carry no framework: the recipe guard, the
+run's inputs (the canonical store and the canonical weights, both hashed),
+what a run reports to the harness, batch limits and a bounded prefetcher.
+
+Every stack also defines the two hooks the parity checks call on the stack's
+own code (`deepgreen_audit.stacks.parity`):
+
+* ``eval_batches(x_uint8, y, batch_size)``: its evaluation loader, yielding
+  (inputs, labels) as its model receives them;
+* ``probe(architecture, classes, tensors, x_uint8, y, train)``: load the
+  canonical tensors into its model, run one forward pass (train or eval mode;
+  in train mode dropout is off, as each framework draws its own masks) and
+  return ``{"logits", "loss", "state"}`` with the state (after the pass) under
+  the canonical names in PyTorch layout.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.spec import load_spec
+from deepgreen_audit.stacks import data, weights
+
+#: Recipe values whose meaning a stack implements in code (the numbers it reads from the job).
+IMPLEMENTED = {"optimizer": "adam", "lr_schedule": "none", "input_scaling": "unit-interval",
+               "input_normalisation": "none"}
+
+
+def check_recipe(recipe: dict) -> None:
+    """Refuse a recipe this code does not implement (rather than train something else)."""
+    wrong = {k: recipe.get(k) for k, v in IMPLEMENTED.items() if recipe.get(k) != v}
+    if recipe.get("precision_policy") != load_spec()["S4_backend"]["precision_policy"]:
+        wrong["precision_policy"] = recipe.get("precision_policy")
+    if wrong:
+        raise RuntimeError(f"the stacks implement {IMPLEMENTED} and the specification's precision "
+                           f"policy only; the job asks for {wrong}")
+
+
+def check_job(job, architectures) -> None:
+    """What every Python stack checks before its run: architecture, recipe, data present."""
+    if job.architecture not in architectures:
+        raise RuntimeError(f"architecture {job.architecture!r} is not implemented "
+                           f"(has: {', '.join(architectures)})")
+    check_recipe(job.recipe)
+    if job.dataset != "digits" and not (Path(job.data_dir) / job.dataset / "manifest.json").is_file():
+        raise UserError(f"the {job.dataset} store is missing; convert it with 'deepgreen data convert "
+                        f"{job.dataset} ...'", path=Path(job.data_dir) / job.dataset, code="missing-input")
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    store: data.Store
+    tensors: dict            # canonical tensors, PyTorch layout
+    weights_sha256: str
+
+
+def run_inputs(job) -> RunInputs:
+    """The run's pixels and its canonical initial weights (written on first use)."""
+    store = data.ensure_store(job.data_dir, job.dataset)
+    tensors, sha = weights.ensure(job.data_dir, job.architecture, job.classes, job.seed)
+    return RunInputs(store, tensors, sha)
+
+
+def report(harness, job, inputs: RunInputs, **environment) -> None:
+    """Tell the harness what the run actually used."""
+    r = job.recipe
+    harness.report(**{k: r[k] for k in ("optimizer", "learning_rate", "batch_size", "lr_schedule",
+                                        "weight_decay", "input_scaling", "input_normalisation",
+                                        "loader_workers", "eval_batch_size", "precision_policy")},
+                   input_resolution_px=inputs.store.side_px,
+                   initial_weights_sha256=inputs.weights_sha256,
+                   data_fingerprint_sha256=inputs.store.fingerprint, **environment)
+
+
+def limited(batches, limit: int | None):
+    """At most `limit` batches (the plan's smoke-run limits); all when None."""
+    for i, batch in enumerate(batches):
+        if limit is not None and i >= limit:
+            return
+        yield batch
+
+
+def batch_indices(n: int, batch_size: int, order: np.ndarray | None = None):
+    order = np.arange(n) if order is None else order
+    return [order[i:i + batch_size] for i in range(0, n, batch_size)]
+
+
+def prefetch(fn, items, workers: int):
+    """fn(item) for each item, computed by `workers` threads at most 2 * workers ahead, in order."""
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        pending = deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) > 2 * max(1, workers):
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()

@@ -1,0 +1,121 @@
+"""Parity of the four stacks: names, initial weights, logits and loss, BatchNorm statistics,
+pixels, recipe literals; and deliberate mistakes in one stack that the checks must catch."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from deepgreen_audit.cli import main
+from deepgreen_audit.stacks import cpp, models_flax, models_tf, parity, weights
+
+HEAVY = os.environ.get("DEEPGREEN_HEAVY_STACK_TESTS") == "1"
+heavy = pytest.mark.skipif(not HEAVY, reason="VGG-16 in every stack takes minutes on 2 cores; "
+                                             "set DEEPGREEN_HEAVY_STACK_TESTS=1")
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("parity-data")
+
+
+@pytest.fixture(scope="module")
+def cpp_executable():
+    """The C++ stack, built once (CMake is incremental: later builds in a session are no-ops)."""
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is not installed: the C++/LibTorch stack cannot be built here")
+    return cpp.build()
+
+
+def statuses(report, stack=None):
+    return {(f.check, f.stack): f.status for f in report.findings if stack in (None, f.stack)}
+
+
+def test_all_four_stacks_agree_on_resnet18(data_dir, cpp_executable):
+    report = parity.run_parity("resnet18", data_dir, cpp_executable=cpp_executable)
+    assert report.passed, report.format_text()
+    assert {f.stack for f in report.findings} == {*parity.STACKS, "all"}
+    assert all(f.status == "pass" for f in report.findings), report.format_text()
+    train = [f for f in report.findings if f.check == "S1.logits-train" and f.stack != parity.REFERENCE]
+    assert all(0 < f.measured <= f.tolerance for f in train)     # real float differences, within tolerance
+    assert (data_dir / "weights" / "resnet18-c10-s0.torchscript.pt").is_file()
+
+
+@heavy
+def test_all_four_stacks_agree_on_vgg16(data_dir, cpp_executable):
+    report = parity.run_parity("vgg16", data_dir, cpp_executable=cpp_executable, count=8)
+    assert report.passed, report.format_text()
+
+
+def test_wrong_batchnorm_epsilon_in_one_stack_is_caught(data_dir, monkeypatch, capsys):
+    monkeypatch.setattr(models_flax, "BN_EPSILON", 1e-3)          # Keras' default, typed into the JAX stack
+    code = main(["parity", "--architecture", "resnet18", "--stack", "python-jax", "--data-dir", str(data_dir)])
+    out = capsys.readouterr().out
+    assert code == 1
+    failing = [line for line in out.splitlines() if line.strip().startswith("FAIL")]
+    assert any("S1.logits-eval" in line and "python-jax" in line for line in failing), out
+    assert any("S1.logits-train" in line and "python-jax" in line for line in failing), out
+    assert not any("S1.initial-weights" in line for line in failing)      # the weights themselves are right
+
+
+def test_framework_default_initialiser_and_momentum_are_caught(data_dir, monkeypatch):
+    monkeypatch.setattr(models_tf, "load_state", lambda model, tensors: None)   # keeps Keras' own initialisers
+    report = parity.run_parity("resnet18", data_dir, stacks=("python-tensorflow",))
+    got = statuses(report, "python-tensorflow")
+    assert got[("S1.initial-weights", "python-tensorflow")] == "fail"
+    assert got[("S1.logits-eval", "python-tensorflow")] == "fail"
+    assert got[("S1.parameter-names", "python-tensorflow")] == "pass"
+    monkeypatch.undo()
+    monkeypatch.setattr(models_flax, "BN_DECAY", 0.99)              # Flax's default momentum
+    report = parity.run_parity("resnet18", data_dir, stacks=("python-jax",))
+    got = statuses(report, "python-jax")
+    assert got[("S1.batchnorm-statistics", "python-jax")] == "fail"
+    assert got[("S1.logits-train", "python-jax")] == "pass"         # only the running statistics betray it
+
+
+def test_unbuilt_cpp_stack_is_a_skip_not_a_pass(data_dir, tmp_path):
+    report = parity.run_parity("resnet18", data_dir, stacks=(parity.CPP_STACK,),
+                               cpp_executable=tmp_path / "missing")
+    findings = [f for f in report.findings if f.stack == parity.CPP_STACK]
+    assert findings and all(f.status == "skip" and "not built" in f.message for f in findings)
+
+
+def test_recipe_literals_are_found_and_the_stacks_have_none(tmp_path):
+    assert parity.recipe_literals() == []
+    stack = tmp_path / "stacks" / "python_x"
+    stack.mkdir(parents=True)
+    (stack / "train.py").write_text("LR = 1e-4\nBATCH = 128  # comment 256\nname = '30'\n"
+                                    "bits = 32  # not-recipe: word size\n")
+    (stack / "main.cpp").write_text("// eval batch 256\nint epochs = 30;\nauto s = \"128\";\n")
+    hits = {(p.name, line, key) for p, line, _, key in parity.recipe_literals(tmp_path / "stacks")}
+    assert hits == {("train.py", 1, "learning_rate"), ("train.py", 2, "batch_size"), ("main.cpp", 2, "epochs")}
+
+
+def test_export_is_deterministic_and_checked_against_its_manifest(tmp_path):
+    first = weights.export(tmp_path / "a", "resnet18", 10, 7, torchscript=False)
+    second = weights.export(tmp_path / "b", "resnet18", 10, 7, torchscript=False)
+    assert first.sha256 == second.sha256
+    tensors, sha = weights.ensure(tmp_path / "nowhere", "resnet18", 10, 7)     # in memory, same bytes
+    assert sha == first.sha256 and not (tmp_path / "nowhere").exists()
+    other = weights.export(tmp_path / "a", "resnet18", 10, 8, torchscript=False)
+    assert other.sha256 != first.sha256
+    blob = bytearray(first.path.read_bytes())
+    blob[-1] ^= 1
+    first.path.write_bytes(bytes(blob))
+    with pytest.raises(Exception, match="does not match the manifest"):
+        weights.load(first.path)
+    conv = tensors["conv1.weight"]
+    assert np.array_equal(weights.to_channels_first(weights.to_channels_last(conv)), conv)
+    assert weights.to_channels_last(conv).shape == (7, 7, 3, 64)
+
+
+def test_export_reads_with_the_safetensors_library(tmp_path):
+    """The hand-written encoder (deterministic header) is the format the library reads."""
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    exp = weights.export(tmp_path, "resnet18", 10, 1, torchscript=False)
+    ours, _ = weights.load(exp.path)
+    theirs = safetensors_numpy.load_file(str(exp.path))
+    assert set(ours) == set(theirs) and all(np.array_equal(ours[k], theirs[k]) for k in ours)
