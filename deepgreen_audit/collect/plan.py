@@ -195,7 +195,11 @@ def load_plan(path: Path | None = None) -> Plan:
             if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
                 raise UserError("an external stack needs command = [\"path/to/exe\", ...]", path=path,
                                 field=where + "command", code="plan-error")
-            stacks[eco] = Stack(eco, kind, command=tuple(command))
+            # A relative executable path is the project's, like a python program's.
+            executable = command[0]
+            if "/" in executable and not Path(executable).is_absolute():
+                executable = str(project_root() / executable)
+            stacks[eco] = Stack(eco, kind, command=(executable, *command[1:]))
     data_dir = project_root() / data.get("data_dir", "data")
     configs = [(e, a, d) for e in ecosystems for a in architectures for d in datasets]
     jobs, seeds = [], set()
