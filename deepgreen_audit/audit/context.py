@@ -78,6 +78,18 @@ def describe_counts(series: pd.Series, limit: int = 8) -> str:
     return text + (f", ... ({len(counts) - limit} more)" if len(counts) > limit else "")
 
 
+def labels_in_spec(runs: pd.DataFrame, column: str, allowed, section: str):
+    """Outcome of 'every run's <column> is one the specification names'."""
+    from deepgreen_audit.audit.registry import Outcome
+
+    allowed = set(allowed)
+    bad = runs[~runs[column].isin(allowed)]
+    if len(bad):
+        return Outcome.failed(f"{len(bad)} run(s) with {column} outside {section}: "
+                              + describe_counts(bad[column]), rows=len(bad))
+    return Outcome.passed(f"every run's {column} is one of {', '.join(sorted(allowed))}")
+
+
 def relative_difference(a, b) -> np.ndarray:
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.audit.context import describe_counts
+from deepgreen_audit.audit.context import labels_in_spec
 from deepgreen_audit.audit.registry import Outcome, Skip, check
 
 FEATURES = {"time": "train seconds per sample", "power": "train GPU power"}
@@ -14,12 +14,7 @@ FEATURES = {"time": "train seconds per sample", "power": "train GPU power"}
 @check("S1.architectures", "S1", table="runs")
 def architectures(ctx):
     """Every run's architecture is one the specification (S1 architectures) names."""
-    allowed = set(ctx.spec["S1_model"]["architectures"])
-    bad = ctx.runs[~ctx.runs["architecture"].isin(allowed)]
-    if len(bad):
-        return Outcome.failed(f"{len(bad)} run(s) of architectures outside S1: "
-                              + describe_counts(bad["architecture"]), rows=len(bad))
-    return Outcome.passed(f"every run is one of {', '.join(sorted(allowed))}")
+    return labels_in_spec(ctx.runs, "architecture", ctx.spec["S1_model"]["architectures"], "S1")
 
 
 @check("S1.initial-weights", "S1", table="runs")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.audit.context import describe_counts
+from deepgreen_audit.audit.context import describe_counts, labels_in_spec
 from deepgreen_audit.audit.registry import Outcome, Skip, check
 from deepgreen_audit.spec import RECIPE_SECTIONS, recipe
 
@@ -54,12 +54,7 @@ def data_recipe(ctx):
 @check("S3.datasets", "S3", table="runs")
 def datasets(ctx):
     """Every run's dataset is one the specification (S3 datasets) names."""
-    allowed = set(ctx.spec["S3_data"]["datasets"])
-    bad = ctx.runs[~ctx.runs["dataset"].isin(allowed)]
-    if len(bad):
-        return Outcome.failed(f"{len(bad)} run(s) on datasets outside S3: "
-                              + describe_counts(bad["dataset"]), rows=len(bad))
-    return Outcome.passed(f"every run is on one of {', '.join(sorted(allowed))}")
+    return labels_in_spec(ctx.runs, "dataset", ctx.spec["S3_data"]["datasets"], "S3")
 
 
 @check("S3.samples-processed", "S3", table="blocks")
