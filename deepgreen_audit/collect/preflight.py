@@ -31,9 +31,13 @@ _CHECK_STACK = """
 import sys
 from deepgreen_audit.collect.plan import load_plan
 from deepgreen_audit.collect.runner import load_stack_module
+from deepgreen_audit.errors import UserError
 plan = load_plan(sys.argv[1])
 job = plan.job(sys.argv[2])
-load_stack_module(plan.stacks[job.ecosystem]).check(job)
+try:
+    load_stack_module(plan.stacks[job.ecosystem]).check(job)
+except UserError as exc:  # a user-facing problem: its message, not a traceback
+    sys.exit(str(exc))
 """
 
 
