@@ -82,6 +82,28 @@ def report(harness, job, inputs: RunInputs, **environment) -> None:
                    data_fingerprint_sha256=inputs.store.fingerprint, **environment)
 
 
+class PhaseTally:
+    """One block's metrics, computed the same way in every stack.
+
+    `add` takes a batch's size, its mean loss and (eval) its correct
+    predictions; `report` writes samples processed, the sample-weighted mean
+    loss and, for eval blocks, the accuracy onto the harness block.
+    """
+
+    def __init__(self) -> None:
+        self.seen, self.loss_sum, self.correct = 0, 0.0, 0
+
+    def add(self, batch_size: int, mean_loss: float, correct: int = 0) -> None:
+        self.seen += batch_size
+        self.loss_sum += mean_loss * batch_size
+        self.correct += correct
+
+    def report(self, block, accuracy: bool = False) -> None:
+        block.samples_processed, block.loss = self.seen, self.loss_sum / self.seen
+        if accuracy:
+            block.test_accuracy = self.correct / self.seen
+
+
 def limited(batches, limit: int | None):
     """At most `limit` batches (the plan's smoke-run limits); all when None."""
     for i, batch in enumerate(batches):

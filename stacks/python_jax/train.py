@@ -88,26 +88,23 @@ def run(harness, job) -> None:
     order_rng = np.random.default_rng(job.seed)
     for epoch in range(1, job.epochs + 1):
         with harness.block(epoch, "train") as block:
-            seen, total = 0, 0.0
+            tally = runtime.PhaseTally()
             batches = runtime.batch_indices(len(store.y_train), r["batch_size"],
                                             order_rng.permutation(len(store.y_train)))
             for x, y in runtime.limited(runtime.prefetch(prepare, batches, r["loader_workers"]),
                                         job.max_train_batches):
                 key, step_key = jax.random.split(key)
                 params, stats, opt_state, loss = train_step(params, stats, opt_state, x, y, step_key)
-                total += float(loss) * len(y)
-                seen += len(y)
+                tally.add(len(y), float(loss))
             jax.block_until_ready((params, stats, opt_state))
-            block.samples_processed, block.loss = seen, total / seen
+            tally.report(block)
         with harness.block(epoch, "eval") as block:
-            seen, total, correct = 0, 0.0, 0
+            tally = runtime.PhaseTally()
             for x, y in runtime.limited(eval_batches(store.x_test, store.y_test, r["eval_batch_size"],
                                                      r["loader_workers"]), job.max_eval_batches):
                 loss, right = eval_step(params, stats, x, y)
-                total += float(loss) * len(y)
-                correct += int(right)
-                seen += len(y)
-            block.samples_processed, block.loss, block.test_accuracy = seen, total / seen, correct / seen
+                tally.add(len(y), float(loss), int(right))
+            tally.report(block, accuracy=True)
 
 
 def probe(architecture: str, classes: int, tensors: dict, x_uint8: np.ndarray, y: np.ndarray,

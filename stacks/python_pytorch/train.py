@@ -76,27 +76,24 @@ def run(harness, job) -> None:
     for epoch in range(1, job.epochs + 1):
         with harness.block(epoch, "train") as block:
             model.train()
-            seen, total = 0, 0.0
+            tally = runtime.PhaseTally()
             for x, y in runtime.limited(train, job.max_train_batches):
                 x, y = x.to(DEVICE, non_blocking=True), y.to(DEVICE, non_blocking=True)
                 optimizer.zero_grad(set_to_none=True)
                 loss = loss_fn(model(x), y)
                 loss.backward()
                 optimizer.step()
-                total += loss.item() * len(y)
-                seen += len(y)
-            block.samples_processed, block.loss = seen, total / seen
+                tally.add(len(y), loss.item())
+            tally.report(block)
         with harness.block(epoch, "eval") as block:
             model.eval()
-            seen, total, correct = 0, 0.0, 0
+            tally = runtime.PhaseTally()
             with torch.no_grad():
                 for x, y in runtime.limited(test, job.max_eval_batches):
                     x, y = x.to(DEVICE), y.to(DEVICE)
                     out = model(x)
-                    total += loss_fn(out, y).item() * len(y)
-                    correct += int((out.argmax(1) == y).sum())
-                    seen += len(y)
-            block.samples_processed, block.loss, block.test_accuracy = seen, total / seen, correct / seen
+                    tally.add(len(y), loss_fn(out, y).item(), int((out.argmax(1) == y).sum()))
+            tally.report(block, accuracy=True)
 
 
 def probe(architecture: str, classes: int, tensors: dict, x_uint8: np.ndarray, y: np.ndarray,

@@ -114,19 +114,16 @@ def run(harness, job) -> None:
     test = eval_batches(store.x_test, store.y_test, r["eval_batch_size"], r["loader_workers"])
     for epoch in range(1, job.epochs + 1):
         with harness.block(epoch, "train") as block:
-            seen, total = 0, 0.0
+            tally = runtime.PhaseTally()
             for x, y in runtime.limited(train, job.max_train_batches):
-                total += float(train_step(x, y)) * len(y)
-                seen += len(y)
-            block.samples_processed, block.loss = seen, total / seen
+                tally.add(len(y), float(train_step(x, y)))
+            tally.report(block)
         with harness.block(epoch, "eval") as block:
-            seen, total, correct = 0, 0.0, 0
+            tally = runtime.PhaseTally()
             for x, y in runtime.limited(test, job.max_eval_batches):
                 loss, right = eval_step(x, y)
-                total += float(loss) * len(y)
-                correct += int(right)
-                seen += len(y)
-            block.samples_processed, block.loss, block.test_accuracy = seen, total / seen, correct / seen
+                tally.add(len(y), float(loss), int(right))
+            tally.report(block, accuracy=True)
 
 
 def probe(architecture: str, classes: int, tensors: dict, x_uint8: np.ndarray, y: np.ndarray,
