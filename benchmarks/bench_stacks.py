@@ -1,13 +1,15 @@
-"""Images per second of training epochs in each stack, side by side, on the same data and CPU.
+"""Images per second of training epochs in each of the six stacks, side by side, on the same data and CPU.
 
 Every stack runs under the real harness (one process a run, `deepgreen collect`)
 on the digits smoke store (1,437 training images at 32x32x3, batch size from
 the specification), from its canonical initial weights.  Epoch 1 includes each
 framework's warm-up (XLA compilation in JAX, tf.function tracing, TorchScript
-profiling); epoch 2 is the steady state.  Ratios are against Python/PyTorch in
-the same invocation.
+profiling, the JVM's JIT); epoch 2 is the steady state.  Ratios are against
+Python/PyTorch in the same invocation.  The built stacks must be built
+(`deepgreen build`, done by the set-up).
 
     .venv/bin/python benchmarks/bench_stacks.py [--architecture resnet18 --architecture vgg16] [--epochs 2]
+        [--stack rust-tch ...] [--max-train-batches N]
 """
 
 from __future__ import annotations
@@ -19,35 +21,34 @@ import tempfile
 from pathlib import Path
 
 from deepgreen_audit.collect.driver import collect
-from deepgreen_audit.collect.plan import load_plan
+from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.rundirs import flatten
-from deepgreen_audit.stacks import cpp
+from deepgreen_audit.stacks import native
 from deepgreen_audit.stacks.prepare import prepare_plan
 
-STACKS = ("python-pytorch", "python-tensorflow", "python-jax", "cpp-libtorch")
-
-
-def plan_text(work: Path, executable: Path, architectures: list[str], epochs: int) -> str:
-    stacks = "".join(f'[stacks.{eco}]\nkind = "python"\nprogram = "stacks/{eco.replace("-", "_")}/train.py"\n'
-                     for eco in STACKS if eco.startswith("python"))
-    stacks += f'[stacks.cpp-libtorch]\nkind = "external"\ncommand = ["{executable}", "train"]\n'
-    scope = (f"ecosystems = {list(STACKS)}\narchitectures = {architectures}\ndatasets = ['digits']\n"
-             f"repetitions = 1\nepochs = {epochs}\n").replace("'", '"')
-    return (f'campaign = "bench"\nmaster_seed = 3\nrun_timeout_s = 7200\ndata_dir = "{work / "data"}"\n'
-            f"{stacks}[scope]\n{scope}")
+STACKS = ("python-pytorch", "python-tensorflow", "python-jax", "cpp-libtorch", "rust-tch", "java-dl4j")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--architecture", action="append", choices=("resnet18", "vgg16"))
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--stack", action="append", choices=STACKS, help="default: all six (python-pytorch "
+                                                                          "always runs, as the peer)")
+    parser.add_argument("--max-train-batches", type=int, help="fewer batches an epoch (VGG-16 on 2 cores)")
     args = parser.parse_args()
     architectures = args.architecture or ["resnet18"]
+    stacks = tuple(dict.fromkeys(["python-pytorch", *(args.stack or STACKS)]))
+    native.build_all([s for s in stacks if s in native.NATIVE_STACKS], progress=lambda line: None)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        (work / "plan.toml").write_text(plan_text(work, cpp.build(), architectures, args.epochs))
-        plan = load_plan(work / "plan.toml")
+        scope = {"ecosystems": list(stacks), "architectures": architectures, "datasets": ["digits"],
+                 "repetitions": 1, "epochs": args.epochs}
+        if args.max_train_batches:
+            scope.update(max_train_batches=args.max_train_batches, max_eval_batches=1)
+        plan = load_plan(write_scoped_plan(work / "plan.toml", "bench", work / "data", scope, master_seed=3,
+                                           run_timeout_s=7200))
         prepare_plan(plan)
         summary = collect(plan, work / "out", allow_missing_counters=True)
         if not summary.ok:
@@ -71,7 +72,7 @@ def main() -> None:
             print(f"\n{arch}: training images per second (ratio to python-pytorch)")
             print(f"  {'stack':18} {'framework':22} " + " ".join(f"{'epoch ' + str(e):>18}"
                                                                for e in range(1, args.epochs + 1)))
-            for eco in STACKS:
+            for eco in stacks:
                 cells = []
                 for e in range(1, args.epochs + 1):
                     value, peer = rate[(arch, eco, e)], rate[(arch, "python-pytorch", e)]

@@ -12,11 +12,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package.schema import project_root
+from deepgreen_audit.pins import PROJECT, SPEC_FILE
 
 
 def spec_path() -> Path:
-    return project_root() / "collect" / "experiment.toml"
+    return SPEC_FILE
 
 
 @lru_cache(maxsize=None)
@@ -78,7 +78,7 @@ MARKDOWN_PATH = ("docs", "spec.md")
 
 
 def markdown_path() -> Path:
-    return project_root().joinpath(*MARKDOWN_PATH)
+    return PROJECT.joinpath(*MARKDOWN_PATH)
 
 
 def _cell(value) -> str:
@@ -106,6 +106,8 @@ def _section_markdown(key: str, section: dict) -> list[str]:
         lines.append(f"| `{name}` | {_cell(value)} | {_cell(notes.get(name, ''))} |")
     for name, table in tables:
         lines += ["", f"### `{name}`", ""]
+        if notes.get(name):
+            lines += [_cell(notes[name]), ""]
         nested = all(isinstance(v, dict) for v in table.values())
         if nested:
             columns = sorted({k for v in table.values() for k in v}, key=lambda k: (len(k), k))

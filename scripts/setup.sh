@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up DeepGreen Audit on this machine: a virtual environment in .venv with the
-# project installed (editable) and, when run as root, the system packages it needs.
-# Safe to run again: it only installs what is missing.
+# project installed (editable), the frameworks at the specification's pinned versions,
+# the built stacks (C++/LibTorch, Rust/tch, Java/DL4J) and, when run as root, the system
+# packages it needs.  Safe to run again: it only installs or rebuilds what is missing or stale.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,10 +30,20 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 STAMP=.venv/.deepgreen-installed
-if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
-  echo "setup: installing the project and its dependencies into .venv"
+if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ] || [ collect/experiment.toml -nt "$STAMP" ]; then
+  # The frameworks' versions come from the specification (S4_backend.pinned_versions).
+  .venv/bin/python scripts/constraints.py > .venv/constraints.txt
+  echo "setup: installing the project and its dependencies into .venv (pinned: $(tr '\n' ' ' < .venv/constraints.txt))"
+  echo "setup: torch comes from PyPI as a CUDA build (about 5 GB with its NVIDIA libraries); this takes minutes"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[dev,render,collect,pytorch,tensorflow,jax]'
+  .venv/bin/python -m pip install -q -c .venv/constraints.txt -e '.[dev,render,collect,pytorch,tensorflow,jax]'
   touch "$STAMP"
+fi
+
+# The stacks that are compiled before they run; incremental, and a stack whose build tools
+# are missing is skipped with a note naming them.
+if [ "${DEEPGREEN_SKIP_STACK_BUILDS:-0}" != "1" ]; then
+  echo "setup: building the C++, Rust and Java stacks (deepgreen build; the first build takes minutes)"
+  .venv/bin/deepgreen build --available
 fi
 echo "setup: ready (.venv/bin/deepgreen)"

@@ -1,16 +1,21 @@
-"""Parity of the four stacks: names, initial weights, logits and loss, BatchNorm statistics,
-pixels, recipe literals; and deliberate mistakes in one stack that the checks must catch."""
+"""Parity of the six stacks: names, initial weights, logits and loss, BatchNorm statistics,
+pixels, the control group's exact agreement, recipe literals; and deliberate mistakes in one
+stack that the checks must catch (in the built stacks: a copy of the sources with one
+convention changed, built beside the real one)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from deepgreen_audit.cli import main
-from deepgreen_audit.stacks import cpp, models_flax, models_tf, parity, weights
+from deepgreen_audit.stacks import models_flax, models_tf, native, parity, weights
 
 HEAVY = os.environ.get("DEEPGREEN_HEAVY_STACK_TESTS") == "1"
 heavy = pytest.mark.skipif(not HEAVY, reason="VGG-16 in every stack takes minutes on 2 cores; "
@@ -22,31 +27,34 @@ def data_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("parity-data")
 
 
-@pytest.fixture(scope="module")
-def cpp_executable():
-    """The C++ stack, built once (CMake is incremental: later builds in a session are no-ops)."""
-    if shutil.which("cmake") is None:
-        pytest.skip("cmake is not installed: the C++/LibTorch stack cannot be built here")
-    return cpp.build()
+def built(*ecosystems) -> dict:
+    """The built stacks' executables (the set-up builds them; an unbuilt one fails, naming the fix)."""
+    for eco in ecosystems:
+        stack = native.NATIVE_STACKS[eco]
+        if not stack.product_path.is_file() or stack.stale_inputs():
+            pytest.fail(f"{eco} is not built or out of date: {stack.fix()}")
+    return {eco: native.NATIVE_STACKS[eco].executable for eco in ecosystems}
 
 
 def statuses(report, stack=None):
     return {(f.check, f.stack): f.status for f in report.findings if stack in (None, f.stack)}
 
 
-def test_all_four_stacks_agree_on_resnet18(data_dir, cpp_executable):
-    report = parity.run_parity("resnet18", data_dir, cpp_executable=cpp_executable)
-    assert report.passed, report.format_text()
+def test_all_six_stacks_agree_on_resnet18(data_dir):
+    report = parity.run_parity("resnet18", data_dir, executables=built(*parity.EXTERNAL_STACKS))
     assert {f.stack for f in report.findings} == {*parity.STACKS, "all"}
+    assert report.passed, report.format_text()
     assert all(f.status == "pass" for f in report.findings), report.format_text()
     train = [f for f in report.findings if f.check == "S1.logits-train" and f.stack != parity.REFERENCE]
     assert all(0 < f.measured <= f.tolerance for f in train)     # real float differences, within tolerance
+    group = [f for f in report.findings if f.check == "S6.control-group" and f.stack in parity.TORCHSCRIPT_STACKS]
+    assert len(group) == 2 and all(f.measured == 0.0 for f in group)   # same module, same LibTorch: bit-equal
     assert (data_dir / "weights" / "resnet18-c10-s0.torchscript.pt").is_file()
 
 
 @heavy
-def test_all_four_stacks_agree_on_vgg16(data_dir, cpp_executable):
-    report = parity.run_parity("vgg16", data_dir, cpp_executable=cpp_executable, count=8)
+def test_all_six_stacks_agree_on_vgg16(data_dir):
+    report = parity.run_parity("vgg16", data_dir, executables=built(*parity.EXTERNAL_STACKS), count=8)
     assert report.passed, report.format_text()
 
 
@@ -76,11 +84,50 @@ def test_framework_default_initialiser_and_momentum_are_caught(data_dir, monkeyp
     assert got[("S1.logits-train", "python-jax")] == "pass"         # only the running statistics betray it
 
 
-def test_unbuilt_cpp_stack_is_a_skip_not_a_pass(data_dir, tmp_path):
-    report = parity.run_parity("resnet18", data_dir, stacks=(parity.CPP_STACK,),
-                               cpp_executable=tmp_path / "missing")
-    findings = [f for f in report.findings if f.stack == parity.CPP_STACK]
+def test_unbuilt_stack_is_a_skip_not_a_pass(data_dir, tmp_path):
+    report = parity.run_parity("resnet18", data_dir, stacks=("cpp-libtorch", "rust-tch", "java-dl4j"),
+                               executables={"rust-tch": tmp_path / "missing"})
+    findings = [f for f in report.findings if f.stack in parity.EXTERNAL_STACKS]
+    assert {f.stack for f in findings} == set(parity.EXTERNAL_STACKS)
     assert findings and all(f.status == "skip" and "not built" in f.message for f in findings)
+
+
+def planted_copy(tmp_path: Path, ecosystem: str, replace: str, by: str) -> Path:
+    """The stack's sources copied to tmp_path with one text replaced (which must occur once)."""
+    stack = native.NATIVE_STACKS[ecosystem]
+    copy = tmp_path / ecosystem
+    shutil.copytree(stack.source_dir, copy, ignore=shutil.ignore_patterns("target", "build"))
+    hits = [p for p in copy.rglob("*") if p.is_file() and replace in p.read_text(errors="replace")]
+    assert len(hits) == 1 and hits[0].read_text().count(replace) == 1, hits
+    hits[0].write_text(hits[0].read_text().replace(replace, by))
+    return copy
+
+
+def test_rust_stack_training_batchnorm_on_running_statistics_is_caught(data_dir, tmp_path):
+    """The Rust stack's train-mode pass switched to eval mode (BatchNorm on running statistics):
+    built from a copy (its own package name, the real build's compiled dependencies)."""
+    copy = planted_copy(tmp_path, "rust-tch", "self.module.set_train();\n        self.module.method_is",
+                        "self.module.set_eval();\n        self.module.method_is")
+    manifest = copy / "Cargo.toml"
+    manifest.write_text(manifest.read_text().replace('name = "deepgreen-tch"', 'name = "deepgreen-tch-planted"'))
+    real = native.NATIVE_STACKS["rust-tch"]
+    env = dict(os.environ, LIBTORCH_USE_PYTORCH="1", VIRTUAL_ENV=sys.prefix,
+               CARGO_TARGET_DIR=str(real.source_dir / "target"),
+               PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    subprocess.run(["cargo", "build", "--release", "--offline", "--quiet"], cwd=copy, env=env, check=True)
+    planted = real.source_dir / "target" / "release" / "deepgreen-tch-planted"
+    try:
+        report = parity.run_parity("resnet18", data_dir, stacks=("cpp-libtorch", "rust-tch"),
+                                   executables={**built("cpp-libtorch"), "rust-tch": planted},
+                                   source_root=copy.parent)
+    finally:
+        planted.unlink(missing_ok=True)
+    got = statuses(report, "rust-tch")
+    assert got[("S1.logits-train", "rust-tch")] == "fail"
+    assert got[("S1.batchnorm-statistics", "rust-tch")] == "fail"
+    assert got[("S6.control-group", "rust-tch")] == "fail"       # no longer bit-equal to the C++ stack
+    assert got[("S1.logits-eval", "rust-tch")] == "pass" and got[("S1.initial-weights", "rust-tch")] == "pass"
+    assert statuses(report, "cpp-libtorch")[("S1.logits-train", "cpp-libtorch")] == "pass"
 
 
 def test_recipe_literals_are_found_and_the_stacks_have_none(tmp_path):

@@ -1,6 +1,8 @@
-"""The four stacks train under the harness on the digits smoke data; their run directories
+"""The six stacks train under the harness on the digits smoke data; their run directories
 flatten and validate.  Kept to one train batch and one eval batch per run (each run is its own
-process and pays its framework's import and compilation); ResNet-18 always, VGG-16 on request."""
+process and pays its framework's import and compilation); ResNet-18 always, VGG-16 on request.
+The built stacks (C++, Rust, Java) are built by the set-up (`deepgreen build`); an unbuilt one
+fails here, naming the command that builds it."""
 
 from __future__ import annotations
 
@@ -10,31 +12,30 @@ from pathlib import Path
 import pytest
 
 from deepgreen_audit.collect.driver import collect
-from deepgreen_audit.collect.plan import load_plan
+from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.rundirs import flatten
 from deepgreen_audit.package.validate import validate
-from deepgreen_audit.stacks import cpp, data, weights
+from deepgreen_audit.spec import load_spec
+from deepgreen_audit.stacks import data, native, weights
 from deepgreen_audit.stacks.prepare import prepare_plan
 
-STACKS = {"python-pytorch": "torch", "python-tensorflow": "tensorflow", "python-jax": "jax",
-          "cpp-libtorch": "libtorch"}
+STACKS = ("python-pytorch", "python-tensorflow", "python-jax", "cpp-libtorch", "rust-tch", "java-dl4j")
 HEAVY = os.environ.get("DEEPGREEN_HEAVY_STACK_TESTS") == "1"
 
 
-def write_plan(tmp: Path, executable: Path, architectures: list[str], batches: str) -> Path:
-    stacks = "".join(f'[stacks.{eco}]\nkind = "python"\nprogram = "stacks/{eco.replace("-", "_")}/train.py"\n'
-                     for eco in STACKS if eco.startswith("python"))
-    stacks += f'[stacks.cpp-libtorch]\nkind = "external"\ncommand = ["{executable}", "train"]\n'
-    path = tmp / "plan.toml"
-    path.write_text(f'campaign = "stacks"\nmaster_seed = 5\nrun_timeout_s = 900\ndata_dir = "{tmp / "data"}"\n'
-                    f"{stacks}[scope]\necosystems = {list(STACKS)}\narchitectures = {architectures}\n"
-                    f'datasets = ["digits"]\nrepetitions = 1\nepochs = 1\n{batches}\n'.replace("'", '"'))
-    return path
+def require_built(ecosystems) -> None:
+    for eco in ecosystems:
+        stack = native.NATIVE_STACKS.get(eco)
+        if stack is not None and (not stack.product_path.is_file() or stack.stale_inputs()):
+            pytest.fail(f"{eco} is not built or out of date: {stack.fix()}")
 
 
-def collect_and_flatten(tmp: Path, architectures: list[str], batches: str):
-    plan = load_plan(write_plan(tmp, cpp.build(), architectures, batches))
+def collect_and_flatten(tmp: Path, architectures: list[str], limits: dict):
+    require_built(STACKS)
+    plan = load_plan(write_scoped_plan(tmp / "plan.toml", "stacks", tmp / "data", {
+        "ecosystems": list(STACKS), "architectures": architectures, "datasets": ["digits"],
+        "repetitions": 1, "epochs": 1, **limits}))
     prepare_plan(plan)
     summary = collect(plan, tmp / "out", allow_missing_counters=True)
     assert summary.ok, summary.failed
@@ -50,28 +51,33 @@ def check_runs(plan, package, architectures):
     blocks = package.table("blocks").to_pylist()
     assert len(runs) == len(STACKS) * len(architectures) and len(blocks) == 2 * len(runs)
     store = data.load_store(plan.jobs[0].data_dir, "digits")
+    frameworks, pins = load_spec()["S4_backend"]["frameworks"], load_spec()["S4_backend"]["pinned_versions"]
     for job in plan.jobs:
-        run = runs[job.run_id]
+        run, environment = runs[job.run_id], env[job.run_id]
         assert run["status"] == "completed" and run["missing_reason"] is None, run
         assert run["data_fingerprint_sha256"] == store.fingerprint          # the same pixels everywhere
         export = weights.Export.at(weights.weights_dir(job.data_dir), job.architecture, job.classes, job.seed)
         assert run["initial_weights_sha256"] == weights.sha256_file(export.path)
         assert run["learning_rate"] == job.recipe["learning_rate"] and run["batch_size"] == job.recipe["batch_size"]
-        assert env[job.run_id]["framework"] == STACKS[job.ecosystem]
+        assert environment["framework"] == frameworks[job.ecosystem]
+        release = environment["framework_version"].split("+")[0]          # torch: 2.13.0+cu130
+        assert release == pins[frameworks[job.ecosystem]]                    # S4 holds on this install
+        assert environment["cudnn_available"] is not None
+    assert all(e["cudnn_available"] is False for e in env.values() if e["framework"] == "dl4j")
     for b in blocks:
         assert b["samples_processed"] > 0 and b["loss"] > 0 and b["duration_s"] > 0
         assert (b["test_accuracy"] is not None) == (b["phase"] == "eval")
 
 
-def test_four_stacks_train_resnet18_under_the_harness(tmp_path):
-    plan, package = collect_and_flatten(tmp_path, ["resnet18"], "max_train_batches = 1\nmax_eval_batches = 1")
+def test_six_stacks_train_resnet18_under_the_harness(tmp_path):
+    plan, package = collect_and_flatten(tmp_path, ["resnet18"], {"max_train_batches": 1, "max_eval_batches": 1})
     check_runs(plan, package, ["resnet18"])
 
 
-@pytest.mark.skipif(not HEAVY, reason="VGG-16 (134 M parameters) in four processes takes minutes on 2 "
-                                      "cores; set DEEPGREEN_HEAVY_STACK_TESTS=1")
-def test_four_stacks_train_both_architectures_for_one_epoch(tmp_path):
-    plan, package = collect_and_flatten(tmp_path, ["resnet18", "vgg16"], "")
+@pytest.mark.skipif(not HEAVY, reason="VGG-16 (134 M parameters) in six processes takes many minutes on "
+                                      "2 cores; set DEEPGREEN_HEAVY_STACK_TESTS=1")
+def test_six_stacks_train_both_architectures_for_one_epoch(tmp_path):
+    plan, package = collect_and_flatten(tmp_path, ["resnet18", "vgg16"], {})
     check_runs(plan, package, ["resnet18", "vgg16"])
     train = [b for b in package.table("blocks").to_pylist() if b["phase"] == "train"]
     assert all(b["samples_processed"] == len(data.load_store(plan.jobs[0].data_dir, "digits").y_train)

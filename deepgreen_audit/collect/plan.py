@@ -221,6 +221,33 @@ def load_plan(path: Path | None = None) -> Plan:
                 stacks=stacks, jobs=tuple(jobs))
 
 
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def write_scoped_plan(path: Path, campaign: str, data_dir: Path, scope: dict, master_seed: int = 5,
+                      run_timeout_s: float = 900) -> Path:
+    """A plan file over a narrowed scope, with the stacks of the scope's ecosystems as
+    collect/plan.toml defines them (its relative paths resolve against the project wherever the
+    file lies; an ecosystem it does not define stays undefined): what the tests, the benchmarks
+    and smoke runs collect."""
+    base = tomllib.loads(default_plan_path().read_text(encoding="utf-8"))["stacks"]
+    wanted = [eco for eco in scope.get("ecosystems", base) if eco in base]
+    lines = [f"campaign = {_toml_value(campaign)}", f"master_seed = {master_seed}",
+             f"run_timeout_s = {_toml_value(run_timeout_s)}", f"data_dir = {_toml_value(str(data_dir))}"]
+    for eco in wanted:
+        lines += ["", f"[stacks.{eco}]"] + [f"{k} = {_toml_value(v)}" for k, v in base[eco].items()]
+    lines += ["", "[scope]"] + [f"{k} = {_toml_value(v)}" for k, v in scope.items()]
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return Path(path)
+
+
 def format_schedule(plan: Plan, work_root: Path, allow_missing_counters: bool = False) -> str:
     """One line a run: position, repetition, seed, run id, and the exact command(s)."""
     import shlex

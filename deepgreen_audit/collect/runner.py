@@ -74,6 +74,7 @@ def environment_row(run_id: str, instruments: Instruments, harness: Harness) -> 
         "python_version": platform.python_version(),
         "framework": harness.values.get("framework"),
         "framework_version": harness.values.get("framework_version"),
+        "cudnn_available": harness.values.get("cudnn_available"),
         "codecarbon_version": cc.version if cc else None,
         "codecarbon_config_sha256": cc.config.sha256 if cc else None,
         "codecarbon_tracking_mode": cc.config.tracking_mode if cc else None,

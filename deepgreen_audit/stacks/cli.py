@@ -1,4 +1,5 @@
-"""Verbs of the stacks layer: `deepgreen data` (converters, weight exports) and `deepgreen parity`."""
+"""Verbs of the stacks layer: `deepgreen data` (converters, weight exports), `deepgreen build`
+(the C++, Rust and Java stacks) and `deepgreen parity`."""
 
 from __future__ import annotations
 
@@ -47,15 +48,47 @@ def cmd_data(args) -> int:
     return 0
 
 
-def cmd_parity(args) -> int:
-    from deepgreen_audit.stacks import cpp, parity
+def _executables(pairs: list[str] | None) -> dict[str, Path]:
+    out = {}
+    for pair in pairs or []:
+        stack, sep, path = pair.partition("=")
+        if not sep or not path:
+            raise UserError(f"--executable {pair!r} is not STACK=PATH", code="bad-option")
+        out[stack] = Path(path)
+    return out
 
-    executable = cpp.build() if args.build_cpp else (Path(args.cpp) if args.cpp else cpp.executable())
+
+def cmd_build(args) -> int:
+    from deepgreen_audit.stacks import native
+
+    names = args.stack or list(native.NATIVE_STACKS)
+    for name in names:
+        if name in native.UNAVAILABLE:
+            raise UserError(f"{name} cannot be built: {native.UNAVAILABLE[name]}", code="unavailable-stack")
+    if args.available:
+        missing = {n: native.get(n).missing_tools() for n in names}
+        for name, tools in missing.items():
+            if tools:
+                print(f"build: skipping {name}: {', '.join(tools)} not on PATH ({native.TOOL_HINTS[name]})",
+                      file=sys.stderr)
+        names = [n for n in names if not missing[n]]
+    native.build_all(names, quiet=not args.verbose, progress=lambda line: print("  " + line, flush=True))
+    return 0
+
+
+def cmd_parity(args) -> int:
+    from deepgreen_audit.stacks import native, parity
+
+    stacks = tuple(args.stack or parity.STACKS)
+    executables = parity.default_executables()
+    if args.build:
+        executables.update(native.build_all([s for s in stacks if s in native.NATIVE_STACKS],
+                                            progress=lambda line: print("  " + line, file=sys.stderr)))
+    executables.update(_executables(args.executable))
     failed = False
     for arch in args.architecture or ["resnet18", "vgg16"]:
         report = parity.run_parity(arch, Path(args.data_dir), dataset=args.dataset, seed=args.seed,
-                                   count=args.count, stacks=tuple(args.stack or parity.STACKS),
-                                   cpp_executable=executable)
+                                   count=args.count, stacks=stacks, executables=executables)
         print(report.to_json() if args.json else report.format_text())
         failed |= not report.passed
     return 1 if failed else 0
@@ -82,21 +115,39 @@ def register(verb) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--plan", help="prepare: the campaign plan (default collect/plan.toml)")
 
+    from deepgreen_audit.stacks.native import NATIVE_STACKS, UNAVAILABLE
+
+    p = verb("build", cmd_build, "build the C++/LibTorch, Rust/tch and Java/DL4J stacks",
+             "Build the stacks that are compiled before they run, incrementally: C++/LibTorch "
+             "(CMake against the torch wheel's LibTorch), Rust/tch (cargo; tch pinned to the "
+             "specification's version, linked to the same LibTorch) and Java/DL4J (Maven; DL4J at the "
+             "specification's version, CPU backend for linux-x86_64).  Products stay in each stack's "
+             "build folder (see stacks/README.md).  R/torch cannot be built on this project's machines; "
+             "asking for it says why.  The set-up (scripts/setup.sh) runs this.")
+    p.add_argument("stack", nargs="*", choices=[*NATIVE_STACKS, *UNAVAILABLE],
+                   help="the stacks to build (default: all)")
+    p.add_argument("--available", action="store_true",
+                   help="skip, with a note, the stacks whose build tools are not installed")
+    p.add_argument("--verbose", action="store_true", help="show the build tools' own output")
+
     p = verb("parity", cmd_parity, "prove the stacks train the same model from the same state on the same pixels",
              "Probe every stack with the canonical initial weights and a fixed batch of the canonical "
              "store, and check: tensor names, shapes and counts; the exact initial weights; logits and "
              "loss in eval and train mode within stated float32 tolerances; BatchNorm running statistics; "
-             "identical input pixels and data fingerprint; and that no stack source writes a number the "
-             "specification owns.  Exit 1 when a check fails.")
+             "identical input pixels and data fingerprint; exact agreement of the two stacks that run the "
+             "same TorchScript module (C++ and Rust); and that no stack source writes a number the "
+             "specification owns.  The built stacks (C++, Rust, Java) are probed through their "
+             "executables' probe mode; an unbuilt one is a skip.  Exit 1 when a check fails.")
     p.add_argument("--architecture", action="append", choices=("resnet18", "vgg16"),
                    help="repeatable; default both")
     from deepgreen_audit.stacks.parity import STACKS
 
-    p.add_argument("--stack", action="append", choices=STACKS, help="repeatable; default all four")
+    p.add_argument("--stack", action="append", choices=STACKS, help="repeatable; default all six")
     p.add_argument("--data-dir", default="data", help="the data folder holding the store (digits is derived)")
     p.add_argument("--dataset", default="digits")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--count", type=int, default=16, help="images in the fixed batch")
-    p.add_argument("--cpp", help="the C++ stack's executable (default stacks/cpp_libtorch/build/...)")
-    p.add_argument("--build-cpp", action="store_true", help="build the C++ stack first (CMake)")
+    p.add_argument("--executable", action="append", metavar="STACK=PATH",
+                   help="probe this program for a built stack (default: what 'deepgreen build' made)")
+    p.add_argument("--build", action="store_true", help="build the C++, Rust and Java stacks first")
     p.add_argument("--json", action="store_true")

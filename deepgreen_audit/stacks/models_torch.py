@@ -18,12 +18,39 @@ convolutions (padding 1, bias, ReLU, no BatchNorm) with five 2x2/2 max-pools,
 from __future__ import annotations
 
 import warnings
+from typing import Dict
 
 import numpy as np
 import torch
 from torch import nn
 
 from deepgreen_audit.stacks import conventions as conv
+
+
+class LibTorchHooks(nn.Module):
+    """Methods the TorchScript export carries for the LibTorch stacks whose bindings list a
+    module's parameters but not its buffers or submodules (Rust's tch): they read and set
+    the running statistics by name, and switch dropout alone (the parity probe's train-mode
+    pass with dropout off)."""
+
+    @torch.jit.export
+    def state_buffers(self) -> Dict[str, torch.Tensor]:
+        """Every buffer by its full name; the tensors are the module's own (aliases)."""
+        out: Dict[str, torch.Tensor] = {}
+        for prefix, module in self.named_modules():
+            for name, buffer in module.named_buffers():
+                out[prefix + "." + name if prefix else name] = buffer
+        return out
+
+    @torch.jit.export
+    def set_dropout(self, enabled: bool) -> None:
+        """Dropout layers in training mode (enabled) or not, the rest of the model untouched."""
+        # TorchScript cannot test for a module type the model lacks, so dropout layers are
+        # selected by name: `dropout_modules`, their comma-joined names, set by `scripted`.
+        names = self.dropout_modules.split(",")
+        for name, module in self.named_modules():
+            if name in names:
+                module.training = enabled
 
 
 def batchnorm(channels: int) -> nn.BatchNorm2d:
@@ -48,7 +75,7 @@ class BasicBlock(nn.Module):
         return self.relu(self.bn2(self.conv2(out)) + identity)
 
 
-class ResNet18(nn.Module):
+class ResNet18(LibTorchHooks):
     def __init__(self, classes: int):
         super().__init__()
         self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
@@ -68,7 +95,7 @@ class ResNet18(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-class VGG16(nn.Module):
+class VGG16(LibTorchHooks):
     def __init__(self, classes: int):
         super().__init__()
         layers, cin = [], 3
@@ -155,6 +182,7 @@ def scripted(model: nn.Module) -> torch.jit.ScriptModule:
     LibTorch's C++ API loads; torch 2.13 marks it deprecated, which is noted, not hidden,
     in stacks/README.md.
     """
+    model.dropout_modules = ",".join(name for name, m in model.named_modules() if isinstance(m, nn.Dropout))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*torch.jit.*deprecated", category=DeprecationWarning)
         return torch.jit.script(model)

@@ -9,13 +9,16 @@ and in train mode (dropout off: each framework draws its own masks), its state
 after the train-mode pass (BatchNorm running statistics), and the hashes it
 computed.  The Python stacks are probed in this process through their
 `probe`/`eval_batches` hooks; the C++ stack through its executable's `probe`
-mode.  The reference is the Python/PyTorch stack (the canonical layout).
+mode, and likewise the Rust and Java stacks (`deepgreen_audit.stacks.native`).  The
+reference is the Python/PyTorch stack (the canonical layout).
 
 Stated float32 tolerances (`TOLERANCES`), from the observed differences on
 this CPU (~4e-7 eval, ~2e-5 train for ResNet-18 logits of magnitude ~2): a
 logit difference <= 1e-5 + 1e-4 * max|reference logit|, a loss difference
 <= 1e-4 * max(1, |reference loss|), a running statistic <= 1e-5 + 1e-4 *
-max|reference|.  A BatchNorm epsilon of 1e-3 instead of 1e-5, Keras' or Flax'
+max|reference|; the two stacks that run the same TorchScript module on the same LibTorch
+(C++ and Rust, with the Python/PyTorch stack the control group) must agree with each
+other exactly (`S6.control-group`).  A BatchNorm epsilon of 1e-3 instead of 1e-5, Keras' or Flax'
 momentum, or a biased running variance each exceed them; weights and pixels
 must be equal exactly.
 """
@@ -41,14 +44,17 @@ REFERENCE = "python-pytorch"
 PYTHON_STACKS = {"python-pytorch": "stacks/python_pytorch/train.py",
                  "python-tensorflow": "stacks/python_tensorflow/train.py",
                  "python-jax": "stacks/python_jax/train.py"}
-CPP_STACK = "cpp-libtorch"
-STACKS = (*PYTHON_STACKS, CPP_STACK)
+#: Built stacks probed through their executable's `probe` mode (one command line for all).
+EXTERNAL_STACKS = ("cpp-libtorch", "rust-tch", "java-dl4j")
+STACKS = (*PYTHON_STACKS, *EXTERNAL_STACKS)
+#: The stacks that run the same TorchScript module (the specification's LibTorch control group).
+TORCHSCRIPT_STACKS = ("cpp-libtorch", "rust-tch")
 
 TOLERANCES = {
     "logits": {"atol": 1e-5, "rtol_of_max": 1e-4},
     "loss": {"rtol_of_max_1": 1e-4},
     "running_stats": {"atol": 1e-5, "rtol_of_max": 1e-4},
-    "weights": "exact", "pixels": "exact",
+    "weights": "exact", "pixels": "exact", "control_group": "exact",
 }
 
 
@@ -101,7 +107,9 @@ def probe_python(stack: str, export: weights.Export, store: data.Store, count: i
                  runs["eval"]["state"], runs["train"]["state"], sha, store.fingerprint)
 
 
-def probe_cpp(executable: Path, export: weights.Export, data_dir: Path, dataset: str, count: int) -> Probe:
+def probe_external(stack: str, executable: Path, export: weights.Export, data_dir: Path, dataset: str,
+                   count: int) -> Probe:
+    """Run a built stack's `probe` mode on the same files and read back what it wrote."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "probe.safetensors"
         result = subprocess.run([str(executable), "probe", "--model", str(export.torchscript_path),
@@ -109,12 +117,14 @@ def probe_cpp(executable: Path, export: weights.Export, data_dir: Path, dataset:
                                  "--count", str(count), "--out", str(out)], capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"{executable} probe failed: {result.stderr.strip()[-1000:]}")
+        if not out.is_file():
+            raise RuntimeError(f"{executable} probe exited 0 without writing {out.name}")
         arrays, meta = weights.read_safetensors(out.read_bytes(), out)
 
     def prefixed(prefix):
         return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
 
-    return Probe(CPP_STACK, arrays["input"].transpose(0, 2, 3, 1), arrays["labels"].astype(np.int64),
+    return Probe(stack, arrays["input"].transpose(0, 2, 3, 1), arrays["labels"].astype(np.int64),
                  {"eval": arrays["eval.logits"], "train": arrays["train.logits"]},
                  {"eval": float(arrays["eval.loss"][0]), "train": float(arrays["train.loss"][0])},
                  prefixed("loaded."), prefixed("state."), meta["weights_sha256"], meta["data_fingerprint_sha256"])
@@ -165,6 +175,7 @@ class Context:
     fingerprint: str
     reference: Probe
     probe: Probe
+    torchscript_peers: dict          # the other probed stacks that run the same TorchScript module
 
 
 def _max_abs(a, b) -> float:
@@ -255,6 +266,28 @@ def pixels(ctx: Context):
         f"{'matches' if fingerprint else 'differs: ' + ctx.probe.data_fingerprint[:12]}"), diff, 0.0
 
 
+@parity_check("S6.control-group", "S6")
+def control_group(ctx: Context):
+    """The stacks that load the same TorchScript module on the same LibTorch (C++ and Rust)
+    compute the same thing exactly: logits, losses and state after both passes are equal to
+    the bit.  A difference means one of them does something the module does not (its own
+    input pipeline, weight copy, mode switching or precision policy)."""
+    if ctx.probe.stack not in TORCHSCRIPT_STACKS:
+        return True, "not a TorchScript stack (compared with the reference only)", None, None
+    if not ctx.torchscript_peers:
+        return True, "no other TorchScript stack probed", None, None
+    rows = []
+    for peer, other in ctx.torchscript_peers.items():
+        diffs = [_max_abs(ctx.probe.logits[m], other.logits[m]) for m in ("eval", "train")]
+        diffs += [abs(ctx.probe.loss[m] - other.loss[m]) for m in ("eval", "train")]
+        diffs += [_max_abs(v, other.state_after_train.get(k, np.full_like(v, np.inf)))
+                  for k, v in ctx.probe.state_after_train.items()]
+        diffs.append(_max_abs(ctx.probe.inputs, other.inputs))
+        rows.append((max(diffs), peer))
+    diff, peer = max(rows)
+    return diff == 0.0, f"largest difference from {peer} {diff:.3g} (logits, losses, state, inputs)", diff, 0.0
+
+
 # ---------------------------------------------------------------- recipe parity (sources)
 
 
@@ -273,7 +306,8 @@ def spec_owned_numbers(spec: dict | None = None) -> dict[str, float]:
 def stack_sources(root: Path | None = None) -> list[Path]:
     root = Path(root or project_root() / "stacks")
     suffixes = {".py", ".cpp", ".cc", ".h", ".hpp", ".rs", ".R", ".java"}
-    return sorted(p for p in root.rglob("*") if p.suffix in suffixes and "build" not in p.relative_to(root).parts)
+    return sorted(p for p in root.rglob("*") if p.suffix in suffixes
+                  and not {"build", "target"} & set(p.relative_to(root).parts))
 
 
 _C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\])*\"", re.S)
@@ -350,26 +384,36 @@ class ParityReport:
                            "tolerances": TOLERANCES, "findings": [asdict(f) for f in self.findings]}, indent=1)
 
 
+def default_executables() -> dict[str, Path]:
+    """The built stacks' executables, where the build's product exists."""
+    from deepgreen_audit.stacks import native
+
+    return {eco: stack.executable for eco, stack in native.NATIVE_STACKS.items() if stack.product_path.is_file()}
+
+
 def run_parity(architecture: str, data_dir: Path, dataset: str = "digits", seed: int = 0, count: int = 16,
-               stacks: tuple[str, ...] = STACKS, cpp_executable: Path | None = None,
+               stacks: tuple[str, ...] = STACKS, executables: dict[str, Path] | None = None,
                source_root: Path | None = None) -> ParityReport:
-    """Probe every stack and run every check; a stack that cannot be probed is a skip, never a pass."""
+    """Probe every stack and run every check; a stack that cannot be probed is a skip, never a pass.
+    `executables` maps built stacks to the program to probe (default: what `deepgreen build` made)."""
+    executables = default_executables() if executables is None else executables
     classes = int(load_spec()["S3_data"]["classes"][dataset])
     if dataset == "digits" and not (Path(data_dir) / dataset / "manifest.json").is_file():
-        data.convert_digits(data_dir)          # the C++ stack reads the store from disk
+        data.convert_digits(data_dir)          # the built stacks read the store from disk
     store = data.load_store(data_dir, dataset)
     export = weights.export(weights.weights_dir(data_dir), architecture, classes, seed,
-                            torchscript=CPP_STACK in stacks)
+                            torchscript=any(s in TORCHSCRIPT_STACKS for s in stacks))
     canonical, sha = weights.load(export.path)
     report = ParityReport(architecture, classes, seed, dataset, count)
     probes, missing = {}, {}
     for stack in dict.fromkeys((REFERENCE, *stacks)):
         try:
-            if stack == CPP_STACK:
-                if cpp_executable is None or not Path(cpp_executable).is_file():
-                    raise FileNotFoundError(f"the C++ stack is not built ({cpp_executable or 'no executable given'}; "
-                                            "'deepgreen parity --build-cpp' builds it)")
-                probes[stack] = probe_cpp(Path(cpp_executable), export, data_dir, dataset, count)
+            if stack in EXTERNAL_STACKS:
+                executable = executables.get(stack)
+                if executable is None or not Path(executable).is_file():
+                    raise FileNotFoundError(f"the {stack} stack is not built ({executable or 'no executable'}; "
+                                            f"'deepgreen build {stack}' builds it)")
+                probes[stack] = probe_external(stack, Path(executable), export, data_dir, dataset, count)
             else:
                 probes[stack] = probe_python(stack, export, store, count)
         except (FileNotFoundError, ImportError) as exc:      # not built or not installed here: a skip
@@ -384,7 +428,8 @@ def run_parity(architecture: str, data_dir: Path, dataset: str = "digits", seed:
                 report.findings.append(Finding(chk.id, chk.section, stack, status,
                                                why if stack in missing else f"reference {REFERENCE}: {why}"))
                 continue
-            ctx = Context(architecture, classes, canonical, sha, store.fingerprint, reference, probes[stack])
+            ctx = Context(architecture, classes, canonical, sha, store.fingerprint, reference, probes[stack],
+                          {k: v for k, v in probes.items() if k in TORCHSCRIPT_STACKS and k != stack})
             ok, message, measured, tolerance = chk.fn(ctx)
             report.findings.append(Finding(chk.id, chk.section, stack, "pass" if ok else "fail", message,
                                            measured, tolerance))

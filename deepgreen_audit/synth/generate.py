@@ -408,6 +408,7 @@ def _simulate(c: Campaign) -> None:
         "missing_reason": [None] * n,
     }
     env = m.environment
+    frameworks, pins = load_spec()["S4_backend"]["frameworks"], load_spec()["S4_backend"]["pinned_versions"]
     cc_sha = _sha256_text(CODECARBON_CONFIG_PLACEHOLDER)
     c.env = {
         "run_id": list(c.runs["run_id"]),
@@ -420,8 +421,10 @@ def _simulate(c: Campaign) -> None:
         "gpu_driver": [env["gpu_driver"]] * n,
         "cuda_version": [env["cuda_version"]] * n,
         "python_version": [env["python_version"]] * n,
-        "framework": [m.ecosystem_framework[k][0] for k in eco],
-        "framework_version": [m.ecosystem_framework[k][1] for k in eco],
+        # as the specification says each ecosystem's framework is pinned (S4_backend)
+        "framework": [frameworks[k] for k in eco],
+        "framework_version": [pins[frameworks[k]] for k in eco],
+        "cudnn_available": [m.ecosystem_cudnn_available[k] for k in eco],
         "codecarbon_version": [m.codecarbon_version] * n,
         "codecarbon_config_sha256": [cc_sha] * n,
         "codecarbon_tracking_mode": [m.codecarbon_tracking_mode] * n,

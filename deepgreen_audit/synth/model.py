@@ -256,10 +256,8 @@ class SynthModel:
         "python-tensorflow": 44536.0, "python-jax": 34551.0})
     #: Additive offset on the final test accuracy.
     ecosystem_accuracy_offset: dict = _eco(0.0, -0.006, 0.004, 0.0, -0.018, -0.009, 0.0)
-    #: Framework name and version recorded in the environment table.
-    ecosystem_framework: dict = _eco(
-        ["torch", "2.5.1"], ["tensorflow", "2.18.0"], ["jax", "0.4.35"], ["libtorch", "2.5.1"],
-        ["dl4j", "1.0.0-M2.1"], ["torch-r", "0.13.0"], ["tch", "0.18.0"])
+    #: Whether the stack has a cuDNN path (DL4J's nd4j-native CPU backend has none).
+    ecosystem_cudnn_available: dict = _eco(True, True, True, True, False, True, True)
 
     # --- architectures ----------------------------------------------------
     #: Train time per 10,000 samples (PyTorch on the synthetic host), seconds.
@@ -468,7 +466,7 @@ class SynthModel:
             "ecosystem": (ecosystems, ("ecosystem_time", "ecosystem_gpu_power", "ecosystem_cpu_power",
                                        "ecosystem_gpu_utilization_pct",
                                        "ecosystem_cpu_utilization_pct",
-                                       "ecosystem_accuracy_offset", "ecosystem_framework")),
+                                       "ecosystem_accuracy_offset", "ecosystem_cudnn_available")),
             "architecture": (architectures, ("architecture_train_s_per_10k",
                                              "architecture_eval_s_per_10k",
                                              "architecture_gpu_train_w", "architecture_gpu_eval_w",

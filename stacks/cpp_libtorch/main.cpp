@@ -571,6 +571,7 @@ int train() {
   set += " input_resolution_px=" + std::to_string(store.train.x.size(1));
   set += " initial_weights_sha256=" + weights.sha256 + " data_fingerprint_sha256=" + store.fingerprint;
   set += " framework=libtorch framework_version=" + percent_encode(TORCH_VERSION);
+  set += std::string(" cudnn_available=") + (torch::cuda::cudnn_is_available() ? "true" : "false");
   client.request(set);
 
   auto sync = [&] { if (device.is_cuda()) torch::cuda::synchronize(); };

@@ -63,7 +63,8 @@ def run(harness, job) -> None:
     tx = optax.chain(optax.add_decayed_weights(r["weight_decay"]),
                      optax.adam(r["learning_rate"], b1=conv.ADAM_BETA1, b2=conv.ADAM_BETA2, eps=conv.ADAM_EPSILON))
     opt_state = tx.init(params)
-    runtime.report(harness, job, inputs, framework=FRAMEWORK, framework_version=jax.__version__)
+    runtime.report(harness, job, inputs, framework=FRAMEWORK, framework_version=jax.__version__,
+                   cudnn_available=jax.default_backend() == "gpu")   # jaxlib's CUDA plugin brings cuDNN
 
     @jax.jit
     def train_step(params, stats, opt_state, x, y, key):

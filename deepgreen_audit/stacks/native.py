@@ -1,0 +1,195 @@
+"""The stacks that are built before they run: C++/LibTorch, Rust/tch and Java/DL4J.
+
+One registry (`NATIVE_STACKS`) says for each where its sources are, which tools
+its build needs, what the build produces and how it is built; `deepgreen build`,
+the set-up, `deepgreen preflight`, `deepgreen parity`, the tests and the
+benchmarks all ask it.  R/torch has no entry: it cannot be built on any machine
+this project can use, and `UNAVAILABLE` says exactly why.
+
+The LibTorch control group shares one LibTorch: the C++ stack compiles and links
+against the torch wheel's include/ and lib/ (CMake, without `find_package(Torch)`,
+which demands a CUDA toolkit for the wheel's CUDA build), and the Rust stack
+links the same folder through torch-sys (`LIBTORCH_USE_PYTORCH=1`).  The pinned
+versions come from the specification (S4_backend.pinned_versions): the DL4J
+version is passed to Maven, and tch's pin in Cargo.toml must equal the spec's.
+Builds are incremental (CMake, cargo and Maven decide what is stale); products
+live in each stack's build folder, ignored by git.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.package.schema import project_root
+from deepgreen_audit.pins import pinned
+
+
+@dataclass(frozen=True)
+class NativeStack:
+    ecosystem: str
+    source: str                     # its folder, relative to the project
+    tools: tuple[str, ...]          # what the build needs on PATH
+    runtime_tools: tuple[str, ...]  # what running it needs on PATH
+    product: str                    # what the build makes, relative to `source`
+    launcher: str                   # what the plan runs, relative to `source`
+    inputs: tuple[str, ...]         # globs (relative to `source`) of what the product is built from
+    builder: Callable[["NativeStack", bool], None]
+
+    @property
+    def source_dir(self) -> Path:
+        return project_root() / self.source
+
+    @property
+    def product_path(self) -> Path:
+        return self.source_dir / self.product
+
+    @property
+    def executable(self) -> Path:
+        """The program `train` and `probe` are run with."""
+        return self.source_dir / self.launcher
+
+    def missing_tools(self, tools: tuple[str, ...] | None = None) -> list[str]:
+        return [t for t in (self.tools if tools is None else tools) if shutil.which(t) is None]
+
+    def stale_inputs(self) -> list[Path]:
+        """Sources newer than the product (all of them when it does not exist)."""
+        files = sorted({p for pattern in self.inputs for p in self.source_dir.glob(pattern) if p.is_file()})
+        if not self.product_path.is_file():
+            return files
+        built = self.product_path.stat().st_mtime
+        return [p for p in files if p.stat().st_mtime > built]
+
+    def fix(self) -> str:
+        return f"run 'deepgreen build {self.ecosystem}' (or bash scripts/setup.sh)"
+
+    def build(self, quiet: bool = True) -> Path:
+        """Build (incrementally); returns the executable.  A missing tool or a failed build is
+        a UserError naming it."""
+        missing = self.missing_tools()
+        if missing:
+            raise UserError(f"building {self.ecosystem} needs {', '.join(missing)} on PATH "
+                            f"({TOOL_HINTS.get(self.ecosystem, '')})", path=self.source_dir,
+                            code="missing-tool")
+        self.builder(self, quiet)
+        if not self.product_path.is_file():
+            raise UserError(f"the build of {self.ecosystem} finished without {self.product}",
+                            path=self.source_dir, code="build-failed")
+        return self.executable
+
+
+def _run(stack: NativeStack, command: list[str], quiet: bool, env: dict | None = None,
+         cwd: Path | None = None) -> None:
+    result = subprocess.run(command, cwd=cwd or stack.source_dir, env=env, text=True,
+                            stdout=subprocess.PIPE if quiet else None, stderr=subprocess.STDOUT if quiet else None)
+    if result.returncode != 0:
+        tail = (result.stdout or "").strip()[-3000:]
+        raise UserError(f"building {stack.ecosystem} failed ({' '.join(command[:3])} ...): {tail}",
+                        path=stack.source_dir, code="build-failed")
+
+
+def torch_package() -> tuple[Path, str, str]:
+    """(folder of the installed torch package, its C++ ABI flag, its version), asked of a
+    separate interpreter so that this process does not load torch."""
+    probe = ("import os, torch; print(os.path.dirname(torch.__file__)); "
+             "print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(torch.__version__.split('+')[0])")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise UserError("torch is not installed in this environment; the LibTorch stacks build against "
+                        "its wheel (bash scripts/setup.sh installs it)", code="missing-tool")
+    folder, abi, version = result.stdout.split()[-3:]
+    return Path(folder), abi, version
+
+
+def _build_cpp(stack: NativeStack, quiet: bool) -> None:
+    torch_dir, abi, _ = torch_package()
+    build_dir = stack.product_path.parent
+    cache = build_dir / "CMakeCache.txt"
+    configured = (build_dir / "Makefile").is_file() and f"TORCH_DIR:PATH={torch_dir}\n" in \
+        cache.read_text(encoding="utf-8", errors="replace")
+    if not configured:       # first build, a failed configure, or another torch: configure afresh
+        if cache.exists():
+            cache.unlink()
+        _run(stack, ["cmake", "-S", str(stack.source_dir), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
+                     f"-DTORCH_DIR={torch_dir}", f"-DTORCH_CXX11_ABI={abi}"], quiet)
+    _run(stack, ["cmake", "--build", str(build_dir), "-j", str(os.cpu_count() or 2)], quiet)
+
+
+def cargo_tch_pin(source_dir: Path) -> str | None:
+    """The exact tch version Cargo.toml asks for (`tch = "=X.Y.Z"`)."""
+    match = re.search(r'^tch\s*=\s*"=([^"]+)"', (source_dir / "Cargo.toml").read_text(encoding="utf-8"), re.M)
+    return match.group(1) if match else None
+
+
+def _build_rust(stack: NativeStack, quiet: bool) -> None:
+    pin, spec_pin = cargo_tch_pin(stack.source_dir), pinned().get("tch")
+    if pin != spec_pin:
+        raise UserError(f"Cargo.toml pins tch {pin!r}, the specification (S4_backend.pinned_versions) "
+                        f"{spec_pin!r}: make them agree", path=stack.source_dir / "Cargo.toml",
+                        code="build-failed")
+    venv_bin = str(Path(sys.executable).parent)
+    # torch-sys asks `python` (in a virtual environment) for the wheel's LibTorch.
+    env = dict(os.environ, LIBTORCH_USE_PYTORCH="1", VIRTUAL_ENV=sys.prefix,
+               PATH=venv_bin + os.pathsep + os.environ.get("PATH", ""))
+    _run(stack, ["cargo", "build", "--release", "--locked"], quiet, env=env)
+
+
+def _build_java(stack: NativeStack, quiet: bool) -> None:
+    _run(stack, ["mvn", "-q", "-B", "package", "-DskipTests", f"-Ddl4j.version={pinned()['dl4j']}"],
+         quiet)
+
+
+NATIVE_STACKS: dict[str, NativeStack] = {s.ecosystem: s for s in (
+    NativeStack("cpp-libtorch", "stacks/cpp_libtorch", ("cmake", "c++"), (),
+                "build/deepgreen-libtorch", "build/deepgreen-libtorch", ("CMakeLists.txt", "*.cpp"), _build_cpp),
+    NativeStack("rust-tch", "stacks/rust_tch", ("cargo",), (),
+                "target/release/deepgreen-tch", "target/release/deepgreen-tch",
+                ("Cargo.toml", "Cargo.lock", "build.rs", "src/**/*.rs"), _build_rust),
+    NativeStack("java-dl4j", "stacks/java_dl4j", ("mvn", "java"), ("java",),
+                "target/deepgreen-dl4j.jar", "deepgreen-dl4j", ("pom.xml", "src/**/*"), _build_java),
+)}
+
+TOOL_HINTS = {
+    "cpp-libtorch": "Debian: apt-get install cmake g++",
+    "rust-tch": "Rust's cargo, from rustup or Debian's cargo package",
+    "java-dl4j": "a JDK 17 and Maven; Debian: apt-get install openjdk-17-jdk maven",
+}
+
+#: Ecosystems of the study that no machine of this project can build, and why.
+UNAVAILABLE = {
+    "r-torch": ("R/torch cannot be installed on this project's machines: the R package 'torch' comes from "
+                "CRAN (or GitHub), and at install time it downloads LibTorch from download.pytorch.org and its "
+                "'lantern' library from torch-cdn.mlverse.org; no machine kind here reaches any of them (Debian "
+                "has R, r-base-core, but no r-cran-torch). It needs those hosts, or the package source with a "
+                "pre-fetched LibTorch and lantern for the pinned torch-r (TORCH_URL, LANTERN_URL; stacks/README.md)"),
+}
+
+
+def get(ecosystem: str) -> NativeStack:
+    try:
+        return NATIVE_STACKS[ecosystem]
+    except KeyError:
+        reason = UNAVAILABLE.get(ecosystem, "it is not a natively built stack")
+        raise UserError(f"{ecosystem} cannot be built: {reason}", code="unavailable-stack") from None
+
+
+def build_all(ecosystems: list[str] | None = None, quiet: bool = True, progress=print) -> dict[str, Path]:
+    """Build the given native stacks (default: all), reporting each; returns their executables."""
+    built = {}
+    names = list(NATIVE_STACKS) if ecosystems is None else ecosystems
+    for i, name in enumerate(names, 1):
+        stack = get(name)
+        started = time.monotonic()
+        progress(f"[{i}/{len(names)}] building {name} in {stack.source} ...")
+        built[name] = stack.build(quiet=quiet)
+        progress(f"[{i}/{len(names)}] {name}: {built[name].relative_to(project_root())} "
+                 f"({time.monotonic() - started:.0f} s)")
+    return built

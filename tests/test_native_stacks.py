@@ -1,0 +1,149 @@
+"""The built stacks and the pinned versions: one pin per framework (the specification), the
+installers and builds that follow it, preflight's one-line fixes, and the honest R/torch row."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deepgreen_audit import pins
+from deepgreen_audit.cli import main
+from deepgreen_audit.collect import preflight
+from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.stacks import native
+
+SPEC_PINS = pins.pinned()
+
+
+# ------------------------------------------------------------------ one pin per framework
+
+
+def test_every_installer_follows_the_specification_pins():
+    assert pins.pip_constraints().splitlines() == [
+        f"torch=={SPEC_PINS['torch']}", f"tensorflow=={SPEC_PINS['tensorflow']}",
+        f"jax=={SPEC_PINS['jax']}", f"jaxlib=={SPEC_PINS['jax']}"]
+    rust = native.NATIVE_STACKS["rust-tch"].source_dir
+    assert native.cargo_tch_pin(rust) == SPEC_PINS["tch"]
+    assert pins.cargo_lock_version(rust / "Cargo.lock", "tch") == SPEC_PINS["tch"]
+    assert pins.cargo_lock_version(rust / "Cargo.lock", "torch-sys") == SPEC_PINS["tch"]
+    pom = (native.NATIVE_STACKS["java-dl4j"].source_dir / "pom.xml").read_text()
+    assert re.search(r"<dl4j\.version>([^<]+)</dl4j\.version>", pom).group(1) == SPEC_PINS["dl4j"]
+    assert SPEC_PINS["libtorch"] == SPEC_PINS["torch"]        # the control group runs one LibTorch
+    # pyproject names the frameworks without versions: the constraints carry them
+    pyproject = (pins.PROJECT / "pyproject.toml").read_text()
+    assert not re.search(r'"(torch|tensorflow|jax|jaxlib)\s*[=<>~]', pyproject)
+
+
+def test_this_install_runs_the_pinned_versions():
+    installed = pins.installed()
+    for framework in ("torch", "tensorflow", "jax", "libtorch", "tch"):
+        assert installed[framework] == SPEC_PINS[framework], (framework, installed[framework])
+    if native.NATIVE_STACKS["java-dl4j"].product_path.is_file():
+        assert installed["dl4j"] == SPEC_PINS["dl4j"]
+
+
+def test_the_tch_crate_refuses_another_libtorch():
+    """tch's build script checks the LibTorch it links against the one it was written for:
+    the pair (tch, torch) of the specification is one that torch-sys accepts."""
+    cargo_home = Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo"))
+    scripts = sorted(cargo_home.glob(f"registry/src/*/torch-sys-{SPEC_PINS['tch']}/build.rs"))
+    if not scripts:
+        pytest.fail("torch-sys is not in cargo's registry: run 'deepgreen build rust-tch'")
+    wanted = re.search(r'const TORCH_VERSION: &str = "([^"]+)"', scripts[0].read_text()).group(1)
+    assert wanted == SPEC_PINS["torch"]
+
+
+def test_a_cargo_pin_that_differs_from_the_specification_stops_the_build(tmp_path, monkeypatch):
+    rust = native.NATIVE_STACKS["rust-tch"]
+    copy = tmp_path / "rust_tch"
+    shutil.copytree(rust.source_dir, copy, ignore=shutil.ignore_patterns("target"))
+    (copy / "Cargo.toml").write_text((copy / "Cargo.toml").read_text().replace(
+        f'tch = "={SPEC_PINS["tch"]}"', 'tch = "=0.24.0"'))
+    monkeypatch.setattr(native.NativeStack, "source_dir", property(lambda self: copy))
+    with pytest.raises(UserError, match=r"Cargo.toml pins tch '0.24.0'.*specification"):
+        rust.build()
+
+
+# ------------------------------------------------------------------ the audit's S4 check
+
+
+def test_pinned_versions_check_reads_the_release_and_keeps_the_build_label():
+    import pandas as pd
+
+    from deepgreen_audit.audit.checks.recipe import pinned_versions
+
+    env = pd.DataFrame({"framework": ["torch", "torch", "tch"],
+                        "framework_version": [f"{SPEC_PINS['torch']}+cu130", "2.5.1+cpu", SPEC_PINS["tch"]]})
+    ctx = type("Ctx", (), {"environment": env, "spec": {"S4_backend": {"pinned_versions": SPEC_PINS}}})()
+    outcome = pinned_versions(ctx)
+    assert not outcome.ok and outcome.rows == 1 and "torch 2.5.1+cpu" in outcome.message
+
+
+# ------------------------------------------------------------------ builds and preflight
+
+
+def test_build_verb_names_what_is_missing(monkeypatch, capsys):
+    assert main(["build", "r-torch"]) == 2
+    err = capsys.readouterr().err
+    assert "r-torch cannot be built" in err and "CRAN" in err and "lantern" in err and "Traceback" not in err
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert main(["build", "rust-tch"]) == 2
+    assert "needs cargo on PATH" in capsys.readouterr().err
+    assert main(["build", "--available", "java-dl4j"]) == 0
+    assert "skipping java-dl4j: mvn, java not on PATH" in capsys.readouterr().err
+
+
+def _plan(tmp_path, ecosystems):
+    return load_plan(write_scoped_plan(tmp_path / "plan.toml", "pre", tmp_path / "data", {
+        "ecosystems": ecosystems, "architectures": ["resnet18"], "datasets": ["digits"], "repetitions": 1}))
+
+
+def _lines(checks):
+    return {c.id: (c.status, c.message) for c in checks}
+
+
+def test_preflight_gives_each_built_stack_one_line_naming_its_fix(tmp_path, monkeypatch):
+    from deepgreen_audit.stacks.prepare import prepare_plan
+
+    plan = _plan(tmp_path, ["cpp-libtorch", "rust-tch", "java-dl4j", "r-torch"])
+    got = _lines(preflight.run_checks(plan, allow_missing_counters=True))
+    assert got["stack.r-torch.digits"][0] == "fail" and "CRAN" in got["stack.r-torch.digits"][1]
+    assert got["stack.cpp-libtorch.digits"] == ("fail", f"{tmp_path}/data/digits/manifest.json is missing: "
+                                                        f"run 'deepgreen data prepare --plan {plan.path}'")
+    prepare_plan(plan)
+    rust = native.NATIVE_STACKS["rust-tch"]
+    monkeypatch.setitem(native.NATIVE_STACKS, "rust-tch",
+                        dataclasses.replace(rust, product="target/release/not-built-here"))
+    monkeypatch.setitem(native.NATIVE_STACKS, "java-dl4j",
+                        dataclasses.replace(native.NATIVE_STACKS["java-dl4j"], runtime_tools=("no-such-java",)))
+    got = _lines(preflight.run_checks(plan, allow_missing_counters=True))
+    assert got["stack.rust-tch.digits"][0] == "fail"
+    assert "not-built-here is not built: run 'deepgreen build rust-tch'" in got["stack.rust-tch.digits"][1]
+    assert got["stack.java-dl4j.digits"] == ("fail", "no-such-java is not on PATH (a JDK 17 and Maven; "
+                                                     "Debian: apt-get install openjdk-17-jdk maven)")
+    assert got["stack.cpp-libtorch.digits"][0] == "ok"
+    monkeypatch.setattr(pins, "installed", lambda: {**pins.pinned(), "tch": "0.18.0"})
+    got = _lines(preflight.run_checks(plan, allow_missing_counters=True))
+    assert got["version.tch"][0] == "fail" and "the specification pins 0.26.0" in got["version.tch"][1]
+    assert got["version.libtorch"][0] == "ok"
+
+
+def test_rust_stack_unit_tests_pass():
+    """The Rust stack's own tests (Python's repr of floats, percent-encoding), through cargo."""
+    rust = native.NATIVE_STACKS["rust-tch"]
+    if shutil.which("cargo") is None:
+        pytest.fail("cargo is not installed: " + native.TOOL_HINTS["rust-tch"])
+    env = dict(os.environ, LIBTORCH_USE_PYTORCH="1", VIRTUAL_ENV=sys.prefix,
+               PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    result = subprocess.run(["cargo", "test", "--release", "--locked", "--offline", "--quiet"],
+                            cwd=rust.source_dir, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "test result: ok. 2 passed" in result.stdout
