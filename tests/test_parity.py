@@ -130,6 +130,26 @@ def test_rust_stack_training_batchnorm_on_running_statistics_is_caught(data_dir,
     assert statuses(report, "cpp-libtorch")[("S1.logits-train", "cpp-libtorch")] == "pass"
 
 
+@pytest.mark.parametrize("replace,by,failing", [
+    # Keras' BatchNorm epsilon typed into the Java stack: every pass through BatchNorm moves
+    ("BATCHNORM_EPSILON = 1e-5;", "BATCHNORM_EPSILON = 1e-3;",
+     {"S1.logits-eval", "S1.logits-train", "S1.batchnorm-statistics"}),
+    # DL4J's own running-variance update (the biased batch variance) instead of PyTorch's unbiased one
+    ("batch.var(true,", "batch.var(false,", {"S1.batchnorm-statistics"}),
+], ids=["batchnorm-epsilon", "dl4j-biased-running-variance"])
+def test_java_stack_wrong_convention_is_caught(data_dir, tmp_path, replace, by, failing):
+    """A copy of the Java stack with one convention changed, built offline beside the real one."""
+    copy = planted_copy(tmp_path, "java-dl4j", replace, by)
+    subprocess.run(["mvn", "-q", "-B", "-o", "package", "-DskipTests"], cwd=copy, check=True,
+                   stdout=subprocess.DEVNULL)
+    report = parity.run_parity("resnet18", data_dir, stacks=("java-dl4j",),
+                               executables={"java-dl4j": copy / "deepgreen-dl4j"}, source_root=copy.parent)
+    got = statuses(report, "java-dl4j")
+    assert {check for (check, _), status in got.items() if status == "fail"} == failing, report.format_text()
+    stats = next(f for f in report.findings if f.check == "S1.batchnorm-statistics")
+    assert stats.measured > stats.tolerance                    # by how much is in the report
+
+
 def test_recipe_literals_are_found_and_the_stacks_have_none(tmp_path):
     assert parity.recipe_literals() == []
     stack = tmp_path / "stacks" / "python_x"
