@@ -177,8 +177,10 @@ def get(ecosystem: str) -> NativeStack:
     try:
         return NATIVE_STACKS[ecosystem]
     except KeyError:
-        reason = UNAVAILABLE.get(ecosystem, "it is not a natively built stack")
-        raise UserError(f"{ecosystem} cannot be built: {reason}", code="unavailable-stack") from None
+        if ecosystem in UNAVAILABLE:
+            raise UserError(f"{ecosystem} cannot be built: {UNAVAILABLE[ecosystem]}", code="unavailable-stack") from None
+        raise UserError(f"{ecosystem!r} is not a built stack (they are: {', '.join(NATIVE_STACKS)})",
+                        code="bad-option") from None
 
 
 def build_all(ecosystems: list[str] | None = None, quiet: bool = True, progress=print) -> dict[str, Path]:
