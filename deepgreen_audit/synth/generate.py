@@ -334,6 +334,9 @@ def _simulate(c: Campaign) -> None:
     loss = np.empty((n, B))
     loss[:, 0::2] = loss_tr
     loss[:, 1::2] = loss_ev
+    # Quantised like the other columns: vectorised exp differs in the last bit between CPUs
+    # (SIMD paths), and the shipped package must be the same bytes on every machine.
+    loss = np.round(loss, 6) + 0.0
     test_acc = np.full((n, B), np.nan)
     test_acc[:, 1::2] = acc
     samples_processed = np.where(is_train, n_tr[:, None], n_ev.astype(np.int64)[:, None])

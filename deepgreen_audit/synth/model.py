@@ -144,7 +144,7 @@ strictly with the epoch::
     loss(e) = (L_f + (ln(classes) - L_f) * exp(-e / loss_tau_epochs)) * exp(run_loss_sigma * z_r)
 
 with ``L_f = dataset_final_train_loss[d]`` (train rows) or
-``dataset_final_eval_loss[d]`` (eval rows).  ``samples_processed`` is
+``dataset_final_eval_loss[d]`` (eval rows), rounded to 6 decimals.  ``samples_processed`` is
 ``N_train[d]`` or ``N_eval[d]``.
 
 1 Hz samples
