@@ -26,7 +26,6 @@ from deepgreen_audit.collect.errors import CodeCarbonRefused
 from deepgreen_audit.package.schema import project_root
 from deepgreen_audit.spec import load_spec
 
-JOULES_PER_KWH = 3.6e6
 #: Keys the pinned file may set, with the type CodeCarbon expects.
 CONFIG_TYPES = {"tracking_mode": str, "measure_power_secs": float, "country_iso_code": str,
                 "rapl_include_dram": bool, "rapl_prefer_psys": bool,

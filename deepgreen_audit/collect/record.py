@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from deepgreen_audit.collect.codecarbon_tracker import JOULES_PER_KWH
 from deepgreen_audit.collect.harness import BlockRecord
 from deepgreen_audit.collect.rapl import package_energy_j
 from deepgreen_audit.package.canonical import parse_value
 from deepgreen_audit.package.rundirs import BLOCK_KEY, MANIFEST, SAMPLES_FILE, block_files
 from deepgreen_audit.package.schema import load_schema
 from deepgreen_audit.package.tables import canonical_text, rows_from_columns
+from deepgreen_audit.units import J_PER_KWH
 
 
 def _joined(values) -> str | None:
@@ -56,7 +56,7 @@ def block_row(block: BlockRecord, run_id: str, rapl_max_energy_range_uj, missing
                  "codecarbon_cpu_method": "cpu_method", "codecarbon_gpu_method": "gpu_method"}
     for column, attr in cc_fields.items():
         row[column] = getattr(cc, attr) if cc is not None else None
-    row["codecarbon_energy_j"] = cc.energy_kwh * JOULES_PER_KWH if cc is not None else None
+    row["codecarbon_energy_j"] = cc.energy_kwh * J_PER_KWH if cc is not None else None
     return row
 
 

@@ -54,12 +54,12 @@ from pathlib import Path
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.schema import TABLES, load_schema
 from deepgreen_audit.package.tables import TextTable, canonical_text, rows_from_columns
+from deepgreen_audit.units import J_PER_KWH
 from deepgreen_audit.package.writer import write_package
 
 CAMPAIGN = "legacy-2025"
 REPORT_FILE = "legacy-import.json"
 SOURCE_ROWS_FILE = "legacy-source-rows.csv"
-J_PER_KWH = 3.6e6
 
 #: The 32 columns of a CodeCarbon emissions.csv row, in order (the README's R32).
 R32 = ("timestamp", "project_name", "run_id", "experiment_id", "duration", "emissions",

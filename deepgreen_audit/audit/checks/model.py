@@ -7,6 +7,7 @@ import pandas as pd
 
 from deepgreen_audit.audit.context import labels_in_spec
 from deepgreen_audit.audit.registry import Outcome, Skip, check
+from deepgreen_audit.units import J_PER_KWH
 
 FEATURES = {"time": "train seconds per sample", "power": "train GPU power"}
 
@@ -54,7 +55,7 @@ def config_profiles(ctx) -> pd.DataFrame:
     samples = train["samples_processed"].astype("Float64").fillna(sizes.astype("Float64"))
     gpus = train["gpu_count"].astype("Float64").where(train["gpu_count"].astype("Float64") > 0)
     counter_w = train["gpu_energy_j"] / train["duration_s"] / gpus
-    cc_w = train["codecarbon_gpu_energy_kwh"] * 3.6e6 / train["codecarbon_duration_s"] / gpus
+    cc_w = train["codecarbon_gpu_energy_kwh"] * J_PER_KWH / train["codecarbon_duration_s"] / gpus
     with np.errstate(divide="ignore", invalid="ignore"):
         frame = pd.DataFrame({
             "ecosystem": train["ecosystem"], "architecture": train["architecture"],
