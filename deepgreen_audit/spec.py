@@ -45,6 +45,35 @@ def recipe(spec: dict | None = None) -> dict:
     }
 
 
+#: Keys of a plan's [scope] table: how a campaign may narrow the full design (a pilot, a smoke
+#: run); the batch limits are for smoke runs only.
+SCOPE_KEYS = ("ecosystems", "architectures", "datasets", "repetitions", "epochs",
+              "max_train_batches", "max_eval_batches")
+#: Where each narrowing scope key replaces a value of the specification.
+_SCOPED_VALUES = {"ecosystems": ("S6_replication", "ecosystems"),
+                  "architectures": ("S1_model", "architectures"),
+                  "datasets": ("S3_data", "datasets"),
+                  "repetitions": ("S6_replication", "repetitions"),
+                  "epochs": ("S2_optimisation", "epochs")}
+
+
+def scoped(spec: dict, scope: dict | None, where: Path | str = "scope") -> dict:
+    """The specification as a campaign that declares `scope` set out to run it: a pilot of
+    2 repetitions x 3 epochs is held to 2 x 3, not to the full design's 5 x 30.  The scope
+    itself is kept under the key "scope" so every report can say what was narrowed."""
+    if not scope:
+        return spec
+    if not isinstance(scope, dict) or set(scope) - set(SCOPE_KEYS):
+        raise UserError(f"the declared scope must be a table of {', '.join(SCOPE_KEYS)}; got "
+                        f"{scope!r}", path=where, field="scope", code="scope-error")
+    narrowed = {key: dict(value) if isinstance(value, dict) else value for key, value in spec.items()}
+    for key, (section, name) in _SCOPED_VALUES.items():
+        if key in scope:
+            narrowed[section] = {**narrowed[section], name: scope[key]}
+    narrowed["scope"] = dict(scope)
+    return narrowed
+
+
 #: Which specification section each recipe column of the runs table belongs to.
 RECIPE_SECTIONS = {
     "S2_optimisation": ("optimizer", "learning_rate", "batch_size", "epochs", "lr_schedule",

@@ -42,7 +42,8 @@ def test_render_writes_numbers_tables_and_figures(small, tmp_path):
     names = {p.name for p in (tmp_path / "gen").iterdir()}
     assert {"numbers.tex", "table-energy.tex", "table-cells.tex", "fig-energy-cells.pdf",
             "fig-energy-time.pdf", "fig-instruments.pdf", "fig-utilisation.pdf"} <= names
-    assert set(report.seconds) == {"read", "analysis", "numbers", "tables", "figures"}
+    assert set(report.seconds) == {"read", "analysis", "numbers", "pilot", "tables", "figures"}
+    assert "No measured pilot package" in (tmp_path / "gen" / "pilot.tex").read_text()
     numbers = (tmp_path / "gen" / "numbers.tex").read_text()
     macros = re.findall(r"^\\newcommand\{\\([A-Za-z]+)\}\{(.*)\}$", numbers, re.M)
     assert len(macros) == len({m for m, _ in macros}) > 60

@@ -16,7 +16,7 @@ from deepgreen_audit.audit.report import AuditFinding, AuditReport
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.descriptor import DESCRIPTOR_NAME, Package
 from deepgreen_audit.package.validate import validate
-from deepgreen_audit.spec import load_spec
+from deepgreen_audit.spec import load_spec, scoped
 
 INTEGRITY_ID = "integrity.validate"
 
@@ -25,6 +25,9 @@ def audit(location: str | Path | None = None, *, spec: dict | None = None,
           spec_path: str | Path | None = None, select: list[str] | None = None,
           sources_root: Path | None = None) -> AuditReport:
     """Audit the package at `location` against the specification; never raises for bad data.
+
+    A package whose descriptor declares a `scope` (a pilot, a smoke run: the plan's [scope])
+    is held to that scope: its repetitions, epochs and levels replace the full design's.
 
     `spec` (or `spec_path`) replaces collect/experiment.toml; `select` keeps
     only the checks whose id starts with one of its prefixes.
@@ -50,7 +53,10 @@ def audit(location: str | Path | None = None, *, spec: dict | None = None,
                     c.id, c.section, c.severity, "skip",
                     "not run: the package does not validate (integrity.validate)", table=c.table))
         return report
-    ctx = AuditContext(Package.open(location), spec, sources_root, integrity)
+    package = Package.open(location)
+    spec = scoped(spec, package.descriptor.get("scope"), package.descriptor_path)
+    report.scope = spec.get("scope")
+    ctx = AuditContext(package, spec, sources_root, integrity)
     for c in registered:
         report.findings.append(run_check(c, ctx))
     return report

@@ -25,6 +25,8 @@ class AuditReport:
     package: str
     synthetic: bool = False
     notice: str | None = None
+    #: the scope the package declares and was audited against (None: the full design)
+    scope: dict | None = None
     findings: list[AuditFinding] = field(default_factory=list)
 
     @property
@@ -48,7 +50,7 @@ class AuditReport:
 
     def to_dict(self) -> dict:
         return {"package": self.package, "synthetic": self.synthetic, "notice": self.notice,
-                "finished": self.finished, "counts": self.counts,
+                "scope": self.scope, "finished": self.finished, "counts": self.counts,
                 "findings": [asdict(f) for f in self.findings]}
 
     def to_json(self) -> str:
@@ -57,6 +59,9 @@ class AuditReport:
     def format_text(self) -> str:
         lines = [self.notice] if self.notice else []
         lines.append(f"AUDIT of {self.package}")
+        if self.scope:
+            lines.append("  audited against the scope the package declares: "
+                         + ", ".join(f"{k} {v}" for k, v in self.scope.items()))
         width = max((len(f.id) for f in self.findings), default=10)
         for f in self.findings:
             rows = f" [{f.rows_affected:,} {f.table or 'row'} row(s)]" if (

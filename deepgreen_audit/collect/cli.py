@@ -36,7 +36,8 @@ def cmd_preflight(args) -> int:
     from deepgreen_audit.collect.preflight import format_checks, run_checks
 
     plan = load_plan(Path(args.plan) if args.plan else None)
-    checks = run_checks(plan, allow_missing_counters=args.allow_missing_counters)
+    checks = run_checks(plan, allow_missing_counters=args.allow_missing_counters,
+                        allow_unpinned=args.allow_unpinned)
     print(f"preflight of {plan.path} ({len(plan.jobs)} runs):")
     print(format_checks(checks))
     failed = [c for c in checks if c.status == "fail"]
@@ -51,7 +52,7 @@ def cmd_collect(args) -> int:
     plan = load_plan(Path(args.plan) if args.plan else None)
     print(f"collecting {len(plan.jobs)} runs of {plan.path} into {args.out}", file=sys.stderr)
     summary = collect(plan, Path(args.out), allow_missing_counters=args.allow_missing_counters,
-                      progress=_progress)
+                      progress=_progress, synthetic_reason=args.synthetic)
     print(f"{len(summary.completed)} completed, {len(summary.skipped)} already done, "
           f"{len(summary.failed)} failed; run tree: {summary.runs_dir} "
           f"(deepgreen flatten {summary.runs_dir} --out PKG)")
@@ -82,6 +83,9 @@ def register(verb) -> None:
     p.add_argument("--plan", metavar="TOML", help=plan_help)
     p.add_argument(ALLOW_OPTION, action="store_true",
                    help="treat missing counters as a warning (collect would record empty cells)")
+    p.add_argument("--allow-unpinned", action="store_true",
+                   help="treat a framework version other than the specification's pin as a warning "
+                        "(runs record the version found; the audit's S4.pinned-versions flags it)")
 
     p = verb("collect", cmd_collect, "run the campaign: one process per run, resumable",
              "Run every run of the plan, each in its own process, in the plan's interleaved "
@@ -94,3 +98,6 @@ def register(verb) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created; reused on resume)")
     p.add_argument(ALLOW_OPTION, action="store_true",
                    help="collect without the missing counters: empty energy cells with the reason")
+    p.add_argument("--synthetic", metavar="REASON",
+                   help="mark the package synthetic, with the reason (e.g. a rehearsal on fake "
+                        "counters): its descriptor, title and every report then say so")

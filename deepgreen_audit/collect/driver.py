@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from deepgreen_audit.collect.codecarbon_tracker import load_config, require_codecarbon
 from deepgreen_audit.collect.instruments import probe, raise_missing
-from deepgreen_audit.collect.plan import Plan, load_plan
+from deepgreen_audit.collect.plan import Plan
 from deepgreen_audit.collect.runner import FAILURE_FILE
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
@@ -73,33 +74,65 @@ def _move_to_failed(out: Path, run_id: str, work: Path, info: dict) -> Path:
     return target
 
 
-def check_host(allow_missing_counters: bool) -> dict[str, str]:
-    """Refuse a host that breaks the contract; returns the counters it lacks (allowed)."""
+def check_host(allow_missing_counters: bool) -> tuple[dict[str, str], list[str]]:
+    """Refuse a host that breaks the contract; returns the counters it lacks (allowed) and the
+    names of the GPUs NVML reports."""
     require_codecarbon()
     load_config()
     nvml, _, missing = probe()
+    gpus = []
     if nvml is not None:
+        gpus = nvml.names()
         nvml.close()
     if missing and not allow_missing_counters:
         raise_missing(missing)
-    return missing
+    return missing, gpus
+
+
+def measurement_boundary(missing: dict[str, str]) -> str:
+    """What the energy columns of a campaign cover, from the counters the host lacks."""
+    parts = [what for counter, what in (("NVML", "GPU boards (NVML)"), ("RAPL", "CPU packages (RAPL)"))
+             if counter not in missing]
+    if not parts:
+        return "none: no energy counter was readable"
+    unmeasured = [what for counter, what in (("NVML", "GPU boards"), ("RAPL", "CPU packages"))
+                  if counter in missing]
+    return " + ".join(parts) + ("" if not unmeasured else " only; not measured: " + ", ".join(unmeasured))
+
+
+def campaign_metadata(plan: Plan, missing: dict[str, str], gpus: list[str],
+                      synthetic_reason: str | None = None) -> dict:
+    """package.json of a collected run tree: what, where, on what and within which boundary it
+    was measured, and the scope the plan declares (the audit holds the campaign to it)."""
+    meta = {"name": plan.campaign, "title": f"DeepGreen campaign {plan.campaign}",
+            "synthetic": synthetic_reason is not None}
+    if synthetic_reason is not None:
+        meta["title"] = f"SYNTHETIC: {meta['title']} ({synthetic_reason})"
+        meta["synthetic_reason"] = synthetic_reason
+    meta["provenance"] = {"collected_by": "deepgreen collect", "plan": plan.path.name,
+                          "master_seed": plan.master_seed}
+    meta["measured"] = {
+        "host": platform.node(), "gpus": gpus,
+        "collection_started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "boundary": measurement_boundary(missing),
+        "counters_missing": dict(missing)}
+    if plan.scope:
+        meta["scope"] = dict(plan.scope)
+    return meta
 
 
 def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, progress=None,
-            check=True) -> CollectSummary:
-    """Run every job of the plan not yet completed under `out`; see the module docstring."""
-    if check:
-        check_host(allow_missing_counters)
+            check=True, synthetic_reason: str | None = None) -> CollectSummary:
+    """Run every job of the plan not yet completed under `out`; see the module docstring.
+    `synthetic_reason` marks the package synthetic (a rehearsal on fake counters)."""
+    missing, gpus = check_host(allow_missing_counters) if check else ({}, [])
     out = Path(out)
     runs_dir = out / "runs"
     summary = CollectSummary(runs_dir=runs_dir)
     meta_path = runs_dir / PACKAGE_META
     if not meta_path.exists():
-        atomic.write_text(meta_path, json.dumps({
-            "name": plan.campaign, "title": f"DeepGreen campaign {plan.campaign}",
-            "synthetic": False,
-            "provenance": {"collected_by": "deepgreen collect", "plan": plan.path.name,
-                           "master_seed": plan.master_seed}}, indent=2, ensure_ascii=False) + "\n")
+        meta = campaign_metadata(plan, missing, gpus, synthetic_reason)
+        atomic.write_text(meta_path, json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
     total = len(plan.jobs)
     for n, job in enumerate(plan.jobs, start=1):
         final = runs_dir / job.campaign / job.run_id
@@ -151,7 +184,3 @@ def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, prog
         if progress:
             progress(n, total, job.run_id, f"FAILED: {reason} (kept in {where})")
     return summary
-
-
-def collect_plan(plan_path: Path | None, out: Path, **kwargs) -> CollectSummary:
-    return collect(load_plan(plan_path), out, **kwargs)

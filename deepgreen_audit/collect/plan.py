@@ -20,11 +20,9 @@ from pathlib import Path
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.schema import load_schema, project_root
-from deepgreen_audit.spec import load_spec, recipe
+from deepgreen_audit.spec import SCOPE_KEYS, load_spec, recipe
 
 PLAN_KEYS = {"campaign", "master_seed", "run_timeout_s", "data_dir", "stacks", "scope"}
-SCOPE_KEYS = {"ecosystems", "architectures", "datasets", "repetitions", "epochs",
-              "max_train_batches", "max_eval_batches"}
 STACK_KINDS = ("python", "external")
 
 
@@ -82,6 +80,9 @@ class Plan:
     run_timeout_s: float
     stacks: dict[str, Stack]
     jobs: tuple[Job, ...]
+    #: the plan's [scope] table as written: what the campaign declares it set out to run
+    #: (recorded in the package, so the audit holds a pilot to its scope, not the full design)
+    scope: dict = field(default_factory=dict, hash=False)
 
     def job(self, run_id: str) -> Job:
         for job in self.jobs:
@@ -160,7 +161,7 @@ def load_plan(path: Path | None = None) -> Plan:
     if isinstance(master_seed, bool) or not isinstance(master_seed, int) or master_seed < 0:
         raise UserError("must be an integer >= 0", path=path, field="master_seed", code="plan-error")
     scope = data.get("scope", {})
-    unknown = set(scope) - SCOPE_KEYS
+    unknown = set(scope) - set(SCOPE_KEYS)
     if unknown:
         raise UserError(f"unknown keys {sorted(unknown)} (allowed: {sorted(SCOPE_KEYS)})", path=path,
                         field="scope", code="plan-error")
@@ -218,7 +219,7 @@ def load_plan(path: Path | None = None) -> Plan:
         raise UserError("must be a number of seconds > 0", path=path, field="run_timeout_s",
                         code="plan-error")
     return Plan(path=path, campaign=campaign, master_seed=master_seed, run_timeout_s=float(timeout),
-                stacks=stacks, jobs=tuple(jobs))
+                stacks=stacks, jobs=tuple(jobs), scope=dict(scope))
 
 
 def _toml_value(value) -> str:

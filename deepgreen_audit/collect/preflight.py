@@ -46,7 +46,7 @@ except UserError as exc:  # a user-facing problem: its message, not a traceback
 
 
 def run_checks(plan: Plan, allow_missing_counters: bool = False, pynvml_module=None,
-               powercap_root=None) -> list[Check]:
+               powercap_root=None, allow_unpinned: bool = False) -> list[Check]:
     from deepgreen_audit.collect.codecarbon_tracker import load_config, require_codecarbon
     from deepgreen_audit.collect.instruments import probe
     from deepgreen_audit.collect.rapl import POWERCAP_ROOT
@@ -70,7 +70,7 @@ def run_checks(plan: Plan, allow_missing_counters: bool = False, pynvml_module=N
                                                     " (--allow-missing-counters records empty cells instead)")))
         else:
             checks.append(Check(f"counter.{counter.lower()}", "ok", "readable"))
-    checks += version_checks(plan)
+    checks += version_checks(plan, allow_unpinned)
     first_jobs = {}
     for job in plan.jobs:
         first_jobs.setdefault((job.ecosystem, job.dataset), job)
@@ -79,8 +79,10 @@ def run_checks(plan: Plan, allow_missing_counters: bool = False, pynvml_module=N
     return checks
 
 
-def version_checks(plan: Plan) -> list[Check]:
-    """Each framework the plan's stacks use at its pinned version (S4_backend.pinned_versions)."""
+def version_checks(plan: Plan, allow_unpinned: bool = False) -> list[Check]:
+    """Each framework the plan's stacks use at its pinned version (S4_backend.pinned_versions);
+    `allow_unpinned` makes another version a warning (a machine image whose versions cannot be
+    chosen: the runs record what they found and the audit's S4.pinned-versions says so)."""
     from deepgreen_audit import pins
 
     frameworks = load_spec()["S4_backend"]["frameworks"]
@@ -92,7 +94,7 @@ def version_checks(plan: Plan) -> list[Check]:
         if have is None:
             continue            # not installed or not built: the stack's own check says so
         ok = have == want
-        checks.append(Check(f"version.{framework}", "ok" if ok else "fail",
+        checks.append(Check(f"version.{framework}", "ok" if ok else "warn" if allow_unpinned else "fail",
                             f"{framework} {have}" + ("" if ok else f", the specification pins {want}: runs would "
                                                                    f"fail S4.pinned-versions (bash scripts/setup.sh "
                                                                    f"installs the pins)")))

@@ -147,7 +147,8 @@ class Package:
             return None
         prov = self.descriptor.get("provenance", {})
         prov = prov if isinstance(prov, dict) else {}
-        origin = ", ".join(f"{k} {prov[k]}" for k in ("generator", "seed") if k in prov)
+        origin = ", ".join([f"{k} {prov[k]}" for k in ("generator", "seed") if k in prov]
+                           + [str(self.descriptor[k]) for k in ("synthetic_reason",) if k in self.descriptor])
         return ("SYNTHETIC DATA: this package is synthetic" + (f" ({origin})" if origin else "")
                 + "; its numbers are not measurements.")
 

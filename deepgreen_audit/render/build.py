@@ -23,6 +23,7 @@ from pathlib import Path
 
 import deepgreen_audit
 from deepgreen_audit.analysis import Design, Results, analyse, load_tables
+from deepgreen_audit.analysis.pilot import analyse_pilot
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.atomic import StagedDirectory
 from deepgreen_audit.package.checksums import sha256_file
@@ -92,9 +93,16 @@ def _check_output_folder(out: Path) -> None:
                         code="output-exists")
 
 
+def default_pilot() -> Path | None:
+    """The shipped pilot package, when one has been collected (pilot/datapackage.json)."""
+    path = project_root() / "pilot" / "datapackage.json"
+    return path if path.is_file() else None
+
+
 def render(location, out: Path | None = None, design: Design | None = None,
-           template_dir: Path | None = None) -> RenderReport:
-    """Render numbers.tex, the tables and the figures of the package at `location`."""
+           template_dir: Path | None = None, pilot=None) -> RenderReport:
+    """Render numbers.tex, the tables and the figures of the package at `location`, and the
+    pilot section from the pilot package at `pilot` (None: the section says there is none)."""
     out = Path(out) if out is not None else paper_dir() / "generated"
     _check_output_folder(out)
     design = design or Design.from_spec()
@@ -115,6 +123,10 @@ def render(location, out: Path | None = None, design: Design | None = None,
     clock = time.perf_counter()
     outputs["numbers.tex"] = numbers_tex(env, results, header).encode("utf-8")
     report.seconds["numbers"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    outputs["pilot.tex"] = pilot_tex(env, pilot).encode("utf-8")
+    report.seconds["pilot"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
     for name, build in tables.TABLES.items():
@@ -139,6 +151,16 @@ def numbers_tex(env, results: Results, header: dict) -> str:
             raise ValueError(f"macro name {name!r} is not letters only")
     return render_template(env, "numbers.tex.j2",
                            {"package": header, "values": list(results.values.items())})
+
+
+def pilot_tex(env, pilot) -> str:
+    """The pilot section: its figures from the (hash-verified) pilot package, or the statement
+    that none has been collected."""
+    if pilot is None:
+        return render_template(env, "pilot.tex.j2", {"pilot": None})
+    package = Package.open(pilot)
+    return render_template(env, "pilot.tex.j2", {"pilot": analyse_pilot(package.descriptor_path),
+                                                  "header": verified_package_header(package)})
 
 
 # ---------------------------------------------------------------- the PDF

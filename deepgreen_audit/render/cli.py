@@ -18,8 +18,13 @@ def _notice(package) -> None:
 def _render(args) -> None:
     from deepgreen_audit.render import render
 
+    from deepgreen_audit.render.build import default_pilot
+
     _notice(args.package)
-    report = render(args.package, Path(args.out) if args.out else None)
+    pilot = args.pilot or default_pilot()
+    if pilot:
+        _notice(pilot)
+    report = render(args.package, Path(args.out) if args.out else None, pilot=pilot)
     parts = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
     print(f"wrote {', '.join(f for f in report.files if not f.startswith('.'))} "
           f"to {report.out} ({parts})", flush=True)
@@ -47,6 +52,13 @@ def cmd_paper(args) -> int:
     return 0
 
 
+def _pilot_option(parser) -> None:
+    parser.add_argument("--pilot", metavar="PKG",
+                        help="the measured pilot package the pilot section is rendered from "
+                             "(default: pilot/ when it exists; otherwise the section says that no "
+                             "pilot has been collected)")
+
+
 def register(verb) -> None:
     p = verb("render", cmd_render, "compute the paper's numbers, tables and figures from a package",
              "Read the package, verify its tables against their recorded hashes, compute every "
@@ -58,6 +70,7 @@ def register(verb) -> None:
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
     p.add_argument("--out", metavar="DIR", help="folder to write (default: paper/generated)")
+    _pilot_option(p)
 
     p = verb("paper", cmd_paper, "render the package and build the PDF (latexmk)",
              "Check that the results text of paper/paper.tex types no number, run 'render' on "
@@ -67,5 +80,6 @@ def register(verb) -> None:
              "a synthetic package is marked SYNTHETIC DATA on every page.")
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
+    _pilot_option(p)
     p.add_argument("--no-data", action="store_true",
                    help="compile only, from the files already in paper/generated")
