@@ -12,6 +12,12 @@ $DG validate datapackage.json
 echo
 echo "== deepgreen audit --strict: conformance to the experiment specification"
 $DG audit datapackage.json --strict
+if [ -f pilot/datapackage.json ]; then
+  echo
+  echo "== the measured pilot (pilot/): validate, and audit against its declared scope"
+  $DG validate pilot
+  $DG audit pilot
+fi
 echo
 echo "== deepgreen paper: numbers.tex, tables, figures and the PDF"
 $DG paper datapackage.json

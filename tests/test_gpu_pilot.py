@@ -136,3 +136,17 @@ def test_the_pilot_plan_declares_its_scope():
                           "repetitions": 2, "epochs": 3}
     assert len(plan.jobs) == 8 and {j.epochs for j in plan.jobs} == {3}
     assert all(j.max_train_batches is None for j in plan.jobs)
+
+
+def test_a_shipped_pilot_validates_and_audits_or_the_paper_says_there_is_none(capsys):
+    from deepgreen_audit.cli import main
+    from deepgreen_audit.render.build import default_pilot
+
+    shipped = ROOT / "pilot" / "datapackage.json"
+    if shipped.is_file():
+        assert default_pilot() == shipped
+        assert main(["validate", str(shipped)]) == 0
+        assert main(["audit", str(shipped)]) == 0
+        assert not Package.open(shipped).synthetic
+    else:
+        assert default_pilot() is None
