@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import types
 from pathlib import Path
 
@@ -15,20 +16,23 @@ class FakeNvmlState:
         self.shutdowns = 0
 
 
+def _disk_fake() -> types.ModuleType:
+    """The fake pynvml module file the rehearsal's subprocesses import."""
+    path = Path(__file__).parent / "fakes" / "nvidia" / "pynvml.py"
+    spec = importlib.util.spec_from_file_location("deepgreen_fake_pynvml", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def fake_pynvml(state: FakeNvmlState) -> types.ModuleType:
     """A module with pynvml's names and exception classes, driven by `state`."""
     nv = types.ModuleType("pynvml")
-
-    class NVMLError(Exception):
-        pass
-
-    class NVMLError_NotSupported(NVMLError):
-        pass
-
-    class NVMLError_LibraryNotFound(NVMLError):
-        pass
-
-    nv.NVMLError, nv.NVMLError_NotSupported = NVMLError, NVMLError_NotSupported
+    # pynvml's exception classes, as the on-disk fake (tests/fakes/nvidia) defines them
+    errors = _disk_fake()
+    NVMLError_NotSupported = errors.NVMLError_NotSupported
+    NVMLError_LibraryNotFound = errors.NVMLError_LibraryNotFound
+    nv.NVMLError, nv.NVMLError_NotSupported = errors.NVMLError, NVMLError_NotSupported
     nv.NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
 
     def init():
