@@ -67,7 +67,7 @@ class AuditContext:
     def block_runs(self) -> pd.DataFrame:
         """The blocks with their run's configuration, repetition and environment columns."""
         runs = self.runs[["run_id", *CONFIG_COLUMNS, "repetition"]]
-        env = self.environment[["run_id", "gpu_model", "gpu_count"]]
+        env = self.environment[["run_id", "gpu_model", "gpu_count", "codecarbon_version"]]
         return self.blocks.merge(runs, on="run_id", how="left").merge(env, on="run_id", how="left")
 
 
@@ -96,3 +96,31 @@ def relative_difference(a, b) -> np.ndarray:
     scale = np.maximum(np.abs(a), np.abs(b))
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(scale > 0, np.abs(a - b) / scale, 0.0)
+
+
+#: Evidence rows a finding carries at most; the report says how many there were in all.
+EVIDENCE_LIMIT = 50
+
+
+def evidence(frame: pd.DataFrame, limit: int = EVIDENCE_LIMIT) -> dict:
+    """A finding's evidence for the JSON report: the first `limit` rows of `frame` as plain
+    JSON values (the runs or configurations it names and the figures that convicted them),
+    and how many rows there were."""
+    rows = []
+    for record in frame.head(limit).to_dict(orient="records"):
+        rows.append({k: _plain(v) for k, v in record.items()})
+    return {"evidence": rows, "evidence_total": int(len(frame))}
+
+
+def _plain(value):
+    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+        return None
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return round(float(value), 6)
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    return value if isinstance(value, (int, bool, str)) else str(value)

@@ -143,6 +143,36 @@ class CodeCarbonBlock:
     ram_power_w: float
     cpu_method: str
     gpu_method: str
+    emissions_kg: float
+    emissions_rate_kg_per_s: float
+    country_iso_code: str | None
+    region: str | None
+
+
+def _text_or_none(value) -> str | None:
+    text = "" if value is None else str(value).strip()
+    return text or None
+
+
+@dataclass(frozen=True)
+class CodeCarbonHost:
+    """What CodeCarbon assumed about the host, for the environment row: a campaign holds these
+    fixed (its RAM power model and carbon intensity follow from them)."""
+
+    ram_total_gb: float | None
+    pue: float | None
+    on_cloud: bool | None
+    cloud_provider: str | None
+    cloud_region: str | None
+
+    @classmethod
+    def from_data(cls, data) -> "CodeCarbonHost":
+        on_cloud = _text_or_none(getattr(data, "on_cloud", None))
+        return cls(ram_total_gb=float(data.ram_total_size) if data.ram_total_size else None,
+                   pue=float(data.pue) if data.pue else None,
+                   on_cloud=None if on_cloud is None else on_cloud.upper() in ("Y", "TRUE", "YES"),
+                   cloud_provider=_text_or_none(data.cloud_provider),
+                   cloud_region=_text_or_none(data.cloud_region))
 
 
 class CodeCarbonTracker:
@@ -156,7 +186,7 @@ class CodeCarbonTracker:
         self._tracker = OfflineEmissionsTracker(output_methods=[], **self.config.kwargs)
         # Hardware detection takes seconds: do it now, outside every block.
         self._tracker.start_task("deepgreen-setup")
-        self._tracker.stop_task("deepgreen-setup")
+        self.host = CodeCarbonHost.from_data(self._tracker.stop_task("deepgreen-setup"))
         self._task = None
 
     @property
@@ -178,4 +208,6 @@ class CodeCarbonTracker:
             cpu_energy_kwh=float(data.cpu_energy), gpu_energy_kwh=float(data.gpu_energy),
             ram_energy_kwh=float(data.ram_energy), cpu_power_w=float(data.cpu_power),
             gpu_power_w=float(data.gpu_power), ram_power_w=float(data.ram_power),
-            cpu_method=cpu_method(hardware), gpu_method=gpu_method(hardware))
+            cpu_method=cpu_method(hardware), gpu_method=gpu_method(hardware),
+            emissions_kg=float(data.emissions), emissions_rate_kg_per_s=float(data.emissions_rate),
+            country_iso_code=_text_or_none(data.country_iso_code), region=_text_or_none(data.region))

@@ -53,7 +53,10 @@ def block_row(block: BlockRecord, run_id: str, rapl_max_energy_range_uj, missing
                  "codecarbon_gpu_energy_kwh": "gpu_energy_kwh",
                  "codecarbon_ram_energy_kwh": "ram_energy_kwh", "codecarbon_cpu_power_w": "cpu_power_w",
                  "codecarbon_gpu_power_w": "gpu_power_w", "codecarbon_ram_power_w": "ram_power_w",
-                 "codecarbon_cpu_method": "cpu_method", "codecarbon_gpu_method": "gpu_method"}
+                 "codecarbon_cpu_method": "cpu_method", "codecarbon_gpu_method": "gpu_method",
+                 "codecarbon_emissions_kg": "emissions_kg",
+                 "codecarbon_emissions_rate_kg_per_s": "emissions_rate_kg_per_s",
+                 "codecarbon_country_iso_code": "country_iso_code", "codecarbon_region": "region"}
     for column, attr in cc_fields.items():
         row[column] = getattr(cc, attr) if cc is not None else None
     row["codecarbon_energy_j"] = cc.energy_kwh * J_PER_KWH if cc is not None else None

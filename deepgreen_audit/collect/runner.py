@@ -78,11 +78,16 @@ def environment_row(run_id: str, instruments: Instruments, harness: Harness) -> 
         "codecarbon_version": cc.version if cc else None,
         "codecarbon_config_sha256": cc.config.sha256 if cc else None,
         "codecarbon_tracking_mode": cc.config.tracking_mode if cc else None,
+        **{key: getattr(cc.host, key) if cc else None
+           for key in ("ram_total_gb", "pue", "on_cloud", "cloud_provider", "cloud_region")},
         "nvml_energy_available": nvml is not None, "rapl_available": rapl is not None,
         "rapl_domains": ";".join(rapl.names) if rapl else None,
         "counters_missing_reason": instruments.counters_missing_reason,
     }
-    empty = [k for k, v in env.items() if v is None and k != "counters_missing_reason"]
+    # Off the cloud CodeCarbon names no provider or region: empty is the answer, not a gap.
+    off_cloud = ("cloud_provider", "cloud_region") if env["on_cloud"] is False else ()
+    empty = [k for k, v in env.items() if v is None and k != "counters_missing_reason"
+             and k not in off_cloud]
     env["missing_reason"] = ("not available on this host or not reported by the stack: "
                              + ", ".join(empty)) if empty else None
     return env

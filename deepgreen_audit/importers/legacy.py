@@ -34,12 +34,16 @@ Decisions
   schedule positions, the recipe, weight and data hashes, the 1 Hz samples (the samples
   table is empty), samples processed, loss, accuracy, host, driver, CUDA, framework
   versions, the CodeCarbon configuration, counter availability.
-* **Every original value** is kept: the CodeCarbon columns the four tables have no place
-  for (emissions, location, RAM size, PUE, CodeCarbon's own run ids, the raw timestamp,
-  ...) are written verbatim, with the label columns and the source file and line, to
-  ``legacy-source-rows.csv`` beside the tables, keyed by (package_run_id, package_epoch,
-  package_phase); the
-  consistency report and these decisions go to ``legacy-import.json``.
+* **What CodeCarbon recorded has a place in the tables**: emissions, emissions rate and the
+  location it assumed (country, region) per block; RAM size, PUE and the cloud facts per
+  run in ``environment`` (they never vary within a legacy run; an import where they do is
+  refused, naming the row).  The audit checks them (constancy, identities).
+* **Every original value** is kept as written as well: each CodeCarbon row verbatim, with
+  the label columns and the source file and line, in ``legacy-source-rows.csv`` beside the
+  tables, keyed by (package_run_id, package_epoch, package_phase).  What only it holds:
+  CodeCarbon's own project, run and experiment ids, the raw timestamp, country name,
+  longitude and latitude (which follow from the country and region).  The consistency
+  report and these decisions go to ``legacy-import.json``.
 """
 
 from __future__ import annotations
@@ -115,7 +119,8 @@ ENERGY_REASON = (
 COUNTERS_REASON = ("the legacy campaign read no hardware counters (CodeCarbon only); whether "
                    "NVML total energy and RAPL were available was not recorded")
 ENV_REASON = ("not in the CodeCarbon logs: host name, GPU driver, CUDA, framework version, "
-              "CodeCarbon configuration; gpu_model normalised from CodeCarbon's 'N x MODEL'")
+              "CodeCarbon configuration; gpu_model normalised from CodeCarbon's 'N x MODEL'; "
+              "cloud provider and region empty because CodeCarbon found no cloud (on_cloud N)")
 
 
 @dataclass
@@ -274,6 +279,32 @@ def _timestamp(text: str, path: str, line: int) -> dt.datetime:
     return stamp.replace(tzinfo=dt.timezone.utc)
 
 
+#: CodeCarbon's per-row facts about the host that the environment table holds once per run.
+HOST_CONTEXT = {"ram_total_size": "ram_total_gb", "pue": "pue", "on_cloud": "on_cloud",
+                "cloud_provider": "cloud_provider", "cloud_region": "cloud_region"}
+
+
+def _host_context(blocks: list[SourceRow], run_id: str) -> dict:
+    """The run's RAM size, PUE and cloud facts; a run whose rows disagree is refused (it would
+    need a per-block place, and the legacy logs never disagree within a run)."""
+    context = {}
+    for column, name in HOST_CONTEXT.items():
+        values = {b.cells[column].strip() for b in blocks}
+        if len(values) > 1:
+            b = blocks[0]
+            raise UserError(f"{column} differs within run {run_id} ({', '.join(sorted(values))}); "
+                            "the environment table holds one value a run", path=b.path, row=b.line,
+                            field=column)
+        text = values.pop()
+        if name == "on_cloud":
+            context[name] = {"Y": True, "N": False}.get(text)
+        elif name in ("ram_total_gb", "pue"):
+            context[name] = _num(text)
+        else:
+            context[name] = text or None
+    return context
+
+
 def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]]]:
     """The four tables, the import report and the verbatim source rows."""
     root = Path(root)
@@ -325,7 +356,11 @@ def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]
                 "codecarbon_cpu_power_w": _num(b.cells["cpu_power"]),
                 "codecarbon_gpu_power_w": _num(b.cells["gpu_power"]),
                 "codecarbon_ram_power_w": _num(b.cells["ram_power"]),
-                "codecarbon_cpu_method": "unknown", "codecarbon_gpu_method": "unknown"})
+                "codecarbon_cpu_method": "unknown", "codecarbon_gpu_method": "unknown",
+                "codecarbon_emissions_kg": _num(b.cells["emissions"]),
+                "codecarbon_emissions_rate_kg_per_s": _num(b.cells["emissions_rate"]),
+                "codecarbon_country_iso_code": b.cells["country_iso_code"].strip() or None,
+                "codecarbon_region": b.cells["region"].strip() or None})
             source_rows.append([run_id, str(b.key[4]), b.key[3], b.path, str(b.line)]
                                + [b.cells.get(c, "") for c in LABEL_COLUMNS + ("fase", "epoca")]
                                + [b.cells[c] for c in R32])
@@ -344,6 +379,7 @@ def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]
             "gpu_count": int(first["gpu_count"]), "python_version": first["python_version"],
             "framework": frameworks[eco], "codecarbon_version": first["codecarbon_version"],
             "codecarbon_tracking_mode": first["tracking_mode"],
+            **_host_context(blocks, run_id),
             "counters_missing_reason": COUNTERS_REASON, "missing_reason": ENV_REASON})
     tables = {name: TextTable(schemas[name].field_names, rows_from_columns(schemas[name], cols[name]))
               for name in TABLES}

@@ -33,6 +33,12 @@ CODECARBON_V2_TRACKING_MODE = "process"
 SHORT_EVAL_BLOCK_S = 0.4
 MISSING_EPOCHS = 3
 COUNTER_MISMATCH_BLOCKS = 5
+OTHER_PYTHON_VERSION = "3.10.12"
+OTHER_RAM_TOTAL_GB = 251.7
+OTHER_WINDOW_DAYS = 30
+DRIFTED_WINDOW_FACTOR = 3.0
+BROKEN_IDENTITY_BLOCKS = 5
+BROKEN_INTENSITY_FACTOR = 1.3
 
 DEFECTS: dict[str, Callable] = {}
 
@@ -119,6 +125,7 @@ def modelled_cpu(c, rng) -> dict:
            + bl["codecarbon_ram_energy_kwh"][runs])
     bl["codecarbon_energy_kwh"][runs] = kwh
     bl["codecarbon_energy_j"][runs] = kwh * 3.6e6
+    c.refresh_emissions(runs)
     return {"ecosystem": eco, "cpu_power_w": MODELLED_CPU_POWER_W, "method": "tdp-constant",
             "_runs": runs, "_blocks": [(i, b) for i in runs for b in range(c.n_blocks_per_run)]}
 
@@ -203,6 +210,70 @@ def counter_mismatch(c, rng) -> dict:
         blocks.append((i, b))
     rows.sort(key=lambda r: (r["run_id"], r["epoch"], r["phase"] == "eval"))
     return {"blocks": rows, "_blocks": blocks}
+
+
+@_defect("varying-environment", "report")
+def varying_environment(c, rng) -> dict:
+    """One run records another interpreter (Python 3.10.12) and another RAM size (251.7 GB)
+    than the rest of the campaign: it ran on another machine or environment."""
+    i = int(rng.integers(c.n))
+    c.env["python_version"][i] = OTHER_PYTHON_VERSION
+    c.env["ram_total_gb"][i] = OTHER_RAM_TOTAL_GB
+    return {"run_id": c.run_id(i), "python_version": OTHER_PYTHON_VERSION,
+            "ram_total_gb": OTHER_RAM_TOTAL_GB, "_runs": [i], "rows": {"runs": 1}}
+
+
+@_defect("another-window", "report")
+def another_window(c, rng) -> dict:
+    """One ecosystem's runs (and their blocks) ran 30 days after the rest of the campaign."""
+    import datetime as _dt
+
+    eco = _pick(rng, c.ecosystems)
+    runs = c.runs_of_ecosystem(eco)
+    shift = _dt.timedelta(days=OTHER_WINDOW_DAYS)
+    for i in runs:
+        c.runs["started_at_utc"][i] += shift
+        c.runs["ended_at_utc"][i] += shift
+    c.blocks["block_start_us"][runs] += int(shift.total_seconds() * 1_000_000)
+    return {"ecosystem": eco, "days_later": OTHER_WINDOW_DAYS, "_runs": runs,
+            "rows": {"runs": len(runs)}}
+
+
+@_defect("drifting-window", "report")
+def drifting_window(c, rng) -> dict:
+    """In one run, one epoch's eval block was measured over a window three times its phase's
+    length (the tracker and counters stopped late); CodeCarbon's window drifted alike."""
+    i = int(rng.integers(c.n))
+    if c.epochs < 3:
+        raise UserError("defect drifting-window needs at least 3 epochs")
+    epoch = int(rng.integers(2, c.epochs + 1))
+    b = 2 * (epoch - 1) + 1
+    bl = c.blocks
+    overhang = bl["codecarbon_duration_s"][i, b] - bl["duration_s"][i, b]
+    bl["duration_s"][i, b] *= DRIFTED_WINDOW_FACTOR
+    bl["codecarbon_duration_s"][i, b] = bl["duration_s"][i, b] + overhang
+    # CodeCarbon's modelled RAM energy covers its (longer) window; the totals follow
+    ram_kwh = bl["codecarbon_ram_power_w"][i, b] * bl["codecarbon_duration_s"][i, b] / 3.6e6
+    bl["codecarbon_energy_kwh"][i, b] += ram_kwh - bl["codecarbon_ram_energy_kwh"][i, b]
+    bl["codecarbon_ram_energy_kwh"][i, b] = ram_kwh
+    bl["codecarbon_energy_j"][i, b] = bl["codecarbon_energy_kwh"][i, b] * 3.6e6
+    c.refresh_emissions([i])
+    return {"run_id": c.run_id(i), "epoch": epoch, "phase": "eval",
+            "factor": DRIFTED_WINDOW_FACTOR, "_runs": [i], "_blocks": [(i, b - 1), (i, b)]}
+
+
+@_defect("broken-identity", "report")
+def broken_identity(c, rng) -> dict:
+    """A few blocks (5) whose CodeCarbon emissions were computed with a carbon intensity 1.3
+    times their location's (emissions rate alike): emissions = energy x intensity breaks."""
+    kept = np.flatnonzero(c.keep.ravel())
+    chosen = np.sort(rng.choice(kept, size=min(BROKEN_IDENTITY_BLOCKS, len(kept)), replace=False))
+    blocks = [divmod(int(j), c.n_blocks_per_run) for j in chosen]
+    for i, b in blocks:
+        for column in ("codecarbon_emissions_kg", "codecarbon_emissions_rate_kg_per_s"):
+            c.blocks[column][i, b] *= BROKEN_INTENSITY_FACTOR
+    return {"factor": BROKEN_INTENSITY_FACTOR, "blocks": [c.block_key(i, b) for i, b in blocks],
+            "_blocks": blocks}
 
 
 def apply_defects(c, names: list[str], stage: str, entries: dict) -> None:

@@ -126,6 +126,14 @@ class Campaign:
     def runs_of_ecosystem(self, eco: str) -> list[int]:
         return [i for i in range(self.n) if self.configs[self.run_config[i]][0] == eco]
 
+    def refresh_emissions(self, runs: list[int]) -> None:
+        """Emissions and their rate follow CodeCarbon's energy after a defect changed it."""
+        kwh = self.blocks["codecarbon_energy_kwh"][runs]
+        emissions = kwh * self.model.carbon_intensity_kg_per_kwh
+        self.blocks["codecarbon_emissions_kg"][runs] = emissions
+        self.blocks["codecarbon_emissions_rate_kg_per_s"][runs] = (
+            emissions / self.blocks["codecarbon_duration_s"][runs])
+
     def block_key(self, i: int, b: int) -> dict:
         return {"run_id": self.run_id(i), "epoch": b // 2 + 1, "phase": PHASES[b % 2]}
 
@@ -374,6 +382,10 @@ def _simulate(c: Campaign) -> None:
         "codecarbon_ram_power_w": np.full((n, B), float(m.codecarbon_ram_power_w)),
         "codecarbon_cpu_method": np.full((n, B), m.codecarbon_cpu_method, dtype=object),
         "codecarbon_gpu_method": np.full((n, B), m.codecarbon_gpu_method, dtype=object),
+        "codecarbon_emissions_kg": cc_kwh * m.carbon_intensity_kg_per_kwh,
+        "codecarbon_emissions_rate_kg_per_s": cc_kwh * m.carbon_intensity_kg_per_kwh / cc_dur,
+        "codecarbon_country_iso_code": np.full((n, B), m.codecarbon_country_iso_code, dtype=object),
+        "codecarbon_region": np.full((n, B), None, dtype=object),
         "samples_processed": samples_processed,
         "loss": loss,
         "test_accuracy": test_acc,
@@ -431,6 +443,11 @@ def _simulate(c: Campaign) -> None:
         "codecarbon_version": [m.codecarbon_version] * n,
         "codecarbon_config_sha256": [cc_sha] * n,
         "codecarbon_tracking_mode": [m.codecarbon_tracking_mode] * n,
+        "ram_total_gb": [m.codecarbon_ram_total_gb] * n,
+        "pue": [m.codecarbon_pue] * n,
+        "on_cloud": [False] * n,
+        "cloud_provider": [None] * n,
+        "cloud_region": [None] * n,
         "nvml_energy_available": [True] * n,
         "rapl_available": [True] * n,
         "rapl_domains": [env["rapl_domains"]] * n,

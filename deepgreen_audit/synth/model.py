@@ -123,7 +123,10 @@ each reported in kWh (J / 3.6e6; ``codecarbon_energy_kwh`` is the sum of the
 three), ``codecarbon_energy_j = codecarbon_energy_kwh * 3.6e6``, powers are
 domain energy / ``codecarbon_duration_s`` (RAM: the modelled constant), and
 the methods are ``codecarbon_cpu_method`` / ``codecarbon_gpu_method``
-("rapl" / "nvml").  The bias stands for CodeCarbon's interpolation of its
+("rapl" / "nvml").  Emissions are ``codecarbon_energy_kwh *
+carbon_intensity_kg_per_kwh`` in ``codecarbon_country_iso_code`` (no region, as the offline
+tracker writes it), their rate is emissions / ``codecarbon_duration_s``; the environment
+carries ``codecarbon_ram_total_gb``, ``codecarbon_pue`` and no cloud.  The bias stands for CodeCarbon's interpolation of its
 1 Hz power readings over a tracker that outlives the window; the
 difference between the two readings is therefore about +2 % plus RAM.
 
@@ -317,6 +320,13 @@ class SynthModel:
     codecarbon_gpu_method: str = "nvml"
     codecarbon_version: str = "3.0.4"
     codecarbon_tracking_mode: str = "machine"
+    #: where CodeCarbon places every block (the pinned configuration's country; offline: no
+    #: region), and the carbon intensity of that grid, kg CO2-eq per kWh
+    codecarbon_country_iso_code: str = "DEU"
+    carbon_intensity_kg_per_kwh: float = 0.381
+    #: what CodeCarbon assumes of the host
+    codecarbon_ram_total_gb: float = 503.5
+    codecarbon_pue: float = 1.0
 
     # --- schedule and clocks -----------------------------------------------
     campaign_start_utc: str = "2026-03-02T08:00:00Z"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.audit.context import describe_counts, relative_difference
+from deepgreen_audit.audit.context import describe_counts, evidence, relative_difference
 from deepgreen_audit.audit.registry import Outcome, Skip, check
 
 from deepgreen_audit.units import J_PER_KWH
@@ -393,3 +393,77 @@ def sampler(ctx):
         return Outcome.failed(f"{int(without.sum())} run(s) without samples, {len(irregular)} "
                               f"with samples not at {rate} Hz", rows=int(bad.sum()))
     return Outcome.passed(f"{len(s):,} samples at {rate} Hz in all {len(runs):,} runs")
+
+
+@check("S5.identities", "S5", table="blocks")
+def identities(ctx):
+    """CodeCarbon's own columns obey the identities its method implies: emissions equal energy
+    times one carbon intensity per location (country, region), within
+    carbon_intensity_relative_tolerance of that location's median; emissions_rate equals
+    emissions / duration (emissions_rate_relative_tolerance); and a domain whose reported power
+    is one constant over a run (a modelled power) has energy = power x duration
+    (power_duration_relative_tolerance): where it does not, the energy was integrated over
+    another window than the duration says."""
+    b = ctx.block_runs
+    t = ctx.tolerances
+    found = []
+    kwh = b["codecarbon_energy_kwh"].astype(float)
+    emissions = b["codecarbon_emissions_kg"].astype(float)
+    place = (b["codecarbon_country_iso_code"].fillna("?") + "/" + b["codecarbon_region"].fillna("")).str.rstrip("/")
+    intensity = (emissions / kwh).where(kwh > 0)
+    located = intensity.notna()
+    if located.any():
+        median = intensity[located].groupby(place[located]).transform("median")
+        rel = ((intensity[located] - median) / median).abs()
+        for i in rel[rel > float(t["carbon_intensity_relative_tolerance"])].index:
+            found.append(_identity_row(b, i, "emissions = energy x intensity",
+                                       intensity[i], median[i], "kg/kWh"))
+        by_place = intensity[located].groupby(place[located]).agg(["median", "size"])
+    rate = b["codecarbon_emissions_rate_kg_per_s"].astype(float)
+    expected_rate = (emissions / b["codecarbon_duration_s"]).where(b["codecarbon_duration_s"] > 0)
+    has_rate = rate.notna() & expected_rate.notna() & (expected_rate > 0)
+    rel = ((rate - expected_rate) / expected_rate).abs()[has_rate]
+    for i in rel[rel > float(t["emissions_rate_relative_tolerance"])].index:
+        found.append(_identity_row(b, i, "emissions_rate = emissions / duration", rate[i],
+                                   expected_rate[i], "kg/s"))
+    constant_rel = float(t["constant_power_relative_spread"])
+    checked_constant = 0
+    for domain in ("cpu", "gpu", "ram"):
+        power = b[f"codecarbon_{domain}_power_w"].astype(float)
+        energy_j = b[f"codecarbon_{domain}_energy_kwh"].astype(float) * J_PER_KWH
+        stats = power.groupby(b["run_id"]).agg(["min", "max", "mean"])
+        constant_runs = stats.index[(stats["max"] - stats["min"] <= constant_rel * stats["mean"].abs())
+                                    & (stats["mean"] > 0)]
+        constant = b["run_id"].isin(constant_runs) & energy_j.notna() & b["codecarbon_duration_s"].notna()
+        checked_constant += int(constant.sum())
+        expected = power * b["codecarbon_duration_s"]
+        rel = ((energy_j - expected) / expected).abs()[constant]
+        for i in rel[rel > float(t["power_duration_relative_tolerance"])].index:
+            found.append(_identity_row(b, i, f"{domain} energy = constant power x duration",
+                                       energy_j[i], expected[i], "J"))
+    if not located.any() and not has_rate.any() and not checked_constant:
+        raise Skip("no block records emissions or a constant CodeCarbon power")
+    intensities = ", ".join(f"{p} {r['median']:.4g} kg/kWh ({int(r['size']):,} blocks)"
+                            for p, r in by_place.iterrows()) if located.any() else "no emissions"
+    if not found:
+        return Outcome.passed(f"every identity holds: intensity per location {intensities}; "
+                              f"{int(has_rate.sum()):,} emission rates; {checked_constant:,} "
+                              "block domains of constant power equal power x duration")
+    frame = pd.DataFrame(found).sort_values("relative_difference", ascending=False)
+    summary = "; ".join(
+        f"{identity}: {len(rows):,} block(s) in {rows['run_id'].nunique()} run(s) ("
+        + describe_counts(rows["ecosystem"] + " CodeCarbon " + rows["codecarbon_version"].fillna("?"))
+        + f"; median off {rows['relative_difference'].median():.1%}, up to "
+          f"{rows['relative_difference'].max():.1%})"
+        for identity, rows in frame.groupby("identity", sort=False))
+    return Outcome.failed(f"{frame['block'].nunique():,} block(s) break an identity: {summary}; "
+                          f"intensity per location {intensities}",
+                          rows=int(frame["block"].nunique()), details=evidence(frame))
+
+
+def _identity_row(b: pd.DataFrame, i, identity: str, found: float, expected: float, unit: str) -> dict:
+    return {"identity": identity, "block": int(i), "run_id": b.at[i, "run_id"],
+            "ecosystem": b.at[i, "ecosystem"], "epoch": int(b.at[i, "epoch"]),
+            "phase": b.at[i, "phase"], "codecarbon_version": b.at[i, "codecarbon_version"],
+            "found": float(found), "expected": float(expected), "unit": unit,
+            "relative_difference": abs(found - expected) / abs(expected) if expected else float("inf")}

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.audit.context import CONFIG_COLUMNS, describe_counts
+from deepgreen_audit.audit.context import CONFIG_COLUMNS, describe_counts, evidence
 from deepgreen_audit.audit.registry import Outcome, Skip, check
 
 
@@ -266,3 +266,141 @@ SOURCE_KEYS = {"language": "ecosystem", "lang": "ecosystem", "ecosystem": "ecosy
 def _normalised_column(key: str) -> str | None:
     base = key.split(".")[-1]
     return SOURCE_KEYS.get(base)
+
+
+@check("S6.constancy", "S6", table="runs")
+def constancy(ctx):
+    """Everything a campaign holds fixed is one value in every run: the environment columns
+    of S6 held_fixed_environment (host hardware, OS, interpreter, RAM size, CodeCarbon's
+    version, mode, configuration and PUE, ...) and what CodeCarbon assumed per block in
+    held_fixed_blocks (its location, which sets the carbon intensity). A finding names the
+    values, each with its runs grouped by ecosystem; an empty cell is not a value (unverified,
+    not different)."""
+    s6 = ctx.spec["S6_replication"]
+    env, blocks = ctx.environment, ctx.blocks
+    groups = []
+    for table, frame, columns in (("environment", env, s6.get("held_fixed_environment", [])),
+                                  ("blocks", blocks, s6.get("held_fixed_blocks", []))):
+        for column in columns:
+            if column not in frame:
+                continue
+            values = frame[["run_id", column]].dropna()
+            if values[column].nunique() <= 1:
+                continue
+            for value, rows in values.groupby(column, sort=True):
+                run_ids = rows["run_id"].unique()
+                groups.append({"column": column, "value": str(value), "runs": len(run_ids),
+                               "blocks": len(rows) if table == "blocks" else None,
+                               "ecosystems": describe_counts(ctx.runs.set_index("run_id").loc[
+                                   run_ids, "ecosystem"]),
+                               "run_ids": ";".join(sorted(run_ids)[:10])})
+    if not groups:
+        checked = len(s6.get("held_fixed_environment", [])) + len(s6.get("held_fixed_blocks", []))
+        return Outcome.passed(f"{checked} held-fixed columns take one value across all "
+                              f"{len(ctx.runs):,} runs")
+    found = pd.DataFrame(groups)
+    # the runs off each column's most common value differ from the campaign
+    differing = set()
+    parts = []
+    for column, rows in found.groupby("column", sort=False):
+        rows = rows.sort_values("runs", ascending=False)
+        majority = rows.iloc[0]["value"]
+        frame = env if column in env else blocks
+        differing |= set(frame.loc[frame[column].notna() & (frame[column].astype(str) != majority),
+                                   "run_id"])
+        parts.append(f"{column}: " + "; ".join(
+            f"{r.value} ({r.runs} run(s){f', {int(r.blocks)} block(s)' if pd.notna(r.blocks) else ''}: "
+            f"{r.ecosystems})" for r in rows.itertuples()))
+    return Outcome.failed(f"{found['column'].nunique()} held-fixed column(s) vary: " + " | ".join(parts),
+                          rows=len(differing), details=evidence(found))
+
+
+@check("S6.contemporaneous", "S6", table="runs")
+def contemporaneous(ctx):
+    """The stacks ran in one time window: no ecosystem's runs lie more than
+    max_ecosystem_offset_days before or after the span of the other ecosystems' runs. The
+    ecosystem furthest from the rest is taken out first (of two equally far, the later), and
+    the test repeats on those left; each one taken out is a finding with its dates (another
+    window means another driver, firmware, load or room: a confound of the ecosystem)."""
+    runs = ctx.runs
+    if runs["ecosystem"].nunique() < 2:
+        raise Skip("one ecosystem: nothing to be contemporaneous with")
+    limit = pd.Timedelta(days=float(ctx.tolerances["max_ecosystem_offset_days"]))
+    windows = runs.groupby("ecosystem").agg(first=("started_at_utc", "min"),
+                                             last=("ended_at_utc", "max"),
+                                             runs=("run_id", "size")).sort_values("first")
+    rows, remaining = [], list(windows.index)
+    while len(remaining) > 1:
+        gaps = {}
+        for eco in remaining:
+            rest = windows.loc[[e for e in remaining if e != eco]]
+            before = rest["first"].min() - windows.at[eco, "last"]
+            after = windows.at[eco, "first"] - rest["last"].max()
+            gaps[eco] = (max(before, after), "before" if before > after else "after",
+                         rest["first"].min(), rest["last"].max())
+        # the ecosystem furthest from the rest (a tie: the later one) is the odd one out
+        eco = max(remaining, key=lambda e: (gaps[e][0], windows.at[e, "first"]))
+        offset, side, span_first, span_last = gaps[eco]
+        if offset <= limit:
+            break
+        w = windows.loc[eco]
+        rows.append({"ecosystem": eco, "runs": int(w["runs"]), "first": w["first"].isoformat(),
+                     "last": w["last"].isoformat(), "others_first": span_first.isoformat(),
+                     "others_last": span_last.isoformat(),
+                     "offset_days": round(offset.total_seconds() / 86400, 2), "side": side})
+        remaining.remove(eco)
+    if rows:
+        found = pd.DataFrame(rows)
+        text = "; ".join(f"{r.ecosystem} ran {r.first[:10]} to {r.last[:10]}, {r.offset_days} days "
+                         f"{r.side} the campaign's window ({r.others_first[:10]} to {r.others_last[:10]})"
+                         for r in found.itertuples())
+        return Outcome.failed(f"{len(found)} ecosystem(s) in another time window: {text}",
+                              rows=int(found["runs"].sum()), details=evidence(found))
+    return Outcome.passed(f"{len(windows)} ecosystems within {limit.days} days of one another "
+                          f"({runs['started_at_utc'].min():%Y-%m-%d} to "
+                          f"{runs['ended_at_utc'].max():%Y-%m-%d})")
+
+
+@check("S6.phase-work", "S6", table="blocks")
+def phase_work(ctx):
+    """Each phase in step with its work: in every epoch the eval phase's time per sample
+    against the train phase's (samples processed, or the split's S3 size where the source
+    recorded none) stays within phase_work_log_tolerance of its run's median ratio over all its
+    epochs (the warm-up epoch counts in the median, and is not itself judged). An epoch
+    that departs was measured over another window than its phase (a tracker started late or
+    stopped early, a phase that waited on something else); a wrong architecture shifts every
+    epoch of a run alike and is the business of S1.architecture-identity."""
+    b = ctx.block_runs
+    s3 = ctx.spec["S3_data"]
+    sizes = np.where(b["phase"] == "train", b["dataset"].map(s3.get("train_samples", {})),
+                     b["dataset"].map(s3.get("eval_samples", {})))
+    samples = b["samples_processed"].astype("Float64").fillna(pd.Series(sizes, index=b.index,
+                                                                       dtype="Float64"))
+    per_sample = (b["duration_s"] / samples).astype(float)
+    frame = pd.DataFrame({"run_id": b["run_id"], "ecosystem": b["ecosystem"], "epoch": b["epoch"],
+                          "phase": b["phase"], "per_sample": per_sample})
+    wide = frame.pivot_table(index=["run_id", "epoch"], columns="phase", values="per_sample")
+    if not {"train", "eval"} <= set(wide.columns):
+        raise Skip("no epoch with both phases")
+    ratio = np.log(wide["eval"] / wide["train"]).replace([np.inf, -np.inf], np.nan).dropna()
+    if ratio.empty:
+        raise Skip("no epoch whose phases both have a time per sample")
+    deviation = ratio - ratio.groupby(level="run_id").transform("median")
+    epochs = deviation.index.get_level_values("epoch")
+    if (epochs >= 2).any():
+        deviation = deviation[epochs >= 2]     # epoch 1 is the warm-up (S6.warmup): reference only
+    tol = float(ctx.tolerances["phase_work_log_tolerance"])
+    off = deviation[deviation.abs() > tol]
+    if off.empty:
+        return Outcome.passed(f"{len(ratio):,} epochs: eval/train time per sample within "
+                              f"x{np.exp(tol):.2f} of their run's median (largest "
+                              f"x{np.exp(deviation.abs().max()):.2f})")
+    found = off.rename("log_deviation").reset_index()
+    found["ratio_vs_run_median"] = np.exp(found["log_deviation"]).round(3)
+    found["ecosystem"] = found["run_id"].map(ctx.runs.set_index("run_id")["ecosystem"])
+    found = found.sort_values("log_deviation", key=abs, ascending=False).drop(columns="log_deviation")
+    return Outcome.failed(
+        f"{len(found):,} epoch(s) in {found['run_id'].nunique()} run(s) whose eval/train time per "
+        f"sample departs from their run's by over x{np.exp(tol):.2f} ("
+        + describe_counts(found["ecosystem"]) + f"; largest x{found['ratio_vs_run_median'].max():.2f} / "
+        f"x{found['ratio_vs_run_median'].min():.2f})", rows=2 * len(found), details=evidence(found))
