@@ -85,7 +85,11 @@ def test_clean_small_package_passes_every_check(clean, tmp_path):
 
 SYNTH_DEFECTS = [
     # (defect, check, table whose rows the truth counts)
-    ("mislabelled-architecture", "S1.architecture-profile", "blocks"),
+    ("mislabelled-architecture", "S1.architecture-identity", "blocks"),
+    ("varying-environment", "S6.constancy", "runs"),
+    ("another-window", "S6.contemporaneous", "runs"),
+    ("drifting-window", "S6.phase-work", "blocks"),
+    ("broken-identity", "S5.carbon-intensity", "blocks"),
     ("short-blocks", "S5.short-blocks", "blocks"),
     ("missing-blocks", "S6.completeness-blocks", "blocks_removed"),
     ("modelled-cpu", "S5.modelled-cpu-power", "blocks"),
@@ -110,12 +114,45 @@ def test_synth_defect_fails_its_check_with_the_planted_rows(defect, check_id, ro
     assert finding.rows_affected == truth["rows"][rows_key]
 
 
-def test_mislabelled_architecture_names_the_configuration(tmp_path):
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_mislabelled_architecture_names_the_configuration_and_the_label(seed, tmp_path):
+    """Wherever the defect lands (any ecosystem, any dataset), the check names that
+    configuration, the label that is wrong and the architecture that ran."""
     pkg = tmp_path / "pkg"
-    write_synthetic(pkg, defects=["mislabelled-architecture"], **SMALL)
+    write_synthetic(pkg, seed=seed, defects=["mislabelled-architecture"], **SMALL)
     truth = json.loads((pkg / "synth-truth.json").read_text())["defects"]["mislabelled-architecture"]
     eco, arch, ds = truth["configuration"].split(".")
-    assert run(pkg, "S1.architecture-profile").details["configurations"] == [f"{eco}/{arch}/{ds}"]
+    finding = run(pkg, "S1.architecture-identity")
+    assert [(e["configuration"], e["ran"]) for e in finding.details["evidence"]] == \
+        [(f"{eco}/{arch}/{ds}", truth["follows"])], finding.message
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("defect,check_id,key", [
+    ("varying-environment", "S6.constancy", "run_id"),
+    ("another-window", "S6.contemporaneous", "ecosystem"),
+    ("drifting-window", "S6.phase-work", "run_id"),
+])
+def test_new_defects_are_found_where_they_land(seed, defect, check_id, key, tmp_path):
+    pkg = tmp_path / "pkg"
+    write_synthetic(pkg, seed=seed, defects=[defect], **SMALL)
+    truth = json.loads((pkg / "synth-truth.json").read_text())["defects"][defect]
+    finding = run(pkg, check_id)
+    assert finding.status == "fail"
+    named = json.dumps(finding.details["evidence"])
+    assert truth[key] in named, (truth[key], finding.message)
+
+
+def test_every_failing_finding_of_the_new_checks_carries_its_evidence(tmp_path):
+    pkg = tmp_path / "pkg"
+    write_synthetic(pkg, defects=["varying-environment", "another-window", "drifting-window",
+                                  "broken-identity", "mislabelled-architecture"], **SMALL)
+    report = audit(pkg, spec=small_spec())
+    for check_id in ("S6.constancy", "S6.contemporaneous", "S6.phase-work", "S5.carbon-intensity",
+                     "S1.architecture-identity"):
+        finding = report.finding(check_id)
+        assert finding.status == "fail" and finding.details["evidence"], check_id
+        assert json.loads(report.to_json())  # the evidence is plain JSON
 
 
 # ---------------------------------------------------------------- planted by editing tables
@@ -312,3 +349,14 @@ def test_results_text_lint_counts_typed_numbers(clean, tmp_path):
         "\\section{Discussion}\nIn 2026 we saw 7 cases.\n")
     finding = run(clean, "source.results-text-numbers", sources_root=tmp_path)
     assert finding.status == "fail" and finding.rows_affected == 2
+
+
+@pytest.mark.parametrize("seed", [101, 202, 303, 404, 505])
+def test_clean_campaigns_raise_no_false_alarm(seed, tmp_path):
+    """A check that cries wolf is as bad as one that sleeps (benchmarks/bench_false_alarms.py
+    runs 20 full-size seeds)."""
+    pkg = tmp_path / "pkg"
+    write_synthetic(pkg, seed=seed, **SMALL)
+    alarms = [f"{f.id}: {f.message}" for f in audit(pkg, spec=small_spec()).findings
+              if f.status in ("fail", "warn", "skip")]
+    assert not alarms

@@ -81,15 +81,34 @@ def test_audit_finds_the_campaigns_defects_with_row_counts(report):
         "S5.both-readings": 2880, "S5.modelled-cpu-power": 2880, "S5.codecarbon-version": 30,
         "S5.tracking-mode": 6, "S5.short-blocks": 6, "S6.distinct-seeds": 48,
         "S6.independent-processes": 48, "S6.completeness-runs": 192, "S6.interleaving": 48,
-        "S6.labels": 12, "S1.architecture-profile": 480,
+        "S6.labels": 12, "S1.architecture-identity": 120, "S6.contemporaneous": 6,
+        "S6.constancy": 42, "S5.power-duration": 1084, "S6.phase-work": 132,
     }
     for check_id, rows in expected.items():
         finding = report.finding(check_id)
         assert (finding.status, finding.rows_affected) == ("fail", rows), (check_id, finding.message)
-    assert "python-jax" in report.finding("S1.architecture-profile").message
+    identity = report.finding("S1.architecture-identity")
+    # the revision history of the campaign: TensorFlow's ResNet-18 scripts for Fashion-MNIST and
+    # Tiny ImageNet imported the VGG-16 model; JAX and Rust differ for other reasons
+    assert [(e["configuration"], e["ran"]) for e in identity.details["evidence"]] == [
+        ("python-tensorflow/resnet18/fashion-mnist", "vgg16"),
+        ("python-tensorflow/resnet18/tiny-imagenet", "vgg16")]
+    explained = {(e["ecosystem"], e["kind"]) for e in identity.details["explained"]}
+    assert ("python-jax", "stack-wide") in explained and ("rust-tch", "work") in explained
+    window = report.finding("S6.contemporaneous")
+    assert "python-jax ran 2025-08-01 to 2025-08-03" in window.message
+    constancy = report.finding("S6.constancy").message
+    for varying in ("python_version", "codecarbon_version", "ram_total_gb",
+                    "codecarbon_country_iso_code: ITA", "CAN (1 run(s), 1 block(s): python-jax: 1)"):
+        assert varying in constancy, varying
+    assert "CodeCarbon 3.0.4" in report.finding("S5.power-duration").message
     assert "constant 42.5 W" in report.finding("S5.modelled-cpu-power").message
     assert report.finding("S5.counter-recompute").status == "skip" and not report.finished
     assert report.finding("integrity.round-trip").status == "pass"
+    # what is true of the campaign is confirmed, not merely not flagged
+    for check_id in ("S6.completeness-blocks", "S6.no-overlap", "S5.energy-domains", "S5.units",
+                     "S5.carbon-intensity", "S5.emissions-rate", "S1.architectures", "S3.datasets"):
+        assert report.finding(check_id).status == "pass", (check_id, report.finding(check_id).message)
 
 
 def test_missing_source_is_one_clear_error(tmp_path, capsys):

@@ -319,7 +319,8 @@ def defected():
 def test_every_defect_is_documented_and_keeps_the_package_valid(tmp_path):
     assert set(DEFECTS) == {"kwh-as-joules", "modelled-cpu", "mislabelled-architecture",
                             "codecarbon-v2", "recipe-drift", "duplicate-seed", "missing-blocks",
-                            "short-blocks", "counter-mismatch"}
+                            "short-blocks", "counter-mismatch", "varying-environment",
+                            "another-window", "drifting-window", "broken-identity"}
     for fn in DEFECTS.values():
         assert fn.__doc__ and fn.__doc__.strip()
     write_synthetic(tmp_path / "pkg", defects=list(DEFECTS), **MEDIUM)

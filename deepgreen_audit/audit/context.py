@@ -124,3 +124,15 @@ def _plain(value):
     if isinstance(value, pd.Timestamp):
         return value.isoformat()
     return value if isinstance(value, (int, bool, str)) else str(value)
+
+
+def per_run_evidence(ctx, blocks: pd.DataFrame, figures: dict | None = None) -> dict:
+    """Evidence of a block-level finding, one row per run: its ecosystem, how many of its
+    blocks the finding concerns, and `figures` ({column: aggregation}) of those blocks."""
+    grouped = blocks.groupby("run_id")
+    frame = grouped.size().rename("blocks").to_frame()
+    for column, how in (figures or {}).items():
+        frame[column] = grouped[column].agg(how)
+    frame = frame.reset_index()
+    frame.insert(1, "ecosystem", frame["run_id"].map(ctx.runs.set_index("run_id")["ecosystem"]))
+    return evidence(frame.sort_values("blocks", ascending=False))

@@ -230,6 +230,8 @@ def _simulate(c: Campaign) -> None:
     T = np.where(is_train, t_tr[:, None], t_ev[:, None])
     T = T * np.exp(m.run_time_sigma * z_run)[:, None] * np.exp(m.block_time_sigma * z_blk)
     T[:, 0] *= m.warmup_factor
+    # a clean campaign's blocks outlast CodeCarbon's interval; shorter ones are a defect
+    T = np.maximum(T, m.min_block_s)
     fixed = ~np.isnan(c.eval_fixed_s)
     if fixed.any():
         T[np.ix_(fixed, ~is_train)] = c.eval_fixed_s[fixed][:, None]
@@ -502,7 +504,7 @@ def expected_config(model: SynthModel, eco: str, arch: str, n_train: int, n_eval
     """Noise-free expected block and phase values of one configuration."""
     out = {}
     for phase, samples in (("train", n_train), ("eval", n_eval)):
-        t = model.block_duration_s(eco, arch, phase, samples)
+        t = max(model.block_duration_s(eco, arch, phase, samples), model.min_block_s)
         pg, pc = model.gpu_power_w(eco, arch, phase), model.cpu_power_w(eco, phase)
         blocks = (epochs - 1 + model.warmup_factor) if phase == "train" else epochs
         out[phase] = {

@@ -62,7 +62,8 @@ Counter-bracketed block durations (seconds)::
 ``s_train``/``s_eval`` are ``architecture_train_s_per_10k`` /
 ``architecture_eval_s_per_10k`` (PyTorch on the synthetic host), ``m_time``
 is ``ecosystem_time``.  ``z_r`` is one draw per run (run-to-run noise),
-``z_rb`` one per block.
+``z_rb`` one per block.  No clean block lasts less than ``min_block_s`` (CodeCarbon's
+interval: a shorter block is the short-blocks defect, never noise).
 
 Power and energy
 ================
@@ -313,6 +314,9 @@ class SynthModel:
 
     # --- CodeCarbon -------------------------------------------------------
     codecarbon_overhang_s: tuple = (0.2, 1.6)
+    #: a clean block lasts at least this (CodeCarbon's 1 s interval); a shorter one is the
+    #: short-blocks defect, never noise
+    min_block_s: float = 1.0
     codecarbon_energy_bias: float = 0.02
     codecarbon_energy_noise: float = 0.01
     codecarbon_ram_power_w: float = 5.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.audit.context import describe_counts, evidence, relative_difference
+from deepgreen_audit.audit.context import describe_counts, evidence, per_run_evidence, relative_difference
 from deepgreen_audit.audit.registry import Outcome, Skip, check
 
 from deepgreen_audit.units import J_PER_KWH
@@ -32,7 +32,8 @@ def both_readings(ctx):
         why = f" (reason given: {reasons.iloc[0]})" if len(reasons) else " (no reason given)"
         return Outcome.failed(f"{int(no_counter.sum()):,} block(s) lack the counter reading"
                               f"{why if no_counter.any() else ''}, {int(no_cc.sum()):,} lack "
-                              "CodeCarbon's", rows=int(bad.sum()))
+                              "CodeCarbon's", rows=int(bad.sum()),
+                              details=per_run_evidence(ctx, b.loc[bad]))
     return Outcome.passed(f"all {len(b):,} blocks carry both readings")
 
 
@@ -188,7 +189,10 @@ def power_plausible(ctx):
     if not checked:
         raise Skip("no block has an energy and a duration to derive power from")
     if bad.any():
-        return Outcome.failed("implausible power: " + "; ".join(found), rows=int(bad.sum()))
+        powers = pd.DataFrame(_power_table(ctx))
+        return Outcome.failed("implausible power: " + "; ".join(found), rows=int(bad.sum()),
+                              details=per_run_evidence(ctx, b.loc[bad].join(powers.loc[bad]),
+                                                       {c: "median" for c in powers}))
     return Outcome.passed(f"{checked:,} derived device powers within their plausible ranges")
 
 
@@ -295,7 +299,9 @@ def modelled_cpu_power(ctx):
     return Outcome.failed(f"modelled CPU power in {int(bad.sum()):,} block(s) of "
                           f"{b.loc[bad, 'run_id'].nunique()} run(s): {text}"
                           + (f"; {int(hidden.sum()):,} of them claim method rapl" if hidden.any() else ""),
-                          rows=int(bad.sum()))
+                          rows=int(bad.sum()), details=per_run_evidence(
+                              ctx, b.loc[bad].assign(cpu_power_model=label[bad]),
+                              {"codecarbon_cpu_power_w": "median", "cpu_power_model": "first"}))
 
 
 def _major(version) -> int | None:
@@ -323,7 +329,8 @@ def codecarbon_version(ctx):
         return Outcome.failed(f"CodeCarbon versions {describe_counts(versions.fillna('none'))}"
                               f" across runs: {int(too_old.sum())} run(s) below {minimum}.x, "
                               f"{int(missing.sum())} unrecorded, {int(odd.sum())} on another {minimum}.x+ "
-                              "version than the campaign's", rows=int(bad.sum()))
+                              "version than the campaign's", rows=int(bad.sum()),
+                              details=evidence(env.loc[bad, ["run_id", "codecarbon_version"]]))
     return Outcome.passed(f"all {len(env):,} runs used CodeCarbon {modal.iloc[0]}")
 
 
@@ -339,7 +346,8 @@ def codecarbon_config(ctx):
     if bad.any():
         return Outcome.failed(f"{int(missing.sum())} run(s) record no configuration hash, "
                               f"{int(odd.sum())} used another configuration than the "
-                              "campaign's", rows=int(bad.sum()))
+                              "campaign's", rows=int(bad.sum()),
+                              details=evidence(env.loc[bad, ["run_id", "codecarbon_config_sha256"]]))
     return Outcome.passed(f"all {len(env):,} runs used configuration {modal.iloc[0][:12]}...")
 
 
@@ -356,7 +364,8 @@ def tracking_mode(ctx):
                               + describe_counts(eco.reset_index(drop=True) + ": "
                                                 + env.loc[bad, "codecarbon_tracking_mode"]
                                                 .fillna("unrecorded").to_numpy()) + ")",
-                              rows=int(bad.sum()))
+                              rows=int(bad.sum()),
+                              details=evidence(env.loc[bad, ["run_id", "codecarbon_tracking_mode"]]))
     return Outcome.passed(f"all {len(env):,} runs tracked in {wanted} mode")
 
 
@@ -372,7 +381,8 @@ def short_blocks(ctx):
                               + describe_counts(b.loc[short, "ecosystem"] + "/"
                                                 + b.loc[short, "phase"])
                               + f"; shortest {b.loc[short, 'duration_s'].min():.3f} s)",
-                              rows=int(short.sum()))
+                              rows=int(short.sum()), details=evidence(
+                                  b.loc[short, ["run_id", "epoch", "phase", "duration_s"]]))
     return Outcome.passed(f"every block lasts at least {interval} s "
                           f"(shortest {b['duration_s'].min():.3f} s)")
 
@@ -391,43 +401,78 @@ def sampler(ctx):
     bad = without | runs["run_id"].isin(irregular)
     if bad.any():
         return Outcome.failed(f"{int(without.sum())} run(s) without samples, {len(irregular)} "
-                              f"with samples not at {rate} Hz", rows=int(bad.sum()))
+                              f"with samples not at {rate} Hz", rows=int(bad.sum()),
+                              details=evidence(runs.loc[bad, ["run_id", "ecosystem"]].assign(
+                                  samples=runs.loc[bad, "run_id"].map(counts).fillna(0).astype(int))))
     return Outcome.passed(f"{len(s):,} samples at {rate} Hz in all {len(runs):,} runs")
 
 
-@check("S5.identities", "S5", table="blocks")
-def identities(ctx):
-    """CodeCarbon's own columns obey the identities its method implies: emissions equal energy
-    times one carbon intensity per location (country, region), within
-    carbon_intensity_relative_tolerance of that location's median; emissions_rate equals
-    emissions / duration (emissions_rate_relative_tolerance); and a domain whose reported power
-    is one constant over a run (a modelled power) has energy = power x duration
-    (power_duration_relative_tolerance): where it does not, the energy was integrated over
-    another window than the duration says."""
+def _identity_outcome(ctx, found: list[dict], checked: int, what: str, extra: str = "") -> Outcome:
+    """One identity's outcome: its breaking blocks grouped by ecosystem and CodeCarbon version
+    (the likeliest cause), with the figures in the evidence."""
+    if not found:
+        return Outcome.passed(f"{checked:,} blocks: {what} holds{extra}")
+    frame = pd.DataFrame(found).sort_values("relative_difference", ascending=False)
+    blocks = len(frame[["run_id", "epoch", "phase"]].drop_duplicates())
+    return Outcome.failed(
+        f"{blocks:,} of {checked:,} blocks in {frame['run_id'].nunique()} run(s) break {what} ("
+        + describe_counts(frame["ecosystem"] + " on CodeCarbon " + frame["codecarbon_version"].fillna("?"))
+        + f"; median off {frame['relative_difference'].median():.1%}, up to "
+          f"{frame['relative_difference'].max():.1%}){extra}",
+        rows=blocks, details=evidence(frame))
+
+
+@check("S5.carbon-intensity", "S5", table="blocks")
+def carbon_intensity(ctx):
+    """CodeCarbon's emissions are its energy times one carbon intensity per location (country,
+    region): each block's emissions / energy within carbon_intensity_relative_tolerance of its
+    location's median. The message lists each location's intensity (S6.constancy says whether
+    the location itself stayed fixed)."""
     b = ctx.block_runs
-    t = ctx.tolerances
-    found = []
     kwh = b["codecarbon_energy_kwh"].astype(float)
-    emissions = b["codecarbon_emissions_kg"].astype(float)
-    place = (b["codecarbon_country_iso_code"].fillna("?") + "/" + b["codecarbon_region"].fillna("")).str.rstrip("/")
-    intensity = (emissions / kwh).where(kwh > 0)
+    intensity = (b["codecarbon_emissions_kg"].astype(float) / kwh).where(kwh > 0)
     located = intensity.notna()
-    if located.any():
-        median = intensity[located].groupby(place[located]).transform("median")
-        rel = ((intensity[located] - median) / median).abs()
-        for i in rel[rel > float(t["carbon_intensity_relative_tolerance"])].index:
-            found.append(_identity_row(b, i, "emissions = energy x intensity",
-                                       intensity[i], median[i], "kg/kWh"))
-        by_place = intensity[located].groupby(place[located]).agg(["median", "size"])
+    if not located.any():
+        raise Skip("no block records CodeCarbon's emissions and energy")
+    place = (b["codecarbon_country_iso_code"].fillna("?") + "/"
+             + b["codecarbon_region"].fillna("")).str.rstrip("/")[located]
+    median = intensity[located].groupby(place).transform("median")
+    rel = ((intensity[located] - median) / median).abs()
+    tol = float(ctx.tolerances["carbon_intensity_relative_tolerance"])
+    found = [_identity_row(b, i, intensity[i], median[i], "kg/kWh") for i in rel[rel > tol].index]
+    by_place = intensity[located].groupby(place).agg(["median", "size"])
+    listed = "; intensity " + ", ".join(f"{p} {r['median']:.4g} kg/kWh ({int(r['size']):,} blocks)"
+                                        for p, r in by_place.iterrows())
+    return _identity_outcome(ctx, found, int(located.sum()), "emissions = energy x intensity", listed)
+
+
+@check("S5.emissions-rate", "S5", table="blocks")
+def emissions_rate(ctx):
+    """CodeCarbon's emissions_rate is its emissions over its duration, within
+    emissions_rate_relative_tolerance."""
+    b = ctx.block_runs
     rate = b["codecarbon_emissions_rate_kg_per_s"].astype(float)
-    expected_rate = (emissions / b["codecarbon_duration_s"]).where(b["codecarbon_duration_s"] > 0)
-    has_rate = rate.notna() & expected_rate.notna() & (expected_rate > 0)
-    rel = ((rate - expected_rate) / expected_rate).abs()[has_rate]
-    for i in rel[rel > float(t["emissions_rate_relative_tolerance"])].index:
-        found.append(_identity_row(b, i, "emissions_rate = emissions / duration", rate[i],
-                                   expected_rate[i], "kg/s"))
-    constant_rel = float(t["constant_power_relative_spread"])
-    checked_constant = 0
+    expected = (b["codecarbon_emissions_kg"].astype(float) / b["codecarbon_duration_s"]).where(
+        b["codecarbon_duration_s"] > 0)
+    has = rate.notna() & expected.notna() & (expected > 0)
+    if not has.any():
+        raise Skip("no block records CodeCarbon's emissions and their rate")
+    rel = ((rate - expected) / expected).abs()[has]
+    tol = float(ctx.tolerances["emissions_rate_relative_tolerance"])
+    found = [_identity_row(b, i, rate[i], expected[i], "kg/s") for i in rel[rel > tol].index]
+    return _identity_outcome(ctx, found, int(has.sum()), "emissions_rate = emissions / duration")
+
+
+@check("S5.power-duration", "S5", table="blocks")
+def power_duration(ctx):
+    """Where CodeCarbon reports one constant power for a domain over a whole run (a modelled
+    power), the domain's energy is that power times its duration, within
+    power_duration_relative_tolerance: where it is not, CodeCarbon integrated its energy over
+    another window than the duration it reports."""
+    b = ctx.block_runs
+    constant_rel = float(ctx.tolerances["constant_power_relative_spread"])
+    tol = float(ctx.tolerances["power_duration_relative_tolerance"])
+    found, checked, domains = [], 0, []
     for domain in ("cpu", "gpu", "ram"):
         power = b[f"codecarbon_{domain}_power_w"].astype(float)
         energy_j = b[f"codecarbon_{domain}_energy_kwh"].astype(float) * J_PER_KWH
@@ -435,35 +480,23 @@ def identities(ctx):
         constant_runs = stats.index[(stats["max"] - stats["min"] <= constant_rel * stats["mean"].abs())
                                     & (stats["mean"] > 0)]
         constant = b["run_id"].isin(constant_runs) & energy_j.notna() & b["codecarbon_duration_s"].notna()
-        checked_constant += int(constant.sum())
+        if not constant.any():
+            continue
+        checked += int(constant.sum())
+        domains.append(f"{domain} {int(constant.sum()):,}")
         expected = power * b["codecarbon_duration_s"]
         rel = ((energy_j - expected) / expected).abs()[constant]
-        for i in rel[rel > float(t["power_duration_relative_tolerance"])].index:
-            found.append(_identity_row(b, i, f"{domain} energy = constant power x duration",
-                                       energy_j[i], expected[i], "J"))
-    if not located.any() and not has_rate.any() and not checked_constant:
-        raise Skip("no block records emissions or a constant CodeCarbon power")
-    intensities = ", ".join(f"{p} {r['median']:.4g} kg/kWh ({int(r['size']):,} blocks)"
-                            for p, r in by_place.iterrows()) if located.any() else "no emissions"
-    if not found:
-        return Outcome.passed(f"every identity holds: intensity per location {intensities}; "
-                              f"{int(has_rate.sum()):,} emission rates; {checked_constant:,} "
-                              "block domains of constant power equal power x duration")
-    frame = pd.DataFrame(found).sort_values("relative_difference", ascending=False)
-    summary = "; ".join(
-        f"{identity}: {len(rows):,} block(s) in {rows['run_id'].nunique()} run(s) ("
-        + describe_counts(rows["ecosystem"] + " CodeCarbon " + rows["codecarbon_version"].fillna("?"))
-        + f"; median off {rows['relative_difference'].median():.1%}, up to "
-          f"{rows['relative_difference'].max():.1%})"
-        for identity, rows in frame.groupby("identity", sort=False))
-    return Outcome.failed(f"{frame['block'].nunique():,} block(s) break an identity: {summary}; "
-                          f"intensity per location {intensities}",
-                          rows=int(frame["block"].nunique()), details=evidence(frame))
+        found += [{**_identity_row(b, i, energy_j[i], expected[i], "J"), "domain": domain}
+                  for i in rel[rel > tol].index]
+    if not checked:
+        raise Skip("no run reports a constant CodeCarbon power for any domain")
+    return _identity_outcome(ctx, found, checked, "energy = constant power x duration",
+                             f"; blocks of constant power: {', '.join(domains)}")
 
 
-def _identity_row(b: pd.DataFrame, i, identity: str, found: float, expected: float, unit: str) -> dict:
-    return {"identity": identity, "block": int(i), "run_id": b.at[i, "run_id"],
-            "ecosystem": b.at[i, "ecosystem"], "epoch": int(b.at[i, "epoch"]),
-            "phase": b.at[i, "phase"], "codecarbon_version": b.at[i, "codecarbon_version"],
-            "found": float(found), "expected": float(expected), "unit": unit,
+def _identity_row(b: pd.DataFrame, i, found: float, expected: float, unit: str) -> dict:
+    return {"run_id": b.at[i, "run_id"], "ecosystem": b.at[i, "ecosystem"],
+            "epoch": int(b.at[i, "epoch"]), "phase": b.at[i, "phase"],
+            "codecarbon_version": b.at[i, "codecarbon_version"], "found": float(found),
+            "expected": float(expected), "unit": unit,
             "relative_difference": abs(found - expected) / abs(expected) if expected else float("inf")}

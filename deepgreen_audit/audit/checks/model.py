@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.audit.context import labels_in_spec
+from deepgreen_audit.audit.context import evidence, labels_in_spec
 from deepgreen_audit.audit.registry import Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 
@@ -35,7 +35,10 @@ def initial_weights(ctx):
         problems.append(f"{int(shared.sum())} run(s) share one export across different "
                         "(architecture, classes)")
     if problems:
-        return Outcome.failed("; ".join(problems), rows=int(missing.sum() + shared.sum()))
+        return Outcome.failed("; ".join(problems), rows=int(missing.sum() + shared.sum()),
+                              details=evidence(runs.loc[missing | shared.reindex(runs.index, fill_value=False),
+                                                        ["run_id", "architecture", "dataset",
+                                                         "initial_weights_sha256"]]))
     return Outcome.passed(f"{len(runs):,} runs record their initial-weight export")
 
 
@@ -126,8 +129,6 @@ def architecture_identity(ctx):
             if not collapsed[(eco, ds)] or not intact:
                 continue
             reference = contrast.loc[[(eco, d) for d in intact]].median()
-            if reference.abs().max() < 2 * collapse_tol:
-                continue    # the ecosystem does not separate the two anywhere: nothing to tell
             obs = {a: prof.loc[(eco, a, ds)] for a in archs}
             pred = {a: _predicted(prof, eco, a, ds, intact) for a in archs}
             # hypothesis "label a is wrong": both configurations ran the other architecture
@@ -145,7 +146,7 @@ def architecture_identity(ctx):
                 f"score_{a0}_label_wrong": round(score[a0], 3),
                 f"score_{a1}_label_wrong": round(score[a1], 3)})
         explained += _explained(eco, group, contrast, collapsed, tol)
-    details = {"evidence": flagged, "explained": explained}
+    details = {"evidence": flagged, "evidence_total": len(flagged), "explained": explained}
     b = ctx.block_runs
     key = b["ecosystem"] + "/" + b["architecture"] + "/" + b["dataset"]
     note = ("; not flagged: " + "; ".join(e["why"] for e in explained)) if explained else ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.audit.context import describe_counts, labels_in_spec
+from deepgreen_audit.audit.context import describe_counts, evidence, labels_in_spec
 from deepgreen_audit.audit.registry import Outcome, Skip, check
 from deepgreen_audit.spec import RECIPE_SECTIONS, recipe
 
@@ -32,7 +32,9 @@ def _recipe_outcome(ctx, section: str) -> Outcome:
                                               + values[differs].astype(str)) + f"; spec {wanted[col]})")
         bad |= missing | differs
     if bad.any():
-        return Outcome.failed("; ".join(problems), rows=int(bad.sum()))
+        cols = ["run_id", "ecosystem", *RECIPE_SECTIONS[section]]
+        return Outcome.failed("; ".join(problems), rows=int(bad.sum()),
+                              details=evidence(runs.loc[bad, cols]))
     cols = ", ".join(f"{c}={wanted[c]}" for c in RECIPE_SECTIONS[section])
     return Outcome.passed(f"all {len(runs):,} runs used {cols}")
 
@@ -97,7 +99,7 @@ def pinned_versions(ctx):
     pinned = env["framework"].map(pins)
     unknown = env["framework"].notna() & pinned.isna()
     missing = env["framework"].isna() | env["framework_version"].isna()
-    release = env["framework_version"].str.split("+").str[0]
+    release = env["framework_version"].astype("string").str.split("+").str[0]
     differs = ~missing & ~unknown & (release != pinned)
     bad = missing | unknown | differs
     if bad.any():
@@ -111,5 +113,6 @@ def pinned_versions(ctx):
                          + describe_counts(env.loc[unknown, "framework"]) + ")")
         if missing.any():
             parts.append(f"{int(missing.sum())} run(s) record no framework version")
-        return Outcome.failed("; ".join(parts), rows=int(bad.sum()))
+        return Outcome.failed("; ".join(parts), rows=int(bad.sum()), details=evidence(
+            env.loc[bad, ["run_id", "framework", "framework_version"]].assign(pinned=pinned[bad])))
     return Outcome.passed(f"all {len(env):,} runs used their framework's pinned version")

@@ -33,7 +33,8 @@ def completeness_runs(ctx):
         return Outcome.failed(f"{n_cfg} configurations x {reps} repetitions: {len(missing)} "
                               f"missing, {duplicate} duplicate, {surplus} beyond repetition "
                               f"{reps}, {failed} failed", rows=bad,
-                              details={"missing": sorted("/".join(map(str, k)) for k in missing)[:50]})
+                              details=evidence(pd.DataFrame(
+                                  sorted(missing), columns=[*CONFIG_COLUMNS, "repetition"])))
     return Outcome.passed(f"{n_cfg} configurations x {reps} repetitions, all completed")
 
 
@@ -53,7 +54,8 @@ def completeness_blocks(ctx):
         short = counts[counts < expected_per_run]
         return Outcome.failed(f"{missing:,} block(s) missing in {len(short)} run(s), "
                               f"{surplus:,} beyond epoch {epochs}", rows=missing + surplus,
-                              details={"runs": list(short.index[:50])})
+                              details=evidence(short.rename("blocks").rename_axis("run_id")
+                                               .reset_index().assign(expected=expected_per_run)))
     return Outcome.passed(f"{len(runs):,} runs x {epochs} epochs x 2 phases present")
 
 
@@ -66,27 +68,39 @@ def distinct_seeds(ctx):
     bad = missing | dup
     if bad.any():
         return Outcome.failed(f"{int(missing.sum())} run(s) record no seed, {int(dup.sum())} "
-                              "share a seed with another run", rows=int(bad.sum()))
+                              "share a seed with another run", rows=int(bad.sum()),
+                              details=evidence(runs.loc[bad, ["run_id", "ecosystem", "seed"]]))
     return Outcome.passed(f"{len(runs):,} distinct seeds")
 
 
 @check("S6.independent-processes", "S6", table="runs")
 def independent_processes(ctx):
-    """Every run was its own operating-system process (distinct process ids) and no two
-    runs overlap in time on the host."""
+    """Every run was its own operating-system process: each records a process id, and no two
+    runs share one."""
     runs = ctx.runs
     missing = runs["process_id"].isna()
     dup = runs["process_id"].notna() & runs["process_id"].duplicated(keep=False)
-    order = runs.sort_values("started_at_utc")
-    overlap_next = order["ended_at_utc"] > order["started_at_utc"].shift(-1)
-    overlapping = overlap_next | overlap_next.shift(1, fill_value=False)
-    overlapping = overlapping.reindex(runs.index)
-    bad = missing | dup | overlapping
+    bad = missing | dup
     if bad.any():
         return Outcome.failed(f"{int(missing.sum())} run(s) record no process id, "
-                              f"{int(dup.sum())} share one, {int(overlapping.sum())} overlap "
-                              "another run in time", rows=int(bad.sum()))
-    return Outcome.passed(f"{len(runs):,} runs in distinct processes, none overlapping")
+                              f"{int(dup.sum())} share one", rows=int(bad.sum()),
+                              details=evidence(runs.loc[bad, ["run_id", "ecosystem", "process_id"]]))
+    return Outcome.passed(f"{len(runs):,} runs in distinct processes")
+
+
+@check("S6.no-overlap", "S6", table="runs")
+def no_overlap(ctx):
+    """No two runs overlap in time on the host (a run measured beside another measures it too)."""
+    runs = ctx.runs
+    order = runs.sort_values("started_at_utc")
+    overlap_next = order["ended_at_utc"] > order["started_at_utc"].shift(-1)
+    overlapping = (overlap_next | overlap_next.shift(1, fill_value=False)).reindex(runs.index)
+    if overlapping.any():
+        cols = ["run_id", "ecosystem", "started_at_utc", "ended_at_utc"]
+        return Outcome.failed(f"{int(overlapping.sum())} run(s) overlap another run in time",
+                              rows=int(overlapping.sum()),
+                              details=evidence(order.loc[overlapping.reindex(order.index), cols]))
+    return Outcome.passed(f"{len(runs):,} runs, none overlapping another in time")
 
 
 def _schedule(ctx) -> tuple[pd.DataFrame, str]:
@@ -119,7 +133,10 @@ def interleaving(ctx):
     if bad.any():
         return Outcome.failed(f"by {basis}: {int(repeat.sum())} run(s) follow a run of their own "
                               f"configuration; {len(blocked)} ecosystem(s) ran as one block "
-                              f"({', '.join(blocked)})", rows=int(bad.sum()))
+                              f"({', '.join(blocked)})", rows=int(bad.sum()),
+                              details=evidence(order.loc[bad, ["run_id", "ecosystem", "started_at_utc"]]
+                                               .assign(follows_own_configuration=repeat[bad],
+                                                       ecosystem_as_one_block=stretch[bad])))
     return Outcome.passed(f"{len(order):,} runs interleaved (by {basis})")
 
 
@@ -160,7 +177,11 @@ def schedule_gaps(ctx):
                      f"blocks ({int(idle_bad.sum())} gap(s), longest {idle.max():.0f} s)")
         bad |= runs["run_id"].isin(runs_hit)
     if parts:
-        return Outcome.failed("; ".join(parts), rows=int(bad.sum()) + len(holes if pos.notna().all() else ()))
+        gaps = runs.loc[bad, ["run_id", "ecosystem", "started_at_utc"]].assign(
+            wait_after_previous_run_s=gap.reindex(runs.index)[bad],
+            longest_idle_between_blocks_s=runs.loc[bad, "run_id"].map(idle.groupby(b["run_id"]).max()))
+        return Outcome.failed("; ".join(parts), rows=int(bad.sum()) + len(holes if pos.notna().all() else ()),
+                              details=evidence(gaps))
     return Outcome.passed(f"no gaps: longest wait between runs {gap.max():.0f} s, between "
                           f"blocks {idle.max():.1f} s")
 
@@ -192,7 +213,8 @@ def warmup(ctx):
            + f"); median epoch-1 train ratio x{first.loc[train, 'ratio'].median():.2f}")
     if no_warmup.any():
         return Outcome.failed(msg + f"; {int(no_warmup.sum())} run(s) show none where most do",
-                              rows=int(no_warmup.sum()))
+                              rows=int(no_warmup.sum()),
+                              details=evidence(first.loc[no_warmup, ["run_id", "phase", "ratio"]]))
     return Outcome.passed(msg + "; the analysis excludes epoch 1", rows=int(slow.sum()))
 
 
@@ -211,7 +233,9 @@ def outlier_blocks(ctx):
                               f"/{r} of the run's median): "
                               + describe_counts(later.loc[out, "ecosystem"] + "/"
                                                 + later.loc[out, "phase"]),
-                              rows=int(out.sum()))
+                              rows=int(out.sum()), details=evidence(
+                                  later.loc[out, ["run_id", "epoch", "phase", "duration_s", "ratio"]]
+                                  .sort_values("ratio", ascending=False)))
     return Outcome.passed(f"{len(later):,} blocks after epoch 1 within x{r} of their run's median")
 
 
@@ -252,7 +276,8 @@ def labels(ctx):
             parts.append(f"{int(outside.sum())} run(s) of ecosystems outside S6 ("
                          + describe_counts(runs.loc[outside, "ecosystem"]) + ")")
         parts += notes
-        return Outcome.failed("; ".join(parts), rows=int(bad.sum()))
+        return Outcome.failed("; ".join(parts), rows=int(bad.sum()), details=evidence(
+            runs.loc[bad, ["run_id", "ecosystem", "architecture", "dataset", "source_labels"]]))
     return Outcome.passed("every label is in the specification's vocabulary"
                           + (" and spelled one way in the sources" if pairs else ""))
 
