@@ -174,6 +174,9 @@ def test_real_smoke_run_refuses_then_collects_a_valid_package(tmp_path, capsys):
     for b in blocks:
         assert b["duration_s"] > 0 and b["samples_processed"] > 0 and b["loss"] > 0
         assert b["codecarbon_energy_j"] > 0 and b["codecarbon_cpu_method"] != "unknown"
+        # what CodeCarbon assumed: its emissions follow from the pinned country's intensity
+        assert b["codecarbon_emissions_kg"] > 0 and b["codecarbon_country_iso_code"] == "DEU"
+        assert b["codecarbon_emissions_rate_kg_per_s"] > 0
         if not counters:
             assert b["energy_j"] is None and b["cpu_energy_j"] is None and b["gpu_energy_j"] is None
             assert "NVML" in b["energy_missing_reason"] and "RAPL" in b["energy_missing_reason"]
@@ -183,6 +186,7 @@ def test_real_smoke_run_refuses_then_collects_a_valid_package(tmp_path, capsys):
     assert run["initial_weights_sha256"] and run["data_fingerprint_sha256"]
     env = package.table("environment").to_pylist()[0]
     assert env["framework"] == "torch" and env["codecarbon_version"].startswith("3.")
+    assert env["ram_total_gb"] > 0 and env["pue"] >= 1 and env["on_cloud"] is False
     if not counters:
         assert env["nvml_energy_available"] is False and env["counters_missing_reason"]
     samples = package.table("samples").to_pylist()
