@@ -12,16 +12,25 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
   exit 1
 fi
 
-# System packages (the LaTeX toolchain for the paper), where we may install them.
+# System packages, where we may install them: the LaTeX toolchain for the paper, and Chromium,
+# in which the tests open the audit's HTML page (DEEPGREEN_SKIP_TEX=1 / DEEPGREEN_SKIP_CHROMIUM=1).
 TEX_PACKAGES="texlive-latex-base texlive-latex-recommended texlive-science latexmk lmodern poppler-utils"
+WANTED=""
 if [ "${DEEPGREEN_SKIP_TEX:-0}" != "1" ] && ! command -v latexmk >/dev/null 2>&1; then
+  WANTED="$WANTED $TEX_PACKAGES"
+fi
+if [ "${DEEPGREEN_SKIP_CHROMIUM:-0}" != "1" ] && [ ! -x /usr/bin/chromium ]; then
+  WANTED="$WANTED chromium"
+fi
+if [ -n "$WANTED" ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing TeX Live (apt-get): $TEX_PACKAGES"
+    echo "setup: installing system packages (apt-get):$WANTED"
     apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $TEX_PACKAGES >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $WANTED >/dev/null
   else
-    echo "setup: note: TeX Live is missing and this user cannot install it; to build the PDF, run as root:" >&2
-    echo "  apt-get install -y --no-install-recommends $TEX_PACKAGES" >&2
+    echo "setup: note: these system packages are missing and this user cannot install them:$WANTED" >&2
+    echo "  (TeX Live builds the PDF; Chromium runs the HTML page's tests.) As root:" >&2
+    echo "  apt-get install -y --no-install-recommends$WANTED" >&2
   fi
 fi
 

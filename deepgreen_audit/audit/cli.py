@@ -8,7 +8,8 @@ from deepgreen_audit.errors import UserError
 
 
 def cmd_audit(args) -> int:
-    from deepgreen_audit.audit import audit, registered_checks
+    from deepgreen_audit.audit import registered_checks
+    from deepgreen_audit.audit.driver import audit_with_context
     from deepgreen_audit.audit import docs
 
     if args.list:
@@ -23,12 +24,19 @@ def cmd_audit(args) -> int:
         for c in registered_checks():
             print(f"{c.id:<30} {c.section:<9} {c.severity:<7} {c.doc}")
         return 0
-    report = audit(args.package, spec_path=args.spec, select=args.select,
-                   sources_root=Path(args.sources) if args.sources else None)
-    if args.out:
-        from deepgreen_audit.package import atomic
+    report, ctx = audit_with_context(args.package, spec_path=args.spec, select=args.select,
+                                     sources_root=Path(args.sources) if args.sources else None)
+    from deepgreen_audit.package import atomic
 
+    if args.out:
         atomic.write_text(Path(args.out), report.to_json())
+    if args.html or args.junit:
+        from deepgreen_audit.audit.html import render_junit, render_page
+
+        if args.html:
+            atomic.write_text(Path(args.html), render_page(report, ctx))
+        if args.junit:
+            atomic.write_text(Path(args.junit), render_junit(report))
     print(report.to_json() if args.json else report.format_text(), end="\n" if not args.json else "")
     integrity = report.finding("integrity.validate")
     if integrity.status != "pass" or (args.strict and report.failed):
@@ -66,6 +74,13 @@ def register(verb) -> None:
     p.add_argument("--strict", action="store_true", help="exit 1 on any failed check")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--out", metavar="FILE", help="also write the JSON report to FILE")
+    p.add_argument("--html", metavar="FILE",
+                   help="also write the report as one self-contained HTML page (identity, summary, "
+                        "every check; each failing or warning finding with its evidence table and "
+                        "a figure; no network needed to view it)")
+    p.add_argument("--junit", metavar="FILE",
+                   help="also write JUnit XML for CI: one test case per check (fail = failure, "
+                        "skip = skipped)")
     p.add_argument("--list", action="store_true", help="list the registered checks and exit")
     p.add_argument("--markdown", action="store_true",
                    help="with --list: write docs/audit.md from the registry")

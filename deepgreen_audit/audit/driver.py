@@ -21,10 +21,17 @@ from deepgreen_audit.spec import load_spec, scoped
 INTEGRITY_ID = "integrity.validate"
 
 
-def audit(location: str | Path | None = None, *, spec: dict | None = None,
-          spec_path: str | Path | None = None, select: list[str] | None = None,
-          sources_root: Path | None = None) -> AuditReport:
+def audit(location: str | Path | None = None, **options) -> AuditReport:
+    """Audit the package at `location` (see `audit_with_context`)."""
+    return audit_with_context(location, **options)[0]
+
+
+def audit_with_context(location: str | Path | None = None, *, spec: dict | None = None,
+                       spec_path: str | Path | None = None, select: list[str] | None = None,
+                       sources_root: Path | None = None) -> tuple[AuditReport, AuditContext | None]:
     """Audit the package at `location` against the specification; never raises for bad data.
+    Returns the report and the context its checks read (None when the package does not
+    validate), from which the HTML page draws its figures.
 
     A package whose descriptor declares a `scope` (a pilot, a smoke run: the plan's [scope])
     is held to that scope: its repetitions, epochs and levels replace the full design's.
@@ -52,14 +59,14 @@ def audit(location: str | Path | None = None, *, spec: dict | None = None,
                 report.findings.append(AuditFinding(
                     c.id, c.section, c.severity, "skip",
                     "not run: the package does not validate (integrity.validate)", table=c.table))
-        return report
+        return report, None
     package = Package.open(location)
     spec = scoped(spec, package.descriptor.get("scope"), package.descriptor_path)
     report.scope = spec.get("scope")
     ctx = AuditContext(package, spec, sources_root, integrity)
     for c in registered:
         report.findings.append(run_check(c, ctx))
-    return report
+    return report, ctx
 
 
 def resolve_package(location: str | Path | None) -> str | Path | None:
