@@ -109,17 +109,31 @@ class Package:
         if not isinstance(res.get("path"), str):
             raise UserError(f"resource {name!r} has no path", path=self.descriptor_path,
                             code="descriptor-error")
-        return self.base / safe_relative(res["path"], self.descriptor_path)
+        return self._confined(res["path"])
+
+    def _confined(self, path_text: str) -> Path:
+        """A path inside the package folder, also once symbolic links are followed."""
+        path = self.base / safe_relative(path_text, self.descriptor_path)
+        base, folder = self.base.resolve(), path.parent.resolve()
+        if folder != base and base not in folder.parents:
+            raise UserError(f"{path_text!r} leads out of the package folder through a symbolic "
+                            "link", path=self.descriptor_path, code="unsafe-path")
+        return path
 
     @property
     def tables_dir(self) -> Path:
         return self.table_path(TABLES[0]).parent
 
+    def input_paths(self) -> list[Path]:
+        """What a command reading this package reads: no output may overlap these."""
+        return [self.descriptor_path, self.checksums_path,
+                *{self.table_path(name).parent for name in TABLES}]
+
     @property
     def checksums_path(self) -> Path:
         text = self.descriptor.get("checksums")
         if isinstance(text, str):
-            return self.base / safe_relative(text, self.descriptor_path)
+            return self._confined(text)
         return self.tables_dir / SUMS_NAME
 
     def text(self, name: str) -> _tables.TextTable:

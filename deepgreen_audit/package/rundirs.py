@@ -122,11 +122,12 @@ def restore(location, out: Path, *, overwrite: bool = False, dry_run: bool = Fal
     files = restore_files(package)
     summary = {"runs": len(package.text("runs").rows), "files": len(files),
                "bytes": sum(len(b) for b in files.values()), "out": str(out)}
+    atomic.refuse_overlap(out, package.input_paths())
     if dry_run:
         atomic.check_output(out, overwrite)
         return summary
     out = Path(out)
-    with atomic.StagedDirectory(out, overwrite) as staged:
+    with atomic.StagedDirectory(out, overwrite, inputs=package.input_paths()) as staged:
         root = staged.path.resolve()
         for rel, data in files.items():
             target = (staged.path / rel).resolve()
@@ -278,9 +279,10 @@ def flatten_tables(root: Path, progress=None) -> tuple[dict[str, TextTable], dic
 def flatten(root: Path, out: Path, *, overwrite: bool = False, descriptor_path: Path | None = None,
             progress=None) -> Path:
     """Flatten a run tree into a package at `out`; refuses to write an invalid package."""
+    atomic.refuse_overlap(out, [root])
     tables, meta = flatten_tables(root, progress)
     return write_package(tables, out, meta, descriptor_path=descriptor_path, overwrite=overwrite,
-                         check=lambda staged: _refuse_invalid(staged, root))
+                         check=lambda staged: _refuse_invalid(staged, root), inputs=[root])
 
 
 def _refuse_invalid(staged_descriptor: Path, root: Path) -> None:
