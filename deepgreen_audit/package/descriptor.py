@@ -52,6 +52,24 @@ def dumps(descriptor: dict) -> str:
     return json.dumps(descriptor, indent=2, ensure_ascii=False) + "\n"
 
 
+def read_json(path: Path, code: str):
+    """A JSON file's value; malformed JSON, non-UTF-8 bytes and `\\ud800`-style escapes of
+    lone surrogates (text no UTF-8 file can hold, so no writer could copy it) are UserErrors."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        value = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"is not valid JSON: {exc}", path=path, code=code) from None
+    except RecursionError:
+        raise UserError("is not valid JSON: nested too deeply", path=path, code=code) from None
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserError("holds a \\u escape of a lone surrogate, which is not text",
+                        path=path, code=code) from None
+    return value
+
+
 def safe_relative(path_text: str, where: Path) -> PurePosixPath:
     """A resource path that stays inside the package folder, or a UserError."""
     path = PurePosixPath(path_text)
@@ -79,10 +97,7 @@ class Package:
             raise UserError("no package descriptor here (expected a folder with "
                             f"{DESCRIPTOR_NAME}, or the descriptor itself)", path=path,
                             code="missing-descriptor")
-        try:
-            descriptor = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UserError(f"is not valid JSON: {exc}", path=path, code="descriptor-error") from None
+        descriptor = read_json(path, "descriptor-error")
         if not isinstance(descriptor, dict) or not isinstance(descriptor.get("resources"), list):
             raise UserError("is not a Data Package descriptor (no 'resources' list)", path=path,
                             code="descriptor-error")
