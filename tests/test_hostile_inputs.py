@@ -126,3 +126,39 @@ def test_an_internal_error_is_one_line_with_its_own_exit_status(tiny_package, mo
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "internal error: ZeroDivisionError" in err and "this is a bug in deepgreen" in err
+
+
+# ---------------------------------------------------------------- found by fuzzing and probing
+
+
+def test_a_descriptor_with_a_lone_surrogate_escape_is_a_descriptor_error(tiny_package, tmp_path):
+    desc = json.loads((tiny_package / "datapackage.json").read_text())
+    desc["title"] = "\udcff"
+    (tiny_package / "datapackage.json").write_text(json.dumps(desc))  # ASCII: "\udcff" escaped
+    assert [f.code for f in validate(tiny_package).findings] == ["descriptor-error"]
+    assert main(["restore", str(tiny_package), "--out", str(tmp_path / "runs")]) == 2
+
+
+@pytest.mark.parametrize("content", ['["not", "an", "object"]', '"\\udcff"'])
+def test_package_metadata_of_a_run_tree_must_be_a_json_object_of_text(content, tiny_package, tmp_path,
+                                                                     capsys):
+    tree = tmp_path / "tree"
+    assert main(["restore", str(tiny_package), "--out", str(tree)]) == 0
+    (tree / "package.json").write_text(content)
+    assert main(["flatten", str(tree), "--out", str(tmp_path / "pkg")]) == 2
+    assert "package.json" in capsys.readouterr().err
+
+
+def test_a_plan_that_is_not_utf8_is_a_user_error(tmp_path, capsys):
+    (tmp_path / "plan.toml").write_bytes(b"\xff\xfe")
+    assert main(["plan", "--plan", str(tmp_path / "plan.toml")]) == 2
+    assert "is not UTF-8" in capsys.readouterr().err
+
+
+def test_a_legacy_log_without_its_label_columns_is_a_user_error(tmp_path):
+    from deepgreen_audit.errors import UserError
+    from deepgreen_audit.importers.legacy import R32, read_rows
+
+    (tmp_path / "log.csv").write_text(",".join(R32) + ",language\n" + ",".join("1" * len(R32)) + ",Python\n")
+    with pytest.raises(UserError, match="lacks the label column"):
+        read_rows(tmp_path, "log.csv")
