@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import types
 from collections import Counter
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -30,12 +31,12 @@ from deepgreen_audit.collect.harness import Harness
 from deepgreen_audit.collect.protocol import Session
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import rundirs
-from deepgreen_audit.package.checksums import format_sums, sha256_bytes
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.schema import TABLES
-from deepgreen_audit.package.tables import TextTable, read_text
+from deepgreen_audit.package.tables import TextTable
 from deepgreen_audit.package.validate import validate
 from deepgreen_audit.package.writer import write_package
+from package_edits import rehash
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_SAMPLES = 12
@@ -71,17 +72,6 @@ def seed_tree() -> Path:
     out = seed_folder().parent / "tree"
     rundirs.restore(seed_folder(), out)
     return out
-
-
-def _rehash(pkg: Path) -> None:
-    desc = json.loads((pkg / "datapackage.json").read_text())
-    sums = {}
-    for res in desc["resources"]:
-        data = (pkg / res["path"]).read_bytes()
-        res["bytes"], res["hash"] = len(data), "sha256:" + sha256_bytes(data)
-        sums[res["path"]] = sha256_bytes(data)
-    (pkg / "datapackage.json").write_text(json.dumps(desc))
-    (pkg / "SHA256SUMS").write_text(format_sums(sums))
 
 
 # ---------------------------------------------------------------- mutations
@@ -153,11 +143,19 @@ def mutated_json(draw, obj):
 # ---------------------------------------------------------------- targets
 
 
-def _fresh_copy(src: Path) -> tuple[Path, Path]:
-    scratch = Path(tempfile.mkdtemp(prefix="deepgreen-fuzz-"))
-    dst = scratch / src.name
-    shutil.copytree(src, dst, symlinks=True)
-    return scratch, dst
+@contextmanager
+def scratch_copy(src: Path):
+    """A copy of `src` in a fresh temporary folder, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="deepgreen-fuzz-") as scratch:
+        dst = Path(scratch) / src.name
+        shutil.copytree(src, dst, symlinks=True)
+        yield dst
+
+
+def _write_mutated_json(draw, path: Path, obj) -> None:
+    """`obj` mutated, written ASCII-escaped or as raw UTF-8 (lone surrogates left as bytes)."""
+    text = json.dumps(draw(mutated_json(obj)), ensure_ascii=draw(st.booleans()))
+    path.write_bytes(text.encode("utf-8", "surrogatepass"))
 
 
 def check_package(pkg: Path) -> None:
@@ -174,56 +172,43 @@ def fuzz_table(draw) -> None:
     """One mutated table in a copy of the seed package (re-described half the time)."""
     TRIED["csv tables"] += 1
     name = draw(st.sampled_from(TABLES))
-    scratch, pkg = _fresh_copy(seed_folder())
-    try:
+    with scratch_copy(seed_folder()) as pkg:
         path = pkg / f"{name}.csv"
         path.write_bytes(draw(mutated(path.read_bytes())))
         if draw(st.booleans()):
-            _rehash(pkg)
+            rehash(pkg)
         check_package(pkg)
-    finally:
-        shutil.rmtree(scratch)
 
 
 def fuzz_descriptor(draw) -> None:
     """A mutated datapackage.json (as JSON, or as bytes) in a copy of the seed package."""
     TRIED["descriptor"] += 1
-    scratch, pkg = _fresh_copy(seed_folder())
-    try:
+    with scratch_copy(seed_folder()) as pkg:
         path = pkg / "datapackage.json"
         if draw(st.booleans()):
-            text = json.dumps(draw(mutated_json(json.loads(path.read_text()))),
-                              ensure_ascii=draw(st.booleans()))
-            path.write_bytes(text.encode("utf-8", "surrogatepass"))
+            _write_mutated_json(draw, path, json.loads(path.read_text()))
         else:
             path.write_bytes(draw(mutated(path.read_bytes())))
         check_package(pkg)
-    finally:
-        shutil.rmtree(scratch)
 
 
 def fuzz_run_tree(draw) -> None:
-    """One mutated file of a copy of the seed run tree, through flatten's reader."""
+    """One mutated file of a copy of the seed run tree, through flatten (read, write, validate)."""
     TRIED["run directories"] += 1
-    scratch, tree = _fresh_copy(seed_tree())
-    try:
-        files = sorted(p for p in tree.rglob("*") if p.is_file())
-        path = draw(st.sampled_from(files))
+    with scratch_copy(seed_tree()) as tree:
+        path = draw(st.sampled_from(sorted(p for p in tree.rglob("*") if p.is_file())))
         if path.suffix == ".json" and draw(st.booleans()):
             try:
                 obj = json.loads(path.read_text())
             except ValueError:
                 obj = None
-            text = json.dumps(draw(mutated_json(obj)), ensure_ascii=draw(st.booleans()))
-            path.write_bytes(text.encode("utf-8", "surrogatepass"))
+            _write_mutated_json(draw, path, obj)
         else:
             path.write_bytes(draw(mutated(path.read_bytes())))
         try:
-            rundirs.flatten(tree, scratch / "out")
+            rundirs.flatten(tree, tree.parent / "out")
         except UserError:
             pass
-    finally:
-        shutil.rmtree(scratch)
 
 
 class _Counters:

@@ -12,23 +12,11 @@ from deepgreen_audit.audit.driver import run_check
 from deepgreen_audit.audit.registry import Check
 from deepgreen_audit.cli import main
 from deepgreen_audit.errors import BUG_EXIT
-from deepgreen_audit.package.checksums import format_sums, sha256_bytes
 from deepgreen_audit.package.validate import validate
+from package_edits import rehash
 
 RUN1 = "python-pytorch.resnet18.cifar100.r1"
 RUN2 = "r-torch.vgg16.cifar100.r1"
-
-
-def rehash(pkg: Path) -> None:
-    """Describe the tables as they now are, so only the damage itself is left to find."""
-    desc = json.loads((pkg / "datapackage.json").read_text())
-    sums = {}
-    for res in desc["resources"]:
-        data = (pkg / res["path"]).read_bytes()
-        res["bytes"], res["hash"] = len(data), "sha256:" + sha256_bytes(data)
-        sums[res["path"]] = sha256_bytes(data)
-    (pkg / "datapackage.json").write_text(json.dumps(desc))
-    (pkg / "SHA256SUMS").write_text(format_sums(sums))
 
 
 def _edit(pkg: Path, table: str, edit) -> None:
