@@ -285,3 +285,19 @@ def test_two_writers_into_one_out_one_wins_one_says_why(verb, medium_package, tm
     else:
         assert validate(out).valid and table_bytes(out) == table_bytes(medium_package)
     assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("source", ["legacy", "greenlight"])
+def test_an_import_into_its_own_source_is_refused(source, tmp_path, capsys):
+    """An --out inside the records is refused before any write (on a temporary copy of them)."""
+    import shutil
+
+    from conftest import SHARED
+
+    original = SHARED / ("legacy-campaign" if source == "legacy" else "greenlight")
+    if not original.is_dir():
+        pytest.skip(f"{original} is not here")
+    folder = shutil.copytree(original, tmp_path / original.name)
+    assert main(["import", source, str(folder), "--out", str(folder / "pkg")]) == 2
+    assert "would destroy what the command reads" in capsys.readouterr().err
+    assert not (folder / "pkg").exists()

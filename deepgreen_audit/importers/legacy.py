@@ -389,7 +389,8 @@ def import_source(source: Path, out: Path, *, overwrite: bool = False,
     extra = {REPORT_FILE: (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode(),
              SOURCE_ROWS_FILE: canonical_text(header, source_rows).encode()}
     path = write_package(tables, Path(out), meta, descriptor_path=descriptor_path,
-                         overwrite=overwrite, extra_files=extra, check=_refuse_invalid)
+                         overwrite=overwrite, extra_files=extra, check=_refuse_invalid,
+                         inputs=[source])
     return path, report
 
 
