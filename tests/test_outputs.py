@@ -79,6 +79,15 @@ def test_out_dot_is_a_one_line_refusal_and_leaves_nothing(tiny_package, monkeypa
     assert sorted(os.listdir(tiny_package)) == before and leftovers(tiny_package.parent) == []
 
 
+def test_out_dot_elsewhere_is_written_whole_and_leaves_nothing(tiny_package, tmp_path, monkeypatch):
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert main(["restore", str(tiny_package), "--out", ".", "--overwrite"]) == 0
+    assert tree_bytes(here) == rundirs.restore_files(Package.open(tiny_package))
+    assert leftovers(tmp_path) == []
+
+
 def test_shipped_package_cannot_be_restored_over_the_project(tmp_path, capsys):
     assert main(["restore", str(ROOT / "datapackage.json"), "--out", str(ROOT / "replication"),
                  "--dry-run"]) == 2
