@@ -119,10 +119,13 @@ def _replace_cell(data: bytes, draw) -> bytes:
     return b"\n".join(lines)
 
 
+def _json_containers(inner):
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+
+
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.sampled_from(INTERESTING),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-    max_leaves=6)
+    _json_containers, max_leaves=6)
 
 
 @st.composite
