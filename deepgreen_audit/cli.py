@@ -2,18 +2,23 @@
 
 Each verb calls one library function.  Problems with the user's input are
 `UserError`s, printed as one line naming the file, row and column, with a
-non-zero exit and no traceback.
+non-zero exit and no traceback.  Any other exception is a bug: one line that
+says so and exit status 70 (`errors.BUG_EXIT`), never a stack trace unless
+DEEPGREEN_TRACEBACK=1 asks for it.  SIGTERM unwinds like Ctrl-C, so an
+interrupted write removes its staging folder.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
 from deepgreen_audit import __version__
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import BUG_EXIT, Terminated, UserError
 
 EPILOG = """\
 The replication package is four tables (runs, blocks, samples, environment)
@@ -216,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         return args.func(args)
     except UserError as exc:
@@ -227,6 +233,31 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"deepgreen {args.verb}: interrupted; nothing was half-written", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"deepgreen {args.verb}: terminated; nothing was half-written", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    except Exception as exc:
+        return _report_bug(args.verb, exc)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated()
+
+
+def _report_bug(verb: str, exc: Exception) -> int:
+    """One line for an internal error: it is ours, not the user's input."""
+    import traceback
+
+    if os.environ.get("DEEPGREEN_TRACEBACK"):
+        traceback.print_exc()
+    where = traceback.extract_tb(exc.__traceback__)[-1]
+    print(f"deepgreen {verb}: internal error: {type(exc).__name__}: {exc} (at "
+          f"{Path(where.filename).name}:{where.lineno}); this is a bug in deepgreen, please "
+          "report it with the command line (DEEPGREEN_TRACEBACK=1 shows the traceback)",
+          file=sys.stderr)
+    return BUG_EXIT
 
 
 if __name__ == "__main__":

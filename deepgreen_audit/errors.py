@@ -1,12 +1,16 @@
 """Typed errors for problems in what the user gave us.
 
 The command line prints a `UserError` as one clear line (no traceback) and
-exits non-zero; anything else is a bug and keeps its traceback.
+exits 2; anything else is a bug in deepgreen, printed as one line that says
+so, with exit status `BUG_EXIT` (the traceback only with DEEPGREEN_TRACEBACK=1).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+#: Exit status of a command that met an internal error (EX_SOFTWARE of sysexits.h).
+BUG_EXIT = 70
 
 
 class UserError(Exception):
@@ -32,6 +36,10 @@ class UserError(Exception):
             where.append(f"column {self.field!r}")
         prefix = ": ".join([", ".join(where)]) + ": " if where else ""
         return f"{prefix}{self.message}"
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: unwinds like Ctrl-C, so staging folders are removed on the way out."""
 
 
 class OutputExists(UserError):

@@ -19,16 +19,25 @@ def spec_path() -> Path:
     return SPEC_FILE
 
 
+def read_toml(path: Path, *, missing: str, code: str = "user-error") -> dict:
+    """A TOML file the user gave (specification, plan, model); any fault in it is a UserError."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(missing, path=path, code="missing-input") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"is not UTF-8 (byte {exc.start})", path=path, code=code) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"is not valid TOML: {exc}", path=path, code=code) from None
+    except OSError as exc:
+        raise UserError(f"cannot be read: {exc.strerror or exc}", path=path, code=code) from None
+
+
 @lru_cache(maxsize=None)
 def load_spec(path: str | None = None) -> dict:
     """The specification as a dict of sections S1_model ... S6_replication."""
     target = Path(path) if path else spec_path()
-    try:
-        return tomllib.loads(target.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError("the experiment specification is missing", path=target) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"is not valid TOML: {exc}", path=target) from None
+    return read_toml(target, missing="the experiment specification is missing")
 
 
 def recipe(spec: dict | None = None) -> dict:

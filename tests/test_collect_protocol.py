@@ -109,6 +109,14 @@ def _session(counters):
     (["HELLO 1 c", "SET batch_size=1.5"], "ERR bad-value"),
     (["HELLO 1 c", "BYE", "PING"], "OK PONG"),
     (["HELLO 1 c", "BYE", "BEGIN 1 train"], "ERR out-of-order the session ended"),
+    # issue 16: values beyond any plausible range
+    (["HELLO 1 c", "BEGIN 99999999999999999999999 train"], "ERR bad-value epoch="),
+    (["HELLO 1 c", "BEGIN 1 train", "END 1 train samples=100000000000000 loss=1"], "ERR bad-value samples="),
+    (["HELLO 1 c", "BEGIN 1 train", "END 1 train samples=1 loss=1e+300"], "ERR bad-value loss="),
+    (["HELLO 1 c", "BEGIN 1 eval", "END 1 eval samples=1 loss=1 accuracy=1.5"], "ERR bad-value"),
+    (["HELLO 1 c", "SET learning_rate=1e+300"], "ERR bad-value learning_rate="),
+    (["HELLO 1 c", "SET batch_size=99999999999999999999999"], "ERR bad-value batch_size="),
+    (["HELLO 1 c", "SET loader_workers=-1"], "ERR bad-value"),
 ])
 def test_session_replies(counters, lines, last):
     session = _session(counters)
@@ -224,3 +232,64 @@ def test_c_client_never_hangs_when_the_server_goes_away(c_client, counters):
     rc, replies = _run_client(c_client, server.port, "HELLO 1 c\nBYE\nPING\n")
     assert replies[:2] == ["OK HELLO 1 epochs=1", "OK BYE"]
     assert rc == 4  # the server closed after BYE: the client says so and exits
+
+
+# ---------------------------------------------------------------- issue 16: a server that cannot be stalled
+
+
+def _exchange(f, line: bytes) -> bytes:
+    f.write(line)
+    f.flush()
+    return f.readline()
+
+
+def test_a_client_that_sends_nothing_is_dropped_not_waited_for(counters):
+    server = HarnessServer(Harness(counters), accept_timeout_s=10, hello_timeout_s=0.3).start()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5):
+        failure = server.join(timeout=5)
+    assert failure is not None and "sent no HELLO within 0.3 s" in failure
+
+
+def test_a_session_is_bounded_in_time(counters):
+    server = HarnessServer(Harness(counters), accept_timeout_s=10, session_timeout_s=0.5).start()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        f = s.makefile("rwb")
+        assert _exchange(f, b"HELLO 1 py\n").startswith(b"OK HELLO")
+        f.write(b"PING")  # a line that never ends
+        f.flush()
+        failure = server.join(timeout=5)
+    assert "limit of 0.5 s" in failure or "deadline of 0.5 s" in failure
+
+
+def test_the_line_limit_is_4096_bytes_with_the_newline(counters):
+    server = _server(counters)
+    longest = b"PING " + b"x" * (MAX_LINE_BYTES - 6) + b"\n"
+    assert len(longest) == MAX_LINE_BYTES
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        f = s.makefile("rwb")
+        assert _exchange(f, b"HELLO 1 py\n").startswith(b"OK HELLO")
+        assert _exchange(f, longest).startswith(b"ERR malformed")  # in length, then parsed
+        assert _exchange(f, longest[:-1] + b"x\n").startswith(b"ERR too-long")  # 4,097 bytes
+        assert _exchange(f, b"PING\n") == b"OK PONG\n"
+        f.close()
+    assert "2 protocol error(s)" in server.join(timeout=10)
+
+
+def test_an_error_fails_the_run_even_when_the_socket_stays_open(counters):
+    """The stack exits after an ERR without BYE while another process holds the socket open."""
+    server = _server(counters)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        f = s.makefile("rwb")
+        assert _exchange(f, b"HELLO 1 py\n").startswith(b"OK HELLO")
+        assert _exchange(f, b"BEGIN 0 train\n").startswith(b"ERR bad-value")
+        failure = server.join(timeout=0.3)  # what the runner does once the stack has exited
+        assert failure.startswith("1 protocol error(s)")
+        assert "still open 0.3 s after the stack process ended" in failure
+
+
+def test_errors_are_counted_without_growing_without_bound(counters):
+    session = _session(counters)
+    for _ in range(1000):
+        session.handle("FROB")
+    assert session.error_count == 1000 and len(session.errors) < 100
+    assert session.failure(disconnected=False).startswith("1000 protocol error(s)")

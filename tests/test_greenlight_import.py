@@ -68,12 +68,13 @@ def test_package_gives_back_the_records_figures(imported):
 
 
 def test_import_verb_writes_and_refuses_to_overwrite(tmp_path, capsys):
-    src = tmp_path / "dataset" / "proj"
+    src = tmp_path / "records" / "dataset" / "proj"
     src.mkdir(parents=True)
     (src / "experiment-1.json").write_text(json.dumps([record()]))
-    assert main(["import", "greenlight", str(tmp_path), "--out", str(tmp_path / "pkg")]) == 0
+    records = str(tmp_path / "records")
+    assert main(["import", "greenlight", records, "--out", str(tmp_path / "pkg")]) == 0
     assert "imported 1 calls" in capsys.readouterr().out
-    assert main(["import", "greenlight", str(tmp_path), "--out", str(tmp_path / "pkg")]) == 2
+    assert main(["import", "greenlight", records, "--out", str(tmp_path / "pkg")]) == 2
     assert "--overwrite" in capsys.readouterr().err
 
 

@@ -22,6 +22,8 @@ message, and for row-level checks the number of rows of the named table it
 concerns (`rows_affected`). A check of severity `error` that finds a defect
 reports `fail`, one of severity `warning` reports `warn`. A check whose inputs are
 missing reports `skip`, never `pass`, and the audit then says it did not finish.
+A check that crashes (a bug) reports `fail` whatever its severity, so `--strict`
+never passes an audit that could not check everything it ran.
 A synthetic package is announced at the top and the bottom of every report.
 
 Options: `--strict` exits 1 on any fail; `--json` prints the report as JSON

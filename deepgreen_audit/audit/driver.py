@@ -87,7 +87,11 @@ def resolve_package(location: str | Path | None) -> str | Path | None:
 
 
 def run_check(c, ctx: AuditContext) -> AuditFinding:
-    """One check's finding; a crash is reported as a skip naming the error, never as a pass."""
+    """One check's finding; a crash is a failure naming the error (a bug), never a pass or a skip.
+
+    A crash counts as `fail` whatever the check's severity: the check could not
+    say that the package conforms, so `audit --strict` must not exit 0.
+    """
     try:
         outcome = c.func(ctx)
     except Skip as exc:
@@ -97,7 +101,7 @@ def run_check(c, ctx: AuditContext) -> AuditFinding:
                             table=c.table)
     except Exception as exc:  # a bug in a check must not hide the other checks' results
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        return AuditFinding(c.id, c.section, c.severity, "skip",
+        return AuditFinding(c.id, c.section, c.severity, "fail",
                             f"the check crashed ({type(exc).__name__}: {exc} at "
                             f"{Path(where.filename).name}:{where.lineno}); report this as a bug",
                             table=c.table)

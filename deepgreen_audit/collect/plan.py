@@ -20,7 +20,7 @@ from pathlib import Path
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.schema import load_schema, project_root
-from deepgreen_audit.spec import SCOPE_KEYS, load_spec, recipe
+from deepgreen_audit.spec import SCOPE_KEYS, load_spec, read_toml, recipe
 
 PLAN_KEYS = {"campaign", "master_seed", "run_timeout_s", "data_dir", "stacks", "scope"}
 STACK_KINDS = ("python", "external")
@@ -140,12 +140,7 @@ def schedule(configs: list[tuple[str, str, str]], repetitions: int, master_seed:
 
 def load_plan(path: Path | None = None) -> Plan:
     path = Path(path) if path else default_plan_path()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError("no such plan file", path=path, code="missing-input") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"is not valid TOML: {exc}", path=path, code="plan-error") from None
+    data = read_toml(path, missing="no such plan file", code="plan-error")
     unknown = set(data) - PLAN_KEYS
     if unknown:
         raise UserError(f"unknown keys {sorted(unknown)} (allowed: {sorted(PLAN_KEYS)})", path=path,

@@ -8,13 +8,23 @@ A boundary command (BEGIN, END) is answered only after its counter read.
 `Session` is the protocol without sockets (request line in, reply line out);
 `HarnessServer` serves one client over TCP.  A protocol error is answered and
 also recorded: a run whose session saw one is not trusted and fails, as does
-a client that disconnects without BYE (mid-block or not).
+a client that disconnects without BYE (mid-block or not), however the
+connection ends (closed, timed out, or cut by the runner because the stack
+exited while another process kept the socket open).
+
+The server cannot be stalled: the first line must arrive within
+`HELLO_TIMEOUT_S`, every read times out at the session's deadline, the whole
+session is bounded by `session_timeout_s` (a watchdog closes the connection
+then), lines by `MAX_LINE_BYTES` including the LF, and every numeric value
+by `PLAUSIBLE_RANGES`.
 """
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
@@ -23,7 +33,28 @@ from deepgreen_audit.collect.harness import ENVIRONMENT_KEYS, RUN_KEYS, _field_t
 from deepgreen_audit.package.canonical import format_value, is_canonical, parse_value
 
 PROTOCOL_VERSION = 1
+#: The longest request line, its LF included (docs/protocol.md, Framing).
 MAX_LINE_BYTES = 4096
+#: Seconds a client has, once connected, to send its first line (HELLO).
+HELLO_TIMEOUT_S = 60.0
+#: The longest session by default (a day); the runner passes the plan's run timeout.
+SESSION_TIMEOUT_S = 86400.0
+#: Errors kept word for word in a session's record; later ones are only counted.
+KEPT_ERRORS = 20
+#: The closed range of every numeric value a client can send (docs/protocol.md).
+PLAUSIBLE_RANGES: dict[str, tuple[float, float]] = {
+    "epoch": (1, 10_000), "epochs": (1, 10_000), "samples": (0, 10 ** 10),
+    "loss": (0, 1e6), "accuracy": (0, 1), "learning_rate": (0, 10), "weight_decay": (0, 10),
+    "batch_size": (1, 1 << 20), "eval_batch_size": (1, 1 << 20),
+    "input_resolution_px": (1, 1 << 16), "loader_workers": (0, 1024),
+}
+
+
+def _in_range(value, what: str):
+    low, high = PLAUSIBLE_RANGES[what]
+    if not (math.isfinite(value) and low <= value <= high):
+        raise ProtocolViolation("bad-value", f"{what}={value!r} is outside [{low}, {high}]")
+    return value
 
 
 def _number(text: str, what: str) -> float:
@@ -31,13 +62,13 @@ def _number(text: str, what: str) -> float:
         return None
     if not is_canonical(text, "number") and not is_canonical(text, "integer"):
         raise ProtocolViolation("bad-value", f"{what}={text!r} is not a decimal number")
-    return float(text)
+    return _in_range(float(text), what)
 
 
 def _integer(text: str, what: str) -> int:
     if not is_canonical(text, "integer"):
         raise ProtocolViolation("bad-value", f"{what}={text!r} is not an integer")
-    return int(text)
+    return _in_range(int(text), what)
 
 
 def _pairs(tokens: list[str], allowed: tuple[str, ...], required: tuple[str, ...]) -> dict[str, str]:
@@ -66,13 +97,20 @@ class Session:
     greeted: bool = False
     finished: bool = False
     errors: list[str] = field(default_factory=list)
+    error_count: int = 0
 
     def handle(self, line: str) -> str:
         try:
             return "OK " + self._dispatch(line)
         except ProtocolViolation as exc:
-            self.errors.append(f"{exc.code}: {exc.message} (in {line[:80]!r})")
-            return f"ERR {exc.code} {exc.message}"
+            return self.error(exc.code, exc.message, line)
+
+    def error(self, code: str, message: str, line: str | None = None) -> str:
+        """Record a protocol error (the first `KEPT_ERRORS` word for word) and its reply."""
+        self.error_count += 1
+        if len(self.errors) < KEPT_ERRORS:
+            self.errors.append(f"{code}: {message}" + (f" (in {line[:80]!r})" if line else ""))
+        return f"ERR {code} {message}"
 
     def _dispatch(self, line: str) -> str:
         if line.endswith("\r"):
@@ -114,6 +152,8 @@ class Session:
                 if not is_canonical(text, type_) or text == "":
                     raise ProtocolViolation("bad-value", f"{key}={text!r} is not a canonical {type_}")
                 values[key] = parse_value(text, type_)
+                if key in PLAUSIBLE_RANGES:
+                    _in_range(values[key], key)
             self.harness.report(**values)
             return "SET " + " ".join(pairs)
         if command == "BYE":
@@ -143,8 +183,8 @@ class Session:
     def failure(self, disconnected: bool) -> str | None:
         """Why this session cannot count as a completed run (None when it can)."""
         reasons = []
-        if self.errors:
-            reasons.append(f"{len(self.errors)} protocol error(s), first: {self.errors[0]}")
+        if self.error_count:
+            reasons.append(f"{self.error_count} protocol error(s), first: {self.errors[0]}")
         if disconnected and not self.finished:
             if self.harness.open_block:
                 epoch, phase = self.harness.open_block
@@ -155,59 +195,93 @@ class Session:
 
 
 class HarnessServer:
-    """Serves one client on 127.0.0.1 (an ephemeral port unless given)."""
+    """Serves one client on 127.0.0.1 (an ephemeral port unless given), within time limits."""
 
     def __init__(self, harness, hello: dict | None = None, port: int = 0,
-                 accept_timeout_s: float = 120.0):
+                 accept_timeout_s: float = 120.0, hello_timeout_s: float = HELLO_TIMEOUT_S,
+                 session_timeout_s: float = SESSION_TIMEOUT_S):
         self.session = Session(harness, dict(hello or {}))
         self.listener = socket.create_server(("127.0.0.1", port))
         self.listener.settimeout(accept_timeout_s)
         self.port = self.listener.getsockname()[1]
-        self.failure: str | None = None
+        self.hello_timeout_s = hello_timeout_s
+        self.session_timeout_s = session_timeout_s
+        self._conn: socket.socket | None = None
+        self._cut: str | None = None  # why the server, not the client, ended the connection
+        self._no_client = False
         self._thread: threading.Thread | None = None
 
+    @property
+    def failure(self) -> str | None:
+        """Why the run cannot count (None when it can): computed from the session so far."""
+        if self._no_client:
+            return "no client connected to the harness"
+        reasons = [r for r in (self.session.failure(disconnected=True), self._cut) if r]
+        return "; ".join(reasons) or None
+
     def serve(self) -> str | None:
-        """Serve one client until BYE and disconnect; returns why the run failed, or None."""
+        """Serve one client until BYE, disconnect or a time limit; returns why the run failed."""
         try:
             conn, _ = self.listener.accept()
-        except TimeoutError:
-            self.failure = "no client connected to the harness"
+        except OSError:  # timed out, or closed by join()
+            self._no_client = True
             return self.failure
         finally:
             self.listener.close()
-        with conn:
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            reader = conn.makefile("rb")
-            while True:
-                try:
-                    raw = reader.readline(MAX_LINE_BYTES + 1)
-                except OSError:
-                    raw = b""
-                if not raw:
-                    break
-                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                    while raw and not raw.endswith(b"\n"):
-                        raw = reader.readline(MAX_LINE_BYTES + 1)
-                    reply = self._error("too-long", f"a line is at most {MAX_LINE_BYTES} bytes")
-                elif not raw.endswith(b"\n"):
-                    break  # a partial line and then EOF: the client went away mid-line
-                else:
-                    try:
-                        reply = self.session.handle(raw[:-1].decode("utf-8"))
-                    except UnicodeDecodeError:
-                        reply = self._error("malformed", "the line is not UTF-8")
-                try:
-                    conn.sendall(reply.encode("utf-8") + b"\n")
-                except OSError:
-                    break
-                if self.session.finished:
-                    break
-        self.failure = self.session.failure(disconnected=True)
+        self._conn = conn
+        watchdog = threading.Timer(self.session_timeout_s, self.cut,
+                                   (f"the session exceeded its limit of {self.session_timeout_s:g} s",))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            with conn:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._converse(conn, time.monotonic() + self.session_timeout_s)
+        finally:
+            watchdog.cancel()
         return self.failure
 
-    def _error(self, code: str, message: str) -> str:
-        self.session.errors.append(f"{code}: {message}")
-        return f"ERR {code} {message}"
+    def _converse(self, conn: socket.socket, deadline: float) -> None:
+        reader = conn.makefile("rb")
+        while not self.session.finished:
+            if self.session.greeted:
+                conn.settimeout(max(deadline - time.monotonic(), 0.001))
+            else:
+                conn.settimeout(self.hello_timeout_s)
+            try:
+                raw = reader.readline(MAX_LINE_BYTES + 1)
+                if len(raw) > MAX_LINE_BYTES:
+                    while raw and not raw.endswith(b"\n"):
+                        raw = reader.readline(MAX_LINE_BYTES + 1)
+                    reply = self.session.error("too-long", f"a line is at most {MAX_LINE_BYTES} "
+                                               "bytes, its LF included")
+                elif not raw.endswith(b"\n"):
+                    return  # EOF, possibly after half a line: the client went away
+                else:
+                    reply = self._reply(raw[:-1])
+                conn.sendall(reply.encode("utf-8") + b"\n")
+            except TimeoutError:
+                waited = "sent no HELLO within" if not self.session.greeted else "reached the deadline of"
+                limit = self.hello_timeout_s if not self.session.greeted else self.session_timeout_s
+                self._cut = self._cut or f"the client {waited} {limit:g} s"
+                return
+            except OSError:
+                return
+
+    def _reply(self, line: bytes) -> str:
+        try:
+            return self.session.handle(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            return self.session.error("malformed", "the line is not UTF-8")
+
+    def cut(self, reason: str) -> None:
+        """End the connection from this side (a time limit, or the stack process exited)."""
+        self._cut = self._cut or reason
+        if self._conn is not None:
+            try:
+                self._conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def start(self) -> "HarnessServer":
         """Serve in a background thread; `join()` waits for the outcome."""
@@ -216,5 +290,14 @@ class HarnessServer:
         return self
 
     def join(self, timeout: float | None = None) -> str | None:
+        """The outcome; a session still open after `timeout` is cut and counts as failed."""
         self._thread.join(timeout)
+        if self._thread.is_alive():
+            if self._conn is None:
+                try:
+                    self.listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+                except OSError:
+                    pass
+            self.cut(f"the connection was still open {timeout:g} s after the stack process ended")
+            self._thread.join(5)
         return self.failure

@@ -32,8 +32,8 @@ from deepgreen_audit.collect.errors import RaplUnavailable
 POWERCAP_ROOT = Path("/sys/class/powercap")
 #: Zone interfaces in order of preference when one domain appears in several.
 INTERFACES = ("intel-rapl", "amd-rapl", "intel-rapl-mmio")
-_ZONE_RE = re.compile(r"^(intel-rapl|amd-rapl|intel-rapl-mmio):(\d+)$")
-_PACKAGE_RE = re.compile(r"^package-(\d+)(?:-die-(\d+))?$")
+_ZONE_RE = re.compile(r"(intel-rapl|amd-rapl|intel-rapl-mmio):(\d+)\Z")
+_PACKAGE_RE = re.compile(r"package-(\d+)(?:-die-(\d+))?\Z")
 PERMISSION_FIX = ("since Linux 5.10 energy_uj is readable by root only; run "
                   "'sudo chmod a+r /sys/class/powercap/*/energy_uj' (or install a udev rule "
                   "that does it at boot) before collecting")

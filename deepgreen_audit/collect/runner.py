@@ -109,7 +109,7 @@ def run_row(job: Job, harness: Harness, started: _dt.datetime, ended: _dt.dateti
 def run_external(stack: Stack, job: Job, harness: Harness, timeout_s: float) -> None:
     from deepgreen_audit.collect.protocol import HarnessServer
 
-    server = HarnessServer(harness, hello=job.protocol_params()).start()
+    server = HarnessServer(harness, hello=job.protocol_params(), session_timeout_s=timeout_s).start()
     env = dict(os.environ, DEEPGREEN_HARNESS_PORT=str(server.port))
     try:
         proc = subprocess.run(list(stack.command), env=env, timeout=timeout_s)

@@ -139,7 +139,7 @@ def import_greenlight(source: Path, out: Path, *, overwrite: bool = False) -> di
     meta = {"name": "api-profiles", "title": f"API-level energy profiles imported from {source.name}",
             "provenance": {"importer": "deepgreen import greenlight", "source": str(source),
                            "method": "FECoM (docs/greenlight.md)"}}
-    descriptor = write_api_package(tables, Path(out), meta, overwrite=overwrite)
+    descriptor = write_api_package(tables, Path(out), meta, overwrite=overwrite, inputs=[source])
     return {"descriptor": descriptor, "calls": len(tables["api_calls"].rows),
             "samples": len(tables["api_samples"].rows),
             "without_energy": sum(1 for r in tables["api_calls"].rows

@@ -45,8 +45,10 @@ def _key(field, text: str):
 
 
 def write_api_package(tables: dict[str, TextTable], out: Path, meta: dict, *,
-                      overwrite: bool = False) -> Path:
-    """Write the API tables under `out` atomically and describe them; returns the descriptor."""
+                      overwrite: bool = False, inputs=()) -> Path:
+    """Write the API tables under `out` atomically and describe them; returns the descriptor.
+
+    `inputs` are what the caller read, which `out` must not overlap."""
     out = Path(out)
     data = {}
     for name in API_TABLES:
@@ -63,7 +65,7 @@ def write_api_package(tables: dict[str, TextTable], out: Path, meta: dict, *,
         "mediatype": "text/csv", "encoding": "utf-8", "bytes": len(data[name]),
         "hash": "sha256:" + sums[f"{name}.csv"], "schema": load_schema(name).descriptor,
     } for name in API_TABLES]
-    with atomic.StagedDirectory(out, overwrite) as staged:
+    with atomic.StagedDirectory(out, overwrite, inputs=inputs) as staged:
         for name in API_TABLES:
             (staged.path / f"{name}.csv").write_bytes(data[name])
         (staged.path / SUMS_NAME).write_text(format_sums(sums), encoding="utf-8")

@@ -50,7 +50,7 @@ SERIES_COLUMNS = {
 #: The value column of each energy series (what FECoM sums).
 VALUE_COLUMN = {"cpu": "energy_j", "ram": "energy_j", "gpu": "power_w"}
 PROJECT_LEVEL_KEY = "project-level"
-EXPERIMENT_RE = re.compile(r"^experiment-([1-9][0-9]*)\.json$")
+EXPERIMENT_RE = re.compile(r"experiment-([1-9][0-9]*)\.json\Z")
 
 
 def function_name(signature: str) -> str:

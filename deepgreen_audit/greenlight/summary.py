@@ -56,7 +56,7 @@ ROUNDED_TOLERANCE = 0.005 + 1e-6
 #: relative (and absolute) tolerance for full-precision files: JSON float parsing differs
 #: between pandas and Python in the last bits only.
 FULL_PRECISION_RTOL = 1e-9
-SUMMARY_FILE_RE = re.compile(r"^(cpu|ram|gpu)_summary_(mean|median)\.csv$")
+SUMMARY_FILE_RE = re.compile(r"(cpu|ram|gpu)_summary_(mean|median)\.csv\Z")
 RQ2_FILE = "rq2_analysis.csv"
 
 

@@ -141,7 +141,10 @@ def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
                         path=path, code="missing-input") from None
     except UnicodeDecodeError as exc:
         raise UserError(f"is not UTF-8 (byte {exc.start})", path=path) from None
-    rows = list(csv.reader(io.StringIO(text, newline="")))
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise UserError(f"cannot be parsed as CSV: {exc}", path=path, code="csv-error") from None
     if not rows:
         raise UserError("is empty", path=path, row=1)
     return rows[0], rows[1:]
@@ -168,6 +171,12 @@ def read_rows(root: Path, rel: str, ecosystem: str | None = None, *,
     missing = [c for c in R32 if c not in header]
     if missing:
         raise UserError(f"lacks the CodeCarbon column(s) {', '.join(missing)}", path=path, row=1)
+    labels = [c for c in ("modello", "dataset", "fase", "epoca") if c not in header] \
+        if not file_labels else []
+    if ecosystem is None and "language" not in header and "lang" not in header:
+        labels.append("language")
+    if labels:
+        raise UserError(f"lacks the label column(s) {', '.join(labels)}", path=path, row=1)
     out = []
     for number, row in enumerate(rows, start=2):
         if len(row) != len(header):
@@ -416,7 +425,8 @@ def import_source(source: Path, out: Path, *, overwrite: bool = False,
     extra = {REPORT_FILE: (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode(),
              SOURCE_ROWS_FILE: canonical_text(header, source_rows).encode()}
     path = write_package(tables, Path(out), meta, descriptor_path=descriptor_path,
-                         overwrite=overwrite, extra_files=extra, check=_refuse_invalid)
+                         overwrite=overwrite, extra_files=extra, check=_refuse_invalid,
+                         inputs=[source])
     return path, report
 
 

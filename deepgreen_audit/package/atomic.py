@@ -1,17 +1,38 @@
 """Atomic writes: a temporary sibling, then a rename.
 
 An interrupted command leaves either the old state or the new one, never
-half of either (DESIGN.md section 5).
+half of either (DESIGN.md section 5).  Folder outputs also never destroy
+their inputs or each other:
+
+* an output that is, contains or lies inside one of the command's inputs is
+  refused before anything is written (`refuse_overlap`);
+* a writer holds an exclusive lock (`flock` on `.<name>.lock` beside the
+  output) from before it stages until after its rename, so a second writer
+  of the same output fails at once instead of silently losing one result;
+* the final rename never replaces an output that appeared meanwhile unless
+  the user passed --overwrite;
+* staging folders are removed when the command fails or is terminated
+  (SIGTERM); one left by a killed writer (SIGKILL) is found and removed by
+  the next writer of that output, which also puts back an old output that a
+  killed overwrite had moved aside but not yet replaced;
+* a full disk, a read-only folder or any other OS error is one `UserError`
+  line (code `write-error`), with nothing left behind.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
-from deepgreen_audit.errors import OutputExists
+from deepgreen_audit.errors import OutputExists, UserError
+
+STAGED_SUFFIX = ".staged"
+OLD_SUFFIX = ".old"
 
 
 def _umask() -> int:
@@ -20,20 +41,35 @@ def _umask() -> int:
     return mask
 
 
+def write_error(path: Path, exc: OSError) -> UserError:
+    """The one-line error for an OS error while writing `path` (disk full, read-only, ...)."""
+    reason = exc.strerror or str(exc)
+    hint = {errno.ENOSPC: "; free some space and run the command again",
+            errno.EDQUOT: "; free some space and run the command again",
+            errno.EROFS: "; choose a writable --out",
+            errno.EACCES: "; choose a writable --out"}.get(exc.errno, "")
+    return UserError(f"cannot write: {reason}{hint}; nothing was written", path=path,
+                     code="write-error")
+
+
 def write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` atomically (fsynced temporary file + rename)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide the file from others
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise write_error(path, exc) from None
         raise
 
 
@@ -47,33 +83,168 @@ def check_output(path: Path, overwrite: bool) -> None:
         raise OutputExists(path)
 
 
+def refuse_overlap(out: Path, inputs) -> None:
+    """Refuse an output that is, contains or lies inside one of `inputs`.
+
+    Replacing such an output would delete what the command is reading
+    (`restore PKG --out PKG --overwrite`, `--out .`).
+    """
+    target = Path(os.path.realpath(out))
+    for item in inputs:
+        source = Path(os.path.realpath(item))
+        if target == source or target in source.parents or source in target.parents:
+            relation = ("is" if target == source else
+                        "contains" if target in source.parents else "lies inside")
+            raise UserError(f"the output {relation} the input {item}; writing it would destroy "
+                            "what the command reads: choose another --out", path=out,
+                            code="output-overlaps-input")
+
+
+class OutputLock:
+    """An exclusive lock on an output path, held by one writer at a time.
+
+    The lock is `flock` on `.<name>.lock` beside the output: the kernel drops
+    it when its holder dies, so a killed writer never blocks the next one.
+    The holder removes the lock file on release; a writer that opened a file
+    removed meanwhile notices (its inode is no longer the path's) and retries.
+    """
+
+    def __init__(self, target: Path):
+        self.target = target
+        self.path = target.with_name(f".{target.name}.lock")
+        self._fd: int | None = None
+
+    def acquire(self) -> "OutputLock":
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise UserError("another deepgreen command is writing this output now (it holds "
+                                f"{self.path.name}); wait for it to finish or choose another --out",
+                                path=self.target, code="output-locked") from None
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self._fd = fd
+                return self
+            os.close(fd)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            self.path.unlink(missing_ok=True)
+            os.close(self._fd)
+            self._fd = None
+
+
+def _leftovers(target: Path) -> tuple[list[Path], list[Path]]:
+    """Staging folders and moved-aside old outputs that killed writers of `target` left.
+
+    Their names are `.<name>.<token>.staged` and `.<name>.<pid>.old`, tokens
+    without dots, so the leftovers of an output `runs.x` are never `runs`'s.
+    """
+    name = re.escape(target.name)
+    staged_re = re.compile(rf"\.{name}\.[A-Za-z0-9_]+{re.escape(STAGED_SUFFIX)}")
+    old_re = re.compile(rf"\.{name}\.[0-9]+{re.escape(OLD_SUFFIX)}")
+    staged, old = [], []
+    for entry in target.parent.iterdir():
+        if entry.is_symlink() or not entry.is_dir():
+            continue
+        if staged_re.fullmatch(entry.name):
+            staged.append(entry)
+        elif old_re.fullmatch(entry.name):
+            old.append(entry)
+    return staged, old
+
+
+def clean_leftovers(target: Path) -> None:
+    """Remove what killed writers of `target` left; call only while holding its lock.
+
+    An old output moved aside by a killed overwrite is put back when the new
+    one never arrived, so the target holds the old state, not nothing.
+    """
+    staged, old = _leftovers(target)
+    for path in staged:
+        shutil.rmtree(path)
+    if old and not target.exists() and not target.is_symlink():
+        os.rename(old.pop(), target)
+    for path in old:
+        shutil.rmtree(path)
+
+
 class StagedDirectory:
     """A directory built beside its target and renamed into place on success.
 
     Use as a context manager: write into `.path`; on a clean exit the
     staged directory replaces the target (the old one is removed only after
-    the new one is in place); on an exception it is deleted.
+    the new one is in place); on an exception, SIGTERM included, it is
+    deleted.  The target's lock is held throughout; `inputs` are the paths
+    the command reads, which the target must not overlap.
     """
 
-    def __init__(self, target: Path, overwrite: bool = False):
-        self.target = Path(target)
+    def __init__(self, target: Path, overwrite: bool = False, inputs=()):
+        self.target = Path(os.path.abspath(target))
+        self.overwrite = overwrite
+        refuse_overlap(self.target, inputs)
         check_output(self.target, overwrite)
-        self.target.parent.mkdir(parents=True, exist_ok=True)
-        self.path = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.", suffix=".staged",
-                                          dir=self.target.parent))
-        os.chmod(self.path, 0o777 & ~_umask())  # mkdtemp's 0700 would outlive the rename
+        self.lock = OutputLock(self.target)
+        try:
+            self.target.parent.mkdir(parents=True, exist_ok=True)
+            self.lock.acquire()
+        except OSError as exc:
+            raise write_error(self.target, exc) from None
+        try:
+            clean_leftovers(self.target)
+            check_output(self.target, overwrite)
+            self.path = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.",
+                                              suffix=STAGED_SUFFIX, dir=self.target.parent))
+            os.chmod(self.path, 0o777 & ~_umask())  # mkdtemp's 0700 would outlive the rename
+        except BaseException as exc:
+            self.lock.release()
+            if isinstance(exc, OSError):
+                raise write_error(self.target, exc) from None
+            raise
 
     def __enter__(self) -> "StagedDirectory":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
+        try:
+            if exc_type is not None:
+                shutil.rmtree(self.path, ignore_errors=True)
+                if isinstance(exc, OSError):
+                    raise write_error(self.target, exc) from None
+                return
+            self._move_into_place()
+        finally:
+            self.lock.release()
+
+    def _move_into_place(self) -> None:
+        if (self.target.exists() or self.target.is_symlink()) and not self.overwrite:
             shutil.rmtree(self.path, ignore_errors=True)
-            return
+            raise UserError("appeared while this command was writing it; nothing was replaced "
+                            "(pass --overwrite to replace it)", path=self.target,
+                            code="output-exists")
         old = None
-        if self.target.exists():
-            old = self.target.with_name(f".{self.target.name}.{os.getpid()}.old")
-            os.replace(self.target, old)
-        os.replace(self.path, self.target)
+        try:
+            if self.target.exists() or self.target.is_symlink():
+                old = self.target.with_name(f".{self.target.name}.{os.getpid()}{OLD_SUFFIX}")
+                os.replace(self.target, old)
+            os.replace(self.path, self.target)
+        except OSError as exc:
+            if old is not None and not self.target.exists():
+                os.replace(old, self.target)
+            shutil.rmtree(self.path, ignore_errors=True)
+            raise write_error(self.target, exc) from None
         if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+            _remove(old)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)

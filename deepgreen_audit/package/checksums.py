@@ -31,8 +31,17 @@ def format_sums(sums: dict[str, str]) -> str:
 
 def parse_sums(path: Path) -> dict[str, str]:
     """{file name: hex digest} from a SHA256SUMS file, refusing malformed lines."""
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"is not UTF-8 (byte {exc.start})", path=path,
+                        row=data[: exc.start].count(b"\n") + 1, code="checksum-format") from None
     sums: dict[str, str] = {}
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
         match = _LINE.fullmatch(line)
         if match is None:
             raise UserError("is not a 'sha256sum' line: <64 hex digits>  <file name>",

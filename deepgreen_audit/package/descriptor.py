@@ -52,6 +52,24 @@ def dumps(descriptor: dict) -> str:
     return json.dumps(descriptor, indent=2, ensure_ascii=False) + "\n"
 
 
+def read_json(path: Path, code: str):
+    """A JSON file's value; malformed JSON, non-UTF-8 bytes and `\\ud800`-style escapes of
+    lone surrogates (text no UTF-8 file can hold, so no writer could copy it) are UserErrors."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        value = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"is not valid JSON: {exc}", path=path, code=code) from None
+    except RecursionError:
+        raise UserError("is not valid JSON: nested too deeply", path=path, code=code) from None
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserError("holds a \\u escape of a lone surrogate, which is not text",
+                        path=path, code=code) from None
+    return value
+
+
 def safe_relative(path_text: str, where: Path) -> PurePosixPath:
     """A resource path that stays inside the package folder, or a UserError."""
     path = PurePosixPath(path_text)
@@ -79,10 +97,7 @@ class Package:
             raise UserError("no package descriptor here (expected a folder with "
                             f"{DESCRIPTOR_NAME}, or the descriptor itself)", path=path,
                             code="missing-descriptor")
-        try:
-            descriptor = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UserError(f"is not valid JSON: {exc}", path=path, code="descriptor-error") from None
+        descriptor = read_json(path, "descriptor-error")
         if not isinstance(descriptor, dict) or not isinstance(descriptor.get("resources"), list):
             raise UserError("is not a Data Package descriptor (no 'resources' list)", path=path,
                             code="descriptor-error")
@@ -109,17 +124,31 @@ class Package:
         if not isinstance(res.get("path"), str):
             raise UserError(f"resource {name!r} has no path", path=self.descriptor_path,
                             code="descriptor-error")
-        return self.base / safe_relative(res["path"], self.descriptor_path)
+        return self._confined(res["path"])
+
+    def _confined(self, path_text: str) -> Path:
+        """A path inside the package folder, also once symbolic links are followed."""
+        path = self.base / safe_relative(path_text, self.descriptor_path)
+        base, folder = self.base.resolve(), path.parent.resolve()
+        if folder != base and base not in folder.parents:
+            raise UserError(f"{path_text!r} leads out of the package folder through a symbolic "
+                            "link", path=self.descriptor_path, code="unsafe-path")
+        return path
 
     @property
     def tables_dir(self) -> Path:
         return self.table_path(TABLES[0]).parent
 
+    def input_paths(self) -> list[Path]:
+        """What a command reading this package reads: no output may overlap these."""
+        return [self.descriptor_path, self.checksums_path,
+                *{self.table_path(name).parent for name in TABLES}]
+
     @property
     def checksums_path(self) -> Path:
         text = self.descriptor.get("checksums")
         if isinstance(text, str):
-            return self.base / safe_relative(text, self.descriptor_path)
+            return self._confined(text)
         return self.tables_dir / SUMS_NAME
 
     def text(self, name: str) -> _tables.TextTable:

@@ -27,7 +27,7 @@ def export_parquet(location, out: Path, *, overwrite: bool = False) -> dict[str,
                         code="invalid-package")
     package = Package.open(location)
     counts = {}
-    with atomic.StagedDirectory(Path(out), overwrite) as staged:
+    with atomic.StagedDirectory(Path(out), overwrite, inputs=package.input_paths()) as staged:
         for name in TABLES:
             table = package.table(name)
             table = table.replace_schema_metadata({

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 CODES = {
     "missing-descriptor": "no datapackage.json where the package was expected",
     "descriptor-error": "datapackage.json is unreadable or malformed",
-    "unsafe-path": "a path leaves the package folder",
+    "unsafe-path": "a path leaves the package folder (directly or through a symbolic link)",
     "symlink": "a symbolic link where a plain file is required",
     "missing-resource": "the descriptor lacks one of the four tables",
     "missing-table": "a table file is missing",
@@ -25,6 +25,8 @@ CODES = {
     "bytes-mismatch": "a table's size differs from the descriptor's bytes",
     "hash-mismatch": "a table's SHA256 differs from the descriptor's hash",
     "encoding-error": "a table is not UTF-8",
+    "byte-order-mark": "a table starts with a byte-order mark, which canonical CSV does not have",
+    "empty-table": "a table file is empty (not even a header row)",
     "csv-error": "a table cannot be parsed as CSV",
     "line-ending": "a table uses CR or CRLF line endings",
     "truncated-row": "the last row does not end with a newline",
@@ -39,6 +41,7 @@ CODES = {
     "unique-error": "a value repeats in a unique column",
     "primary-key-error": "a primary key repeats",
     "foreign-key-error": "a key refers to no row of the referenced table",
+    "incomplete-run": "a run lacks its environment row or its blocks",
     "row-order": "rows are not in primary-key order",
 }
 

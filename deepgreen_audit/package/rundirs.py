@@ -27,7 +27,7 @@ from pathlib import Path
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.canonical import format_value, is_canonical, parse_value
-from deepgreen_audit.package.descriptor import Package
+from deepgreen_audit.package.descriptor import Package, read_json
 from deepgreen_audit.package.schema import TABLES, load_schema
 from deepgreen_audit.package.tables import TextTable, canonical_text, read_text
 from deepgreen_audit.package.writer import write_package
@@ -122,11 +122,12 @@ def restore(location, out: Path, *, overwrite: bool = False, dry_run: bool = Fal
     files = restore_files(package)
     summary = {"runs": len(package.text("runs").rows), "files": len(files),
                "bytes": sum(len(b) for b in files.values()), "out": str(out)}
+    atomic.refuse_overlap(out, package.input_paths())
     if dry_run:
         atomic.check_output(out, overwrite)
         return summary
     out = Path(out)
-    with atomic.StagedDirectory(out, overwrite) as staged:
+    with atomic.StagedDirectory(out, overwrite, inputs=package.input_paths()) as staged:
         root = staged.path.resolve()
         for rel, data in files.items():
             target = (staged.path / rel).resolve()
@@ -209,10 +210,10 @@ def flatten_tables(root: Path, progress=None) -> tuple[dict[str, TextTable], dic
     meta_path = files.pop(PACKAGE_META, None)
     meta = {}
     if meta_path is not None:
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UserError(f"is not valid JSON: {exc}", path=meta_path, code="manifest-error") from None
+        meta = read_json(meta_path, "manifest-error")
+        if not isinstance(meta, dict):
+            raise UserError("is not a JSON object of package metadata", path=meta_path,
+                            code="manifest-error")
     run_dirs = sorted({rel.rsplit("/", 1)[0] for rel in files})
     expected_names = {MANIFEST, SAMPLES_FILE, *block_files()}
     schemas = {name: load_schema(name) for name in TABLES}
@@ -239,11 +240,7 @@ def flatten_tables(root: Path, progress=None) -> tuple[dict[str, TextTable], dic
         base = root / rel_dir
         campaign = rel_dir.split("/")[0]
         manifest_path = base / MANIFEST
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UserError(f"is not valid JSON: {exc}", path=manifest_path,
-                            code="manifest-error") from None
+        manifest = read_json(manifest_path, "manifest-error")
         if not isinstance(manifest, dict) or set(manifest) != {"run", "environment"}:
             raise UserError("a manifest holds exactly the keys 'run' and 'environment'",
                             path=manifest_path, code="manifest-error")
@@ -278,9 +275,10 @@ def flatten_tables(root: Path, progress=None) -> tuple[dict[str, TextTable], dic
 def flatten(root: Path, out: Path, *, overwrite: bool = False, descriptor_path: Path | None = None,
             progress=None) -> Path:
     """Flatten a run tree into a package at `out`; refuses to write an invalid package."""
+    atomic.refuse_overlap(out, [root])
     tables, meta = flatten_tables(root, progress)
     return write_package(tables, out, meta, descriptor_path=descriptor_path, overwrite=overwrite,
-                         check=lambda staged: _refuse_invalid(staged, root))
+                         check=lambda staged: _refuse_invalid(staged, root), inputs=[root])
 
 
 def _refuse_invalid(staged_descriptor: Path, root: Path) -> None:

@@ -138,7 +138,9 @@ def pandera_schema(schema: TableSchema):
         if f.enum is not None:
             checks.append(pa_.Check.isin(list(f.enum), error=f"one of {', '.join(f.enum)}"))
         if f.pattern is not None:
-            checks.append(pa_.Check.str_matches(f"^(?:{f.pattern})$", error=f"pattern {f.pattern}"))
+            # fullmatch, not re.match: `$` would let a trailing newline through
+            checks.append(pa_.Check(lambda s, p=f.pattern: s.str.fullmatch(p).fillna(False).astype(bool),
+                                    error=f"pattern {f.pattern}"))
         columns[f.name] = pa_.Column(
             None, checks=checks, nullable=not f.required, unique=f.unique, coerce=False,
             required=True, description=f.description)

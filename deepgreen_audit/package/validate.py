@@ -32,7 +32,12 @@ from deepgreen_audit.package.tables import canonical_text, parse_text
 
 _TYPE_RE = {"integer": INTEGER_RE, "number": NUMBER_RE, "datetime": DATETIME_RE,
             "boolean": re.compile("true|false")}
-_CHECK_NAMES = {"not_nullable": "required", "field_uniqueness": "unique"}
+_INT64 = (-(2 ** 63), 2 ** 63 - 1)
+#: Dates and times a measurement can carry: none before 2000 (no NVML energy counter
+#: existed) and none after 2100; anything else is a corrupt or mistyped cell.
+PLAUSIBLE_DATETIMES = (pd.Timestamp("2000-01-01", tz="UTC"), pd.Timestamp("2100-01-01", tz="UTC"))
+#: Tables every run must have rows in (referential completeness, beyond the foreign keys).
+RUN_CHILDREN = ("environment", "blocks")
 
 
 def validate(location: str | Path | None = None, tables: tuple[str, ...] = TABLES,
@@ -56,7 +61,11 @@ def validate(location: str | Path | None = None, tables: tuple[str, ...] = TABLE
                                   ("name", "title", "provenance") if k in package.descriptor}
     if descriptor_check is not None and not descriptor_check(package, report):
         return report
-    sums = _check_checksums(package, report)
+    try:
+        sums = _check_checksums(package, report)
+    except UserError as exc:
+        report.add(exc.code, exc.message)
+        sums = None
     keys: dict[str, dict] = {}
     total_bytes = 0
     for name in tables:
@@ -83,6 +92,7 @@ def validate(location: str | Path | None = None, tables: tuple[str, ...] = TABLE
         if table_keys is not None:
             keys[name] = table_keys
     _check_foreign_keys(tables, keys, report)
+    _check_runs_complete(keys, report)
     report.stats["bytes"] = total_bytes
     return report
 
@@ -164,6 +174,13 @@ def _check_table(schema: TableSchema, data: bytes, report: Report) -> dict | Non
         report.add("encoding-error", f"byte {exc.start} is not UTF-8", resource=name,
                    row=data[: exc.start].count(b"\n") + 1)
         return None
+    if text.startswith("\ufeff"):
+        report.add("byte-order-mark", "the file starts with a byte-order mark (U+FEFF); "
+                   "canonical CSV has none", resource=name, row=1)
+        return None
+    if not text:
+        report.add("empty-table", "the file is empty: not even a header row", resource=name, row=1)
+        return None
     if "\r" in text:
         report.add("line-ending", "CR or CRLF line endings; canonical CSV uses LF",
                    resource=name, row=text[: text.index("\r")].count("\n") + 1)
@@ -240,6 +257,13 @@ def _typed_column(resource, field, arr: pa.StringArray, report):
                            "in canonical form", resource=resource, row=int(i) + 2, field=field.name)
         values = pc.cast(masked, pa.float64()).to_numpy(zero_copy_only=False)
     elif field.type == "integer":
+        long = pc.greater_equal(pc.utf8_length(masked), 19).fill_null(False).to_numpy(zero_copy_only=False)
+        for i in np.flatnonzero(long):
+            if not _INT64[0] <= int(arr[i].as_py()) <= _INT64[1]:
+                bad[i] = True
+                report.add("type-error", f"{arr[i].as_py()} is outside the 64-bit integer range",
+                           resource=resource, row=int(i) + 2, field=field.name)
+        masked = pc.if_else(pa.array(empty | bad), pa.scalar(None, pa.string()), arr)
         values = pc.cast(masked, pa.int64()).to_pandas()
     elif field.type == "boolean":
         values = pc.equal(masked, "true").to_pandas()
@@ -256,6 +280,14 @@ def _typed_column(resource, field, arr: pa.StringArray, report):
                                resource=resource, row=int(i) + 2, field=field.name)
             masked = pc.if_else(pa.array(empty | bad), pa.scalar(None, pa.string()), arr)
             values = pc.cast(masked, pa.timestamp("us", tz="UTC")).to_pandas()
+        low, high = PLAUSIBLE_DATETIMES
+        implausible = ((values < low) | (values >= high)).fillna(False).to_numpy()
+        for i in np.flatnonzero(implausible):
+            bad[i] = True
+            report.add("constraint-error", f"{arr[i].as_py()!r} is not a plausible date "
+                       f"(from {low.year} to {high.year - 1})", resource=resource, row=int(i) + 2,
+                       field=field.name)
+        values = values.mask(implausible)
     else:
         values = masked.to_pandas()
     return values, bad
@@ -331,6 +363,20 @@ def _check_foreign_keys(tables: tuple[str, ...], keys: dict[str, dict], report: 
                 report.add("foreign-key-error", f"{', '.join(fields)}={child[i].as_py()} "
                            f"refers to no row of {ref}", resource=name, row=int(i) + 2,
                            field=fields[0])
+
+
+def _check_runs_complete(keys: dict[str, dict], report: Report) -> None:
+    """Every run has its environment row and its blocks, so every verb can read it whole."""
+    if "runs" not in keys or "run_id" not in keys["runs"]:
+        return
+    run_ids = keys["runs"]["run_id"]
+    for child in RUN_CHILDREN:
+        if "run_id" not in keys.get(child, {}):
+            continue
+        absent = ~pc.is_in(run_ids, value_set=keys[child]["run_id"]).to_numpy(zero_copy_only=False)
+        for i in np.flatnonzero(absent):
+            report.add("incomplete-run", f"run_id={run_ids[i].as_py()} has no row in {child}",
+                       resource="runs", row=int(i) + 2, field="run_id")
 
 
 def _joined(columns: dict, fields) -> pa.Array:

@@ -12,7 +12,7 @@ from deepgreen_audit.package.tables import TextTable, canonical_bytes
 
 def write_package(tables: dict[str, TextTable], out: Path, meta: dict, *,
                   descriptor_path: Path | None = None, overwrite: bool = False,
-                  extra_files: dict[str, bytes] | None = None, check=None) -> Path:
+                  extra_files: dict[str, bytes] | None = None, check=None, inputs=()) -> Path:
     """Write the four tables under `out` and describe them; returns the descriptor path.
 
     The folder is staged beside its target and renamed into place, so an
@@ -20,7 +20,8 @@ def write_package(tables: dict[str, TextTable], out: Path, meta: dict, *,
     goes into `out` unless `descriptor_path` puts it elsewhere (the shipped
     package is described from the project's top level).  `check`, if given,
     is called with the staged descriptor before anything is moved into place
-    and may raise to abandon the write.
+    and may raise to abandon the write.  `inputs` are what the caller read:
+    neither `out` nor the descriptor may overlap them.
     """
     out = Path(out)
     data = {}
@@ -36,8 +37,9 @@ def write_package(tables: dict[str, TextTable], out: Path, meta: dict, *,
     desc_text = _descriptor.dumps(_descriptor.build(meta, data, rel, sums))
     inside = descriptor_path.resolve().parent == out.resolve()
     if not inside:
+        atomic.refuse_overlap(descriptor_path, inputs)
         atomic.check_output(descriptor_path, overwrite)
-    with atomic.StagedDirectory(out, overwrite) as staged:
+    with atomic.StagedDirectory(out, overwrite, inputs=inputs) as staged:
         for name in TABLES:
             (staged.path / f"{name}.csv").write_bytes(data[name])
         (staged.path / SUMS_NAME).write_text(format_sums(sums), encoding="utf-8")

@@ -138,7 +138,7 @@ def render(location, out: Path | None = None, design: Design | None = None,
         outputs[name] = draw(results, design)
     report.seconds["figures"] = time.perf_counter() - clock
 
-    with StagedDirectory(out, overwrite=True) as staged:
+    with StagedDirectory(out, overwrite=True, inputs=package.input_paths()) as staged:
         for name, data in outputs.items():
             (staged.path / name).write_bytes(data)
     report.files = sorted(outputs)

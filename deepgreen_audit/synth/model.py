@@ -203,11 +203,11 @@ its rows follow instead.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.spec import read_toml
 
 #: The fixed text whose SHA-256 stands for the pinned CodeCarbon configuration.
 CODECARBON_CONFIG_PLACEHOLDER = (
@@ -448,12 +448,7 @@ class SynthModel:
         names (``[ecosystem_time]`` with ``java-dl4j = 3.0`` changes DL4J alone).
         """
         path = Path(path)
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UserError("no such synthetic-model file", path=path) from None
-        except tomllib.TOMLDecodeError as exc:
-            raise UserError(f"is not valid TOML: {exc}", path=path) from None
+        data = read_toml(path, missing="no such synthetic-model file")
         return (base or cls()).with_overrides(data, where=path)
 
     # --- noise-free quantities ---------------------------------------------

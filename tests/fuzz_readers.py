@@ -1,0 +1,252 @@
+"""Property-based fuzzing of the readers (issue 16): no input may end in a traceback.
+
+Four readers, each fed inputs mutated from a corpus seeded from the shipped
+package (its first run, whole, with a few of its samples):
+
+* the CSV tables, through `validate` (and, for what it calls valid, through
+  restore's reader: what validate passes every verb must read);
+* the descriptor, through `validate` (which opens it);
+* a run directory tree, through `flatten` (read, write, validate);
+* the harness protocol, through `Session.handle`.
+
+Each target accepts any outcome but an exception other than `UserError`.
+`tests/test_fuzz.py` runs them briefly in CI; `scripts/fuzz.py` runs them
+for as long as asked and reports the number of inputs tried.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import types
+from collections import Counter
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+
+from hypothesis import strategies as st
+
+from deepgreen_audit.collect.harness import Harness
+from deepgreen_audit.collect.protocol import Session
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.package import rundirs
+from deepgreen_audit.package.descriptor import Package
+from deepgreen_audit.package.schema import TABLES
+from deepgreen_audit.package.tables import TextTable
+from deepgreen_audit.package.validate import validate
+from deepgreen_audit.package.writer import write_package
+from package_edits import rehash
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED_SAMPLES = 12
+#: Inputs tried per target, for the fuzz script's report.
+TRIED: Counter = Counter()
+
+#: Cells and fragments that broke readers before, or could.
+INTERESTING = [
+    "", "\ufeff", "\n", "\r\n", "\r", '"', '""', ",", "\x00", "nan", "NaN", "inf", "-inf", "-0",
+    "1e400", "-1e400", "99999999999999999999", "-9223372036854775809", "9223372036854775807",
+    "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2026-02-30T00:00:00Z", "true", "TRUE",
+    "../../etc", "a/b", "é", "\udcff", "\u2028", " ", "0.1000", "1.0", "01", "+1", "ab" * 32 + "\n",
+]
+
+
+@lru_cache(maxsize=1)
+def seed_folder() -> Path:
+    """A small valid package made of the shipped package's first run (written once a process)."""
+    shipped = Package.open(ROOT / "datapackage.json")
+    first = shipped.text("runs").rows[0][0]
+    tables = {}
+    for name in TABLES:
+        table = shipped.text(name)
+        rows = [r for r in table.rows if r[0] == first]
+        tables[name] = TextTable(table.header, rows[:SEED_SAMPLES] if name == "samples" else rows)
+    out = Path(tempfile.mkdtemp(prefix="deepgreen-fuzz-seed-")) / "pkg"
+    write_package(tables, out, shipped.meta)
+    return out
+
+
+@lru_cache(maxsize=1)
+def seed_tree() -> Path:
+    out = seed_folder().parent / "tree"
+    rundirs.restore(seed_folder(), out)
+    return out
+
+
+# ---------------------------------------------------------------- mutations
+
+
+@st.composite
+def mutated(draw, data: bytes) -> bytes:
+    """`data` after one to four mutations: byte-level, line-level and cell-level."""
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["flip", "insert", "delete", "truncate", "cell", "line"]))
+        at = draw(st.integers(0, len(data)))
+        if kind == "flip" and data:
+            at = min(at, len(data) - 1)
+            data = data[:at] + bytes([draw(st.integers(0, 255))]) + data[at + 1:]
+        elif kind == "insert":
+            piece = draw(st.one_of(st.sampled_from(INTERESTING).map(
+                lambda s: s.encode("utf-8", "surrogatepass")), st.binary(max_size=8)))
+            data = data[:at] + piece + data[at:]
+        elif kind == "delete":
+            data = data[:at] + data[at + draw(st.integers(1, 64)):]
+        elif kind == "truncate":
+            data = data[:at]
+        elif kind == "cell":
+            data = _replace_cell(data, draw)
+        else:
+            lines = data.split(b"\n")
+            i, j = (draw(st.integers(0, max(len(lines) - 1, 0))) for _ in range(2))
+            if draw(st.booleans()):
+                lines.insert(j, lines[i])
+            else:
+                lines.pop(i)
+            data = b"\n".join(lines)
+    return data
+
+
+def _replace_cell(data: bytes, draw) -> bytes:
+    lines = data.split(b"\n")
+    i = draw(st.integers(0, max(len(lines) - 1, 0)))
+    cells = lines[i].split(b",")
+    k = draw(st.integers(0, len(cells) - 1))
+    value = draw(st.one_of(st.sampled_from(INTERESTING), st.text(max_size=12),
+                           st.integers().map(str), st.floats().map(repr)))
+    cells[k] = value.encode("utf-8", "surrogatepass")
+    lines[i] = b",".join(cells)
+    return b"\n".join(lines)
+
+
+def _json_containers(inner):
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.sampled_from(INTERESTING),
+    _json_containers, max_leaves=6)
+
+
+@st.composite
+def mutated_json(draw, obj):
+    """`obj` with one value somewhere inside replaced by another JSON value (or deleted)."""
+    if isinstance(obj, (dict, list)) and obj and draw(st.integers(0, 3)):
+        keys = list(obj) if isinstance(obj, dict) else list(range(len(obj)))
+        key = draw(st.sampled_from(keys))
+        copy = dict(obj) if isinstance(obj, dict) else list(obj)
+        if draw(st.integers(0, 9)) == 0:
+            del copy[key]
+        else:
+            copy[key] = draw(mutated_json(obj[key]))
+        return copy
+    return draw(JSON_VALUES)
+
+
+# ---------------------------------------------------------------- targets
+
+
+@contextmanager
+def scratch_copy(src: Path):
+    """A copy of `src` in a fresh temporary folder, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="deepgreen-fuzz-") as scratch:
+        dst = Path(scratch) / src.name
+        shutil.copytree(src, dst, symlinks=True)
+        yield dst
+
+
+def _write_mutated_json(draw, path: Path, obj) -> None:
+    """`obj` mutated, written ASCII-escaped or as raw UTF-8 (lone surrogates left as bytes)."""
+    text = json.dumps(draw(mutated_json(obj)), ensure_ascii=draw(st.booleans()))
+    path.write_bytes(text.encode("utf-8", "surrogatepass"))
+
+
+def check_package(pkg: Path) -> None:
+    """validate never raises; a package it calls valid restores and types without error."""
+    report = validate(pkg)
+    if report.valid:
+        package = Package.open(pkg)
+        rundirs.restore_files(package)
+        for name in TABLES:
+            package.table(name)
+
+
+def fuzz_table(draw) -> None:
+    """One mutated table in a copy of the seed package (re-described half the time)."""
+    TRIED["csv tables"] += 1
+    name = draw(st.sampled_from(TABLES))
+    with scratch_copy(seed_folder()) as pkg:
+        path = pkg / f"{name}.csv"
+        path.write_bytes(draw(mutated(path.read_bytes())))
+        if draw(st.booleans()):
+            rehash(pkg)
+        check_package(pkg)
+
+
+def fuzz_descriptor(draw) -> None:
+    """A mutated datapackage.json (as JSON, or as bytes) in a copy of the seed package."""
+    TRIED["descriptor"] += 1
+    with scratch_copy(seed_folder()) as pkg:
+        path = pkg / "datapackage.json"
+        if draw(st.booleans()):
+            _write_mutated_json(draw, path, json.loads(path.read_text()))
+        else:
+            path.write_bytes(draw(mutated(path.read_bytes())))
+        check_package(pkg)
+
+
+def fuzz_run_tree(draw) -> None:
+    """One mutated file of a copy of the seed run tree, through flatten (read, write, validate)."""
+    TRIED["run directories"] += 1
+    with scratch_copy(seed_tree()) as tree:
+        path = draw(st.sampled_from(sorted(p for p in tree.rglob("*") if p.is_file())))
+        if path.suffix == ".json" and draw(st.booleans()):
+            try:
+                obj = json.loads(path.read_text())
+            except ValueError:
+                obj = None
+            _write_mutated_json(draw, path, obj)
+        else:
+            path.write_bytes(draw(mutated(path.read_bytes())))
+        try:
+            rundirs.flatten(tree, tree.parent / "out")
+        except UserError:
+            pass
+
+
+class _Counters:
+    """Instruments that count up on each read: enough for the harness's bookkeeping."""
+
+    codecarbon = None
+
+    def __init__(self):
+        self.k = 0
+
+    def read(self):
+        self.k += 1
+        return (1000 + self.k,), (5 + self.k,)
+
+
+TOKENS = ["HELLO", "SET", "BEGIN", "END", "PING", "BYE", "1", "0", "-1", "2", "train", "eval",
+          "samples=128", "loss=2.5", "loss=-", "accuracy=0.5", "learning_rate=0.0001",
+          "batch_size=128", "framework=x%20y", "cudnn_available=true", "epochs=1e400",
+          "loss=nan", "samples=99999999999999999999", "=", "a=b=c", "%ZZ", "\r", "é", "\x00"]
+
+
+def fuzz_protocol(draw) -> None:
+    """A session of lines built from protocol tokens and arbitrary text."""
+    TRIED["protocol"] += 1
+    session = Session(Harness(types.SimpleNamespace(read=_Counters().read, codecarbon=None)),
+                      {"epochs": 2})
+    line = st.one_of(
+        st.lists(st.sampled_from(TOKENS), min_size=0, max_size=6).map(" ".join),
+        st.text(max_size=40),
+        st.sampled_from(["HELLO 1 fuzz", "BEGIN 1 train", "END 1 train samples=1 loss=1"]))
+    for text in draw(st.lists(line, min_size=1, max_size=12)):
+        reply = session.handle(text)
+        assert reply.startswith(("OK ", "ERR ")) and "\n" not in reply, reply
+    session.failure(disconnected=True)
+
+
+TARGETS = {"csv tables": fuzz_table, "descriptor": fuzz_descriptor,
+           "run directories": fuzz_run_tree, "protocol": fuzz_protocol}
