@@ -2,7 +2,7 @@
 # Set up DeepGreen Audit on this machine: a virtual environment in .venv with the
 # project installed (editable), the frameworks at the specification's pinned versions,
 # the built stacks (C++/LibTorch, Rust/tch, Java/DL4J) and, when run as root, the system
-# packages it needs.  Safe to run again: it only installs or rebuilds what is missing or stale.
+# packages it needs (TeX Live for the paper, Slurm for the Slurm executor's tests).  Safe to run again: it only installs or rebuilds what is missing or stale.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +22,19 @@ if [ "${DEEPGREEN_SKIP_TEX:-0}" != "1" ] && ! command -v latexmk >/dev/null 2>&1
   else
     echo "setup: note: TeX Live is missing and this user cannot install it; to build the PDF, run as root:" >&2
     echo "  apt-get install -y --no-install-recommends $TEX_PACKAGES" >&2
+  fi
+fi
+
+# Slurm and munge, so the tests of the Slurm executor start a single-node cluster (they skip without).
+SLURM_PACKAGES="slurmctld slurmd munge slurm-client"
+if [ "${DEEPGREEN_SKIP_SLURM:-0}" != "1" ] && ! command -v slurmctld >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing Slurm (apt-get): $SLURM_PACKAGES"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $SLURM_PACKAGES >/dev/null
+  else
+    echo "setup: note: Slurm is missing and this user cannot install it; the Slurm executor's tests skip. As root:" >&2
+    echo "  apt-get install -y --no-install-recommends $SLURM_PACKAGES" >&2
   fi
 fi
 
