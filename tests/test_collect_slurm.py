@@ -90,6 +90,26 @@ def test_scontrol_output_is_read_when_there_is_no_accounting():
     assert tasks[2].active and tasks[3].reason == "Priority" and tasks[3].node is None
 
 
+def test_a_task_slurm_no_longer_lists_is_settled_failed_once_old_enough(tmp_path, monkeypatch):
+    """A cluster without accounting forgets finished jobs after MinJobAge: such a task has
+    ended (how is unknown) and is recorded failed, not waited on for ever."""
+    plan = load_plan(write_scoped_plan(tmp_path / "plan.toml", "smoke", tmp_path / "data", SMOKE_SCOPE))
+    out = tmp_path / "out"
+    (out / "slurm").mkdir(parents=True)
+    run_ids = [j.run_id for j in plan.jobs[:2]]
+    record = {"job_id": "77", "node": None, "runs": run_ids, "outcomes": {}, "settled": False}
+    monkeypatch.setattr(slurm_accounting, "read_array", lambda job: ({}, "no accounting"))
+    for age_s, settled in ((5, False), (slurm_accounting.FORGET_AFTER_S + 5, True)):
+        submitted = time.time() - age_s
+        record["submitted_at_utc"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(submitted))
+        (out / "slurm" / "77.json").write_text(json.dumps(record))
+        counts, summary = settle(plan, out)
+        assert bool(summary.failed) == settled and len(summary.in_flight) == (0 if settled else 2)
+    assert "unknown to Slurm" in summary.failed[run_ids[0]]
+    assert json.loads((out / "failed" / f"{run_ids[0]}.1" / "failure.json").read_text())["slurm_job"] == "77_0"
+    assert json.loads((out / "slurm" / "77.json").read_text())["settled"] is True
+
+
 # ------------------------------------------------------------------ the batch script
 
 

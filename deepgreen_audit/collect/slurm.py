@@ -21,6 +21,7 @@ goes to the node the plan's [hosts] replicate_nodes assign (one array per node).
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import os
 import shlex
@@ -171,12 +172,15 @@ def settle(plan: Plan, out: Path) -> tuple[dict[str, int], SlurmSummary]:
         if submission.get("settled"):
             continue
         tasks, energy_note = slurm_accounting.read_array(submission["job_id"])
+        age_s = time.time() - _dt.datetime.fromisoformat(submission["submitted_at_utc"]).timestamp()
         open_tasks = []
         for index, run_id in enumerate(submission["runs"]):
             if str(index) in submission["outcomes"]:
                 continue
             counts["submitted"] += 1
             record = tasks.get(index)
+            if record is None and age_s > slurm_accounting.FORGET_AFTER_S:
+                record = slurm_accounting.forgotten(index, submission["job_id"])
             if record is None or record.active:
                 state = record.state if record else "PENDING"
                 counts["running" if state in ("RUNNING", "COMPLETING", "CONFIGURING") else "pending"] += 1

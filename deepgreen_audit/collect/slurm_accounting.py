@@ -26,6 +26,10 @@ SACCT_FIELDS = ("JobID", "State", "Reason", "ExitCode", "NodeList", "Submit", "S
 #: states after which a task runs no more (COMPLETING is not one: its processes may still live)
 ENDED_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
                 "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
+#: the state of a task Slurm no longer knows (no accounting, and ended more than MinJobAge ago)
+FORGOTTEN = "UNKNOWN"
+#: how long after submission a task Slurm does not list counts as forgotten, not yet registered
+FORGET_AFTER_S = 120
 #: Slurm's "no value" markers for 64-bit counters (NO_VAL64, INFINITE64)
 _NO_VALUE = {2**64 - 2, 2**64 - 1}
 
@@ -45,7 +49,7 @@ class TaskRecord:
 
     @property
     def ended(self) -> bool:
-        return self.state in ENDED_STATES
+        return self.state in ENDED_STATES or self.state == FORGOTTEN
 
     @property
     def active(self) -> bool:
@@ -130,6 +134,14 @@ def parse_scontrol(text: str, array_job: str) -> dict[int, TaskRecord]:
                 exit_code=fields.get("ExitCode"), node=None if node in (None, "(null)") else node,
                 consumed_energy_raw=None)
     return records
+
+
+def forgotten(task: int, array_job: str) -> TaskRecord:
+    """A task Slurm lists no more: it has ended, how is not known."""
+    return TaskRecord(task=task, job_id=f"{array_job}_{task}", state=FORGOTTEN,
+                      state_text="unknown to Slurm", reason="no accounting record left (a cluster "
+                      "without job accounting forgets finished jobs after MinJobAge)",
+                      exit_code=None, node=None, consumed_energy_raw=None)
 
 
 def _run(command: list[str]) -> subprocess.CompletedProcess:
