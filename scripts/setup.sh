@@ -12,31 +12,29 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
   exit 1
 fi
 
-# System packages (the LaTeX toolchain for the paper), where we may install them.
-TEX_PACKAGES="texlive-latex-base texlive-latex-recommended texlive-science latexmk lmodern poppler-utils"
-if [ "${DEEPGREEN_SKIP_TEX:-0}" != "1" ] && ! command -v latexmk >/dev/null 2>&1; then
-  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing TeX Live (apt-get): $TEX_PACKAGES"
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $TEX_PACKAGES >/dev/null
-  else
-    echo "setup: note: TeX Live is missing and this user cannot install it; to build the PDF, run as root:" >&2
-    echo "  apt-get install -y --no-install-recommends $TEX_PACKAGES" >&2
+# apt_install WHAT SKIP_VARIABLE PROGRAM WHY PACKAGE...: system packages, where we may install
+# them (root with apt-get), unless PROGRAM is there or SKIP_VARIABLE=1; otherwise the line that would.
+apt_install() {
+  local what=$1 skip=$2 program=$3 why=$4
+  shift 4
+  if [ "${!skip:-0}" = "1" ] || command -v "$program" >/dev/null 2>&1 || [ -x "/usr/sbin/$program" ]; then
+    return 0
   fi
-fi
-
-# Slurm and munge, so the tests of the Slurm executor start a single-node cluster (they skip without).
-SLURM_PACKAGES="slurmctld slurmd munge slurm-client"
-if [ "${DEEPGREEN_SKIP_SLURM:-0}" != "1" ] && ! command -v slurmctld >/dev/null 2>&1; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing Slurm (apt-get): $SLURM_PACKAGES"
+    echo "setup: installing $what (apt-get): $*"
     apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $SLURM_PACKAGES >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
   else
-    echo "setup: note: Slurm is missing and this user cannot install it; the Slurm executor's tests skip. As root:" >&2
-    echo "  apt-get install -y --no-install-recommends $SLURM_PACKAGES" >&2
+    echo "setup: note: $what is missing and this user cannot install it; $why, run as root:" >&2
+    echo "  apt-get install -y --no-install-recommends $*" >&2
   fi
-fi
+}
+# The LaTeX toolchain for the paper; Slurm and munge, for the tests of the Slurm executor, which
+# start a single-node cluster (they skip without it).
+apt_install "TeX Live" DEEPGREEN_SKIP_TEX latexmk "to build the PDF" \
+  texlive-latex-base texlive-latex-recommended texlive-science latexmk lmodern poppler-utils
+apt_install "Slurm" DEEPGREEN_SKIP_SLURM slurmctld "to run the Slurm executor's tests" \
+  slurmctld slurmd munge slurm-client
 
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import slurm_cluster
+from collect_fakes import fake_stack
 from deepgreen_audit.cli import main
 from deepgreen_audit.collect import slurm_accounting
 from deepgreen_audit.collect.driver import collect
@@ -210,25 +211,7 @@ def test_smoke_plan_through_the_array_equals_the_local_collection(cluster, smoke
     assert again.submitted == {} and len(again.skipped) == 4
 
 
-SLOW_STACK = '''
-import os, time
-from pathlib import Path
-
-def check(job):
-    pass
-
-def run(harness, job):
-    harness.report(optimizer="adam", learning_rate=job.recipe["learning_rate"], framework="fake")
-    marker = Path(os.environ["SLOW_STACK_MARKER"]) / job.run_id
-    for epoch in range(1, job.epochs + 1):
-        with harness.block(epoch, "train") as block:
-            if job.repetition == 2 and not marker.exists():
-                marker.write_text(os.environ.get("SLURM_ARRAY_TASK_ID", ""))
-                time.sleep(120)                                   # cancelled in here
-            block.samples_processed, block.loss = 10, 1.5
-        with harness.block(epoch, "eval") as block:
-            block.samples_processed, block.loss, block.test_accuracy = 5, 1.25, 0.4
-'''
+SLOW_STACK = fake_stack("job.repetition == 2", "time.sleep(120)   # cancelled in here")
 
 
 def _wait_for(condition, timeout_s: float, what: str) -> None:
@@ -243,7 +226,7 @@ def test_scancel_of_a_task_records_it_failed_and_a_resume_completes(cluster, tmp
     (tmp_path / "slow_stack.py").write_text(SLOW_STACK)
     markers = tmp_path / "markers"
     markers.mkdir()
-    monkeypatch.setenv("SLOW_STACK_MARKER", str(markers))
+    monkeypatch.setenv("FAKE_STACK_MARKER", str(markers))
     plan_path = tmp_path / "plan.toml"
     plan_path.write_text(f'campaign = "cancel"\nmaster_seed = 3\nrun_timeout_s = 300\n'
                          f'[stacks.python-pytorch]\nkind = "python"\nprogram = "{tmp_path / "slow_stack.py"}"\n'
