@@ -222,7 +222,7 @@ def _wait_for(condition, timeout_s: float, what: str) -> None:
         time.sleep(0.5)
 
 
-def test_scancel_of_a_task_records_it_failed_and_a_resume_completes(cluster, tmp_path, monkeypatch):
+def test_scancel_of_a_task_records_it_failed_and_a_resume_completes(cluster, tmp_path, monkeypatch, capsys):
     (tmp_path / "slow_stack.py").write_text(SLOW_STACK)
     markers = tmp_path / "markers"
     markers.mkdir()
@@ -250,10 +250,14 @@ def test_scancel_of_a_task_records_it_failed_and_a_resume_completes(cluster, tmp
     assert not (out / "runs" / "cancel" / slow).exists() and not (out / "work" / slow).exists()
     pkg = flatten(out / "runs", tmp_path / "partial")            # what is there is a whole package
     assert validate(pkg).valid
-    resumed = collect_slurm(plan, out, SlurmOptions(time_limit="10"), allow_missing_counters=True, poll_s=1)
-    assert resumed.ok and slow in resumed.completed, resumed
-    (again_id, again_runs), = resumed.submitted.items()
-    assert again_runs == [slow] and again_id != job_id
+    capsys.readouterr()
+    assert main(["collect", "--plan", str(plan_path), "--out", str(out), "--executor", "slurm",
+                 "--time", "10", "--allow-missing-counters"]) == 0       # the resume
+    printed = capsys.readouterr()
+    assert "1 completed, 1 already done, 0 failed, 0 still queued or running" in printed.out, printed.out
+    assert "slurm: 1 submitted, 0 pending, 0 running, 1 done, 0 failed" in printed.err, printed.err
+    again = json.loads(max((out / "slurm").glob("*.json"), key=lambda p: int(p.stem)).read_text())
+    assert again["runs"] == [slow] and again["job_id"] != job_id and again["settled"]
     package = Package.open(flatten(out / "runs", tmp_path / "whole"))
     assert validate(tmp_path / "whole").valid and len(package.table("runs").to_pylist()) == 2
 

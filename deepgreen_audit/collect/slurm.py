@@ -163,40 +163,45 @@ def _settle_task(plan: Plan, out: Path, job: Job, record: slurm_accounting.TaskR
     return reason
 
 
-def settle(plan: Plan, out: Path) -> tuple[dict[str, int], SlurmSummary]:
-    """Read every unsettled array under OUT, settle its ended tasks; (counts by state, runs)."""
+def settle(plan: Plan, out: Path, watched: set[str] | None = None) -> tuple[dict[str, int], SlurmSummary]:
+    """Settle the ended tasks of every unsettled array under OUT.  Returns the counts by state of
+    the arrays in `watched` (None: the unsettled ones), and the runs settled now or in flight."""
     summary = SlurmSummary()
     counts = {"submitted": 0, "pending": 0, "running": 0, "done": 0, "failed": 0}
     jobs = {job.run_id: job for job in plan.jobs}
     for path, submission in _records(out):
-        if submission.get("settled"):
-            continue
-        tasks, energy_note = slurm_accounting.read_array(submission["job_id"])
-        age_s = time.time() - _dt.datetime.fromisoformat(submission["submitted_at_utc"]).timestamp()
+        counted = submission["job_id"] in watched if watched is not None else not submission["settled"]
+        if submission["settled"]:
+            tasks, energy_note, age_s = {}, None, 0.0
+        else:
+            tasks, energy_note = slurm_accounting.read_array(submission["job_id"])
+            age_s = time.time() - _dt.datetime.fromisoformat(submission["submitted_at_utc"]).timestamp()
         open_tasks = []
         for index, run_id in enumerate(submission["runs"]):
-            if str(index) in submission["outcomes"]:
-                continue
-            counts["submitted"] += 1
+            outcome = submission["outcomes"].get(str(index))
             record = tasks.get(index)
-            if record is None and age_s > slurm_accounting.FORGET_AFTER_S:
+            if outcome is None and record is None and age_s > slurm_accounting.FORGET_AFTER_S:
                 record = slurm_accounting.forgotten(index, submission["job_id"])
-            if record is None or record.active:
-                state = record.state if record else "PENDING"
-                counts["running" if state in ("RUNNING", "COMPLETING", "CONFIGURING") else "pending"] += 1
+            if outcome is None and record is not None and record.ended:
+                reason = _settle_task(plan, out, jobs[run_id], record, energy_note)
+                outcome = submission["outcomes"][str(index)] = reason or "completed"
+                if reason is None:
+                    summary.completed.append(run_id)
+                else:
+                    summary.failed[run_id] = reason
+            if outcome is None:
                 open_tasks.append(run_id)
-                continue
-            reason = _settle_task(plan, out, jobs[run_id], record, energy_note)
-            submission["outcomes"][str(index)] = reason or "completed"
-            if reason is None:
-                counts["done"] += 1
-                summary.completed.append(run_id)
+                state = "running" if record and record.state in ("RUNNING", "COMPLETING", "CONFIGURING") \
+                    else "pending"
             else:
-                counts["failed"] += 1
-                summary.failed[run_id] = reason
+                state = "done" if outcome == "completed" else "failed"
+            if counted:
+                counts["submitted"] += 1
+                counts[state] += 1
         summary.in_flight += open_tasks
-        submission["settled"] = not open_tasks
-        atomic.write_text(path, json.dumps(submission, indent=2) + "\n")
+        if not submission["settled"]:
+            submission["settled"] = not open_tasks
+            atomic.write_text(path, json.dumps(submission, indent=2) + "\n")
     return counts, summary
 
 
@@ -217,14 +222,13 @@ def _arrays(plan: Plan, jobs: list[Job]) -> dict[str | None, list[str]]:
     return arrays
 
 
-def submit(plan: Plan, out: Path, options: SlurmOptions, *, allow_missing_counters: bool = False,
+def submit(plan: Plan, out: Path, options: SlurmOptions, *, in_flight=(), allow_missing_counters: bool = False,
            synthetic_reason: str | None = None, dry_run: bool = False,
            print_script=None) -> dict[str, list[str]]:
-    """Submit the runs neither completed nor in flight; {array job: its runs} ({} if none).
+    """Submit the runs neither completed nor `in_flight`; {array job: its runs} ({} if none).
     `dry_run` prints the scripts (through `print_script`) and submits nothing."""
     out = Path(out)
-    _, state = (({}, SlurmSummary()) if dry_run else settle(plan, out))
-    todo = [job for job in plan.jobs if not is_completed(out, job) and job.run_id not in state.in_flight]
+    todo = [job for job in plan.jobs if not is_completed(out, job) and job.run_id not in in_flight]
     submitted = {}
     for node, run_ids in _arrays(plan, todo).items():
         script = batch_script(plan, out, run_ids, options, allow_missing_counters=allow_missing_counters,
@@ -252,13 +256,16 @@ def collect_slurm(plan: Plan, out: Path, options: SlurmOptions, *, allow_missing
     `progress(counts)` is called whenever the counts change."""
     require_slurm()
     out = Path(out)
+    watched = {record["job_id"] for _, record in _records(out) if not record["settled"]}
+    _, before = settle(plan, out)              # what ended since the last look: failed runs go again
     skipped = [job.run_id for job in plan.jobs if is_completed(out, job)]
-    submitted = submit(plan, out, options, allow_missing_counters=allow_missing_counters,
-                       synthetic_reason=synthetic_reason)
+    submitted = submit(plan, out, options, in_flight=before.in_flight,
+                       allow_missing_counters=allow_missing_counters, synthetic_reason=synthetic_reason)
+    watched |= set(submitted)
     summary = SlurmSummary(submitted=submitted, skipped=skipped)
     last = None
     while True:
-        counts, settled = settle(plan, out)
+        counts, settled = settle(plan, out, watched)
         summary.completed += settled.completed
         summary.failed.update(settled.failed)
         summary.in_flight = settled.in_flight
