@@ -2,7 +2,7 @@
 # Set up DeepGreen Audit on this machine: a virtual environment in .venv with the
 # project installed (editable), the frameworks at the specification's pinned versions,
 # the built stacks (C++/LibTorch, Rust/tch, Java/DL4J) and, when run as root, the system
-# packages it needs.  Safe to run again: it only installs or rebuilds what is missing or stale.
+# packages it needs (TeX Live for the paper, Slurm for the Slurm executor's tests).  Safe to run again: it only installs or rebuilds what is missing or stale.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,27 +12,31 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
   exit 1
 fi
 
-# System packages, where we may install them: the LaTeX toolchain for the paper, and Chromium,
-# in which the tests open the audit's HTML page (DEEPGREEN_SKIP_TEX=1 / DEEPGREEN_SKIP_CHROMIUM=1).
-TEX_PACKAGES="texlive-latex-base texlive-latex-recommended texlive-science latexmk lmodern poppler-utils"
-WANTED=""
-if [ "${DEEPGREEN_SKIP_TEX:-0}" != "1" ] && ! command -v latexmk >/dev/null 2>&1; then
-  WANTED="$WANTED $TEX_PACKAGES"
-fi
-if [ "${DEEPGREEN_SKIP_CHROMIUM:-0}" != "1" ] && [ ! -x /usr/bin/chromium ]; then
-  WANTED="$WANTED chromium"
-fi
-if [ -n "$WANTED" ]; then
-  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing system packages (apt-get):$WANTED"
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $WANTED >/dev/null
-  else
-    echo "setup: note: these system packages are missing and this user cannot install them:$WANTED" >&2
-    echo "  (TeX Live builds the PDF; Chromium runs the HTML page's tests.) As root:" >&2
-    echo "  apt-get install -y --no-install-recommends$WANTED" >&2
+# apt_install WHAT SKIP_VARIABLE PROGRAM WHY PACKAGE...: system packages, where we may install
+# them (root with apt-get), unless PROGRAM is there or SKIP_VARIABLE=1; otherwise the line that would.
+apt_install() {
+  local what=$1 skip=$2 program=$3 why=$4
+  shift 4
+  if [ "${!skip:-0}" = "1" ] || command -v "$program" >/dev/null 2>&1 || [ -x "/usr/sbin/$program" ]; then
+    return 0
   fi
-fi
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing $what (apt-get): $*"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  else
+    echo "setup: note: $what is missing and this user cannot install it; $why, run as root:" >&2
+    echo "  apt-get install -y --no-install-recommends $*" >&2
+  fi
+}
+# The LaTeX toolchain for the paper; Slurm and munge, for the tests of the Slurm executor, which
+# start a single-node cluster, and Chromium, in which the tests open the audit's HTML page (both
+# sets of tests skip without them).
+apt_install "TeX Live" DEEPGREEN_SKIP_TEX latexmk "to build the PDF" \
+  texlive-latex-base texlive-latex-recommended texlive-science latexmk lmodern poppler-utils
+apt_install "Slurm" DEEPGREEN_SKIP_SLURM slurmctld "to run the Slurm executor's tests" \
+  slurmctld slurmd munge slurm-client
+apt_install "Chromium" DEEPGREEN_SKIP_CHROMIUM chromium "to test the audit's HTML page" chromium
 
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"

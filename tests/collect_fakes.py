@@ -72,3 +72,28 @@ def zone(root: Path, folder: str, name: str, energy_uj: int, max_uj: int = 26214
 
 def set_energy(zone_path: Path, energy_uj: int) -> None:
     (zone_path / "energy_uj").write_text(f"{energy_uj}\n")
+
+
+def fake_stack(interrupt_when: str, interrupt: str) -> str:
+    """A Python stack program that trains nothing (two blocks an epoch).  Inside the first train
+    block where `interrupt_when` holds, once per run (a marker file under $FAKE_STACK_MARKER),
+    it runs `interrupt`: kill itself, or sleep until it is cancelled."""
+    return f'''
+import os, signal, time
+from pathlib import Path
+
+def check(job):
+    pass
+
+def run(harness, job):
+    harness.report(optimizer="adam", learning_rate=job.recipe["learning_rate"], framework="fake")
+    marker = Path(os.environ["FAKE_STACK_MARKER"]) / job.run_id
+    for epoch in range(1, job.epochs + 1):
+        with harness.block(epoch, "train") as block:
+            if {interrupt_when} and not marker.exists():
+                marker.write_text("interrupted once")
+                {interrupt}
+            block.samples_processed, block.loss = 10, 1.5
+        with harness.block(epoch, "eval") as block:
+            block.samples_processed, block.loss, block.test_accuracy = 5, 1.25, 0.4
+'''

@@ -104,3 +104,24 @@ def test_bootstrap_interval_is_seeded_and_brackets_the_estimate():
     half = 1.96 * big.std(ddof=1) / 20
     assert low == pytest.approx(big.mean() - half, abs=0.05)
     assert high == pytest.approx(big.mean() + half, abs=0.05)
+
+
+def test_host_spread_sets_within_host_beside_across_host_spread():
+    import pandas as pd
+
+    from deepgreen_audit.analysis.hosts import host_spread
+
+    energies = {"a": [100.0, 102.0, 98.0], "b": [150.0, 153.0, 147.0]}     # host b costs 1.5x
+    rows, env = [], []
+    for host, values in energies.items():
+        for i, value in enumerate(values):
+            run_id = f"python-pytorch.resnet18.digits.{host}{i}"
+            rows.append({"run_id": run_id, "ecosystem": "python-pytorch", "architecture": "resnet18",
+                         "dataset": "digits", "phase": "train", "energy_j": value})
+            env.append({"run_id": run_id, "host": f"node-{host}"})
+    spread = host_spread(pd.DataFrame(rows), pd.DataFrame(env))
+    (row,) = spread.to_dict("records")
+    assert row["hosts"] == 2
+    assert row["within_host_cv"] == pytest.approx(0.02)                  # 2/100 and 3/150
+    assert row["across_host_cv"] == pytest.approx((150 - 100) / 2 ** 0.5 / 125)
+    assert host_spread(pd.DataFrame(rows), pd.DataFrame(env).assign(host="one")) is None

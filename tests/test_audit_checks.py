@@ -49,8 +49,9 @@ def run(pkg: Path, check_id: str, spec: dict | None = None, **kw):
     return report.finding(check_id)
 
 
-def edited(src: Path, out: Path, edit) -> Path:
-    """A copy of package `src` whose typed tables went through `edit(frames)`."""
+def edited(src: Path, out: Path, edit, **meta) -> Path:
+    """A copy of package `src` whose typed tables went through `edit(frames)`, its descriptor
+    given the keys of `meta`."""
     package = Package.open(src)
     frames = {name: package.table(name).to_pandas() for name in TABLES}
     edit(frames)
@@ -65,7 +66,7 @@ def edited(src: Path, out: Path, edit) -> Path:
                 values = [None if v is None else int(v) for v in values]
             cols[f.name] = values
         tables[name] = TextTable(schema.field_names, rows_from_columns(schema, cols))
-    write_package(tables, out, package.meta)
+    write_package(tables, out, {**package.meta, **meta})
     return out
 
 
@@ -267,7 +268,21 @@ def _labels(frames):
     r.loc[pick, "source_labels"] = "language=pytorch;model=resnet18"
 
 
+def _slurm_energy_defect(frames):
+    """Two runs whose Slurm reading is below their block energy, one empty without a reason."""
+    r = frames["runs"]
+    r.loc[[0, 1], "slurm_consumed_energy_j"] = 1.0
+    r.loc[2, "slurm_consumed_energy_j"] = None
+
+
+def _other_hardware(frames, runs: int = 2):
+    env = frames["environment"]
+    env.loc[env.index[:runs], ["host", "gpu_model"]] = ["node-b", "NVIDIA H200"]
+
+
 EDITS.update({
+    "S5.slurm-energy": (_slurm_energy_defect, 3),
+    "S6.host-design": (_other_hardware, 2),
     "S5.energy-domains": (_energy_sum_defect, 3),
     "S5.power-plausible": (_power_defect, 3),
     "S5.codecarbon-duration": (_duration_defect, 3),
@@ -288,6 +303,26 @@ def test_planted_defect_fails_its_check_with_the_right_rows(check_id, clean, tmp
     finding = run(pkg, check_id)
     assert finding.status == ("warn" if finding.severity == "warning" else "fail"), finding.message
     assert finding.rows_affected == rows, finding.message
+
+
+def test_host_design_holds_a_package_to_the_replicates_it_declares(clean, tmp_path):
+    def by_round(frames, off: int = 0):
+        """Repetition 1 on node-a (L40S), repetition 2 on node-b (H200); `off` runs misplaced."""
+        rounds = frames["runs"].set_index("run_id")["repetition"]
+        env = frames["environment"]
+        second = env["run_id"].map(rounds) == 2
+        env.loc[second, ["host", "gpu_model"]] = ["node-b", "NVIDIA H200"]
+        env.loc[~second, "host"] = "node-a"
+        env.loc[env.index[~second][:off], "host"] = "node-b"
+
+    mixed = edited(clean, tmp_path / "mixed", by_round)
+    assert run(mixed, "S6.host-design").status == "fail"          # two kinds, no declared design
+    for off, status in ((0, "pass"), (1, "fail")):
+        pkg = edited(clean, tmp_path / f"declared{off}", lambda f: by_round(f, off),
+                     hosts={"design": "replicates", "replicate_nodes": ["node-a", "node-b"]})
+        finding = run(pkg, "S6.host-design")
+        assert finding.status == status, finding.message
+        assert finding.rows_affected == off, finding.message
 
 
 def test_architectures_and_datasets_outside_the_spec_fail(clean):

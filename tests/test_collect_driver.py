@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from collect_fakes import fake_stack
 from deepgreen_audit.cli import main
 from deepgreen_audit.collect.driver import collect
 from deepgreen_audit.collect.instruments import probe
@@ -77,25 +78,8 @@ def test_plan_errors_name_file_and_key(tmp_path, capsys):
 
 # ------------------------------------------------------------------ collect with a fake stack
 
-FAKE_STACK = '''
-import os, signal
-from pathlib import Path
-
-def check(job):
-    pass
-
-def run(harness, job):
-    harness.report(optimizer="adam", learning_rate=job.recipe["learning_rate"], framework="fake")
-    marker = Path(os.environ["FAKE_STACK_MARKER"]) / job.run_id
-    for epoch in range(1, job.epochs + 1):
-        with harness.block(epoch, "train") as block:
-            if job.architecture == "vgg16" and epoch == 2 and not marker.exists():
-                marker.write_text("killed once")
-                os.kill(os.getpid(), signal.SIGKILL)   # mid-epoch, inside an open block
-            block.samples_processed, block.loss = 10, 1.5
-        with harness.block(epoch, "eval") as block:
-            block.samples_processed, block.loss, block.test_accuracy = 5, 1.25, 0.4
-'''
+FAKE_STACK = fake_stack('job.architecture == "vgg16" and epoch == 2',
+                        "os.kill(os.getpid(), signal.SIGKILL)   # mid-epoch, inside an open block")
 
 
 def test_sigkill_mid_epoch_fails_the_run_and_resume_finishes_the_plan(tmp_path, monkeypatch):

@@ -36,6 +36,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
                "energy_missing_reason", "codecarbon_duration_s", "codecarbon_energy_j",
                "test_accuracy"),
     "samples": ("run_id", "t_s", "gpu_utilization_pct", "cpu_utilization_pct"),
+    "environment": ("run_id", "host"),
 }
 
 
@@ -92,6 +93,7 @@ class CampaignTables:
     runs: pd.DataFrame
     blocks: pd.DataFrame
     samples: pd.DataFrame
+    environment: pd.DataFrame
 
 
 def typed_columns(package, table: str, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -124,6 +126,6 @@ def typed_columns(package, table: str, columns: tuple[str, ...]) -> pd.DataFrame
 
 
 def load_tables(package) -> CampaignTables:
-    """The typed columns of runs, blocks and samples that the analysis reads."""
+    """The typed columns of runs, blocks, samples and environment that the analysis reads."""
     return CampaignTables(**{name: typed_columns(package, name, cols)
                              for name, cols in REQUIRED_COLUMNS.items()})

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from deepgreen_audit.analysis import accuracy, comparisons, energy, instruments, utilisation
+from deepgreen_audit.analysis import accuracy, comparisons, energy, hosts, instruments, utilisation
 from deepgreen_audit.analysis.data import PHASES, CampaignTables, Design, MissingValue
 from deepgreen_audit.spec import load_spec
 
@@ -54,6 +54,8 @@ class Results:
     pairwise: pd.DataFrame | None = None
     paired_blocks: pd.DataFrame | None = None
     utilisation: pd.DataFrame | None = None
+    #: within-host beside across-host spread per configuration (None: one host)
+    host_spread: pd.DataFrame | None = None
 
     def number(self, name: str, value: float, decimals: int, description: str,
                unit: str | None = None) -> None:
@@ -86,6 +88,7 @@ def analyse(tables: CampaignTables, design: Design, spec: dict | None = None) ->
     r.spreads = energy.cell_spreads(r.medians, design)
     _spreads(r, design)
     r.variability = energy.variability(r.totals)
+    _hosts(r, tables)
     for phase in PHASES:
         cv = r.variability[r.variability["phase"] == phase]["cv"].dropna()
         if cv.empty:
@@ -196,6 +199,17 @@ def _spreads(r: Results, design: Design) -> None:
                f"dataset of the cell with the largest {phase} spread", kind="label")
     r.spreads = r.spreads.merge(pd.DataFrame(intervals),
                                 on=["architecture", "dataset", "phase"], how="left")
+
+
+def _hosts(r: Results, tables: CampaignTables) -> None:
+    r.host_spread = hosts.host_spread(r.totals, tables.environment)
+    if r.host_spread is None:
+        return
+    r.number("HostsCount", tables.environment["host"].nunique(), 0, "hosts that measured the campaign")
+    for column, word in (("within_host_cv", "Within"), ("across_host_cv", "Across")):
+        r.number(f"HostCv{word}MedianPct", 100 * r.host_spread[column].median(), 1,
+                 f"median over configuration-phases of the {column.replace('_', ' ')} of energy",
+                 r"\percent")
 
 
 def _instruments(r: Results, tables: CampaignTables, design: Design) -> None:

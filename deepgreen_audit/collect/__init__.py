@@ -9,5 +9,7 @@ Layers, bottom up:
 * `harness`: blocks (one phase of one epoch) bracketed by synchronised counter
   reads; Python stacks import it; `protocol` serves it to other languages;
 * `record`: a finished run as a run directory (the format of package.rundirs);
-* `plan`, `preflight`, `runner` (one process a run), `driver` (the campaign).
+* `plan`, `preflight`, `runner` (one process a run), `staging` (one run from its work folder
+  into the campaign tree), `driver` (the local executor), `slurm` (the Slurm executor: a job
+  array, a task per run) with `slurm_accounting` (what Slurm says about a task).
 """

@@ -31,25 +31,89 @@ def cmd_plan(args) -> int:
     return 0
 
 
+SLURM_ONLY = ("partition", "account", "time", "gres", "no_wait")
+
+
+def _slurm_options(args):
+    """SlurmOptions from the command line; refuses Slurm's options with the local executor."""
+    from deepgreen_audit.collect.slurm import SlurmOptions
+    from deepgreen_audit.errors import UserError
+
+    given = [k for k in SLURM_ONLY if getattr(args, k, None)]
+    if args.executor != "slurm":
+        if given:
+            raise UserError(f"--{given[0].replace('_', '-')} applies to --executor slurm only",
+                            code="usage-error")
+        return None
+    return SlurmOptions(partition=args.partition, account=args.account, time_limit=args.time,
+                        gres=args.gres)
+
+
 def cmd_preflight(args) -> int:
     from deepgreen_audit.collect.plan import load_plan
     from deepgreen_audit.collect.preflight import format_checks, run_checks
+    from deepgreen_audit.errors import UserError
 
     plan = load_plan(Path(args.plan) if args.plan else None)
-    checks = run_checks(plan, allow_missing_counters=args.allow_missing_counters,
-                        allow_unpinned=args.allow_unpinned)
-    print(f"preflight of {plan.path} ({len(plan.jobs)} runs):")
+    options = _slurm_options(args)
+    if options is None:
+        checks = run_checks(plan, allow_missing_counters=args.allow_missing_counters,
+                            allow_unpinned=args.allow_unpinned)
+    else:
+        from deepgreen_audit.collect.slurm import preflight_checks
+
+        if not args.out:
+            raise UserError("--executor slurm needs --out: the output folder the probe job must "
+                            "reach from a compute node", code="usage-error")
+        checks = preflight_checks(plan, Path(args.out), options,
+                                  allow_missing_counters=args.allow_missing_counters,
+                                  allow_unpinned=args.allow_unpinned)
+    print(f"preflight of {plan.path} ({len(plan.jobs)} runs"
+          + (", on a Slurm compute node):" if options else "):"))
     print(format_checks(checks))
     failed = [c for c in checks if c.status == "fail"]
     print(f"{len(failed)} check(s) failed" if failed else "every job can run")
     return 1 if failed else 0
 
 
+def _slurm_progress(counts: dict) -> None:
+    print("  slurm: " + ", ".join(f"{n} {what}" for what, n in counts.items()), file=sys.stderr, flush=True)
+
+
+def cmd_collect_slurm(args, plan, options) -> int:
+    from deepgreen_audit.collect.slurm import collect_slurm, submit
+
+    if args.dry_run:
+        submit(plan, Path(args.out), options, allow_missing_counters=args.allow_missing_counters,
+               synthetic_reason=args.synthetic, dry_run=True, print_script=sys.stdout.write)
+        return 0
+    summary = collect_slurm(plan, Path(args.out), options, allow_missing_counters=args.allow_missing_counters,
+                            synthetic_reason=args.synthetic, wait=not args.no_wait, progress=_slurm_progress)
+    for job_id, run_ids in summary.submitted.items():
+        print(f"submitted array job {job_id}: {len(run_ids)} run(s); its batch script: "
+              f"{Path(args.out) / 'slurm' / (job_id + '.sbatch')}")
+    print(f"{len(summary.completed)} completed, {len(summary.skipped)} already done, "
+          f"{len(summary.failed)} failed, {len(summary.in_flight)} still queued or running; run tree: "
+          f"{Path(args.out) / 'runs'}")
+    for run_id, reason in summary.failed.items():
+        print(f"  failed: {run_id}: {reason}")
+    if summary.failed or summary.in_flight:
+        print("  run the same command again to settle what is in flight and resubmit the failed runs")
+    return 0 if summary.ok else 1
+
+
 def cmd_collect(args) -> int:
     from deepgreen_audit.collect.driver import collect
     from deepgreen_audit.collect.plan import load_plan
+    from deepgreen_audit.errors import UserError
 
     plan = load_plan(Path(args.plan) if args.plan else None)
+    options = _slurm_options(args)
+    if options is not None:
+        return cmd_collect_slurm(args, plan, options)
+    if args.dry_run:
+        raise UserError("--dry-run applies to --executor slurm only (see 'deepgreen plan --print')",
+                        code="usage-error")
     print(f"collecting {len(plan.jobs)} runs of {plan.path} into {args.out}", file=sys.stderr)
     summary = collect(plan, Path(args.out), allow_missing_counters=args.allow_missing_counters,
                       progress=_progress, synthetic_reason=args.synthetic)
@@ -86,6 +150,7 @@ def register(verb) -> None:
     p.add_argument("--allow-unpinned", action="store_true",
                    help="treat a framework version other than the specification's pin as a warning "
                         "(runs record the version found; the audit's S4.pinned-versions flags it)")
+    _executor_options(p, preflight=True)
 
     p = verb("collect", cmd_collect, "run the campaign: one process per run, resumable",
              "Run every run of the plan, each in its own process, in the plan's interleaved "
@@ -93,7 +158,10 @@ def register(verb) -> None:
              "(then: deepgreen flatten OUT/runs --out PKG). Failed runs go to OUT/failed/, "
              "never into OUT/runs. Running it again skips completed runs and retries the rest. "
              "Refuses a host without NVML or RAPL energy counters unless "
-             f"{ALLOW_OPTION} is given.")
+             f"{ALLOW_OPTION} is given. With --executor slurm the runs not yet completed are "
+             "submitted as a Slurm job array, one exclusive task per run, with the same staging "
+             "and failure records; cancelled, timed-out and node-failed tasks are recorded "
+             "failed with Slurm's reason and resubmitted by the next collect.")
     p.add_argument("--plan", metavar="TOML", help=plan_help)
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created; reused on resume)")
     p.add_argument(ALLOW_OPTION, action="store_true",
@@ -101,3 +169,26 @@ def register(verb) -> None:
     p.add_argument("--synthetic", metavar="REASON",
                    help="mark the package synthetic, with the reason (e.g. a rehearsal on fake "
                         "counters): its descriptor, title and every report then say so")
+    _executor_options(p, preflight=False)
+
+
+def _executor_options(p, preflight: bool) -> None:
+    p.add_argument("--executor", choices=("local", "slurm"), default="local",
+                   help="local: every run on this machine, one after another (default); slurm: one "
+                        "exclusive Slurm array task per run (docs/collection.md)")
+    if preflight:
+        p.add_argument("--out", metavar="DIR",
+                       help="with --executor slurm: the output folder, which a probe job on a compute "
+                            "node must be able to write")
+    p.add_argument("--partition", help="Slurm partition (sbatch --partition)")
+    p.add_argument("--account", help="Slurm account (sbatch --account)")
+    p.add_argument("--time", metavar="LIMIT",
+                   help="time limit of one run's task (sbatch --time; default: the plan's run_timeout_s "
+                        "plus 10 minutes)")
+    p.add_argument("--gres", help="generic resources of one task, e.g. gpu:1 (sbatch --gres; default: "
+                                  "gpu:N when the plan's [hosts] gpus_per_run is N > 0)")
+    if not preflight:
+        p.add_argument("--dry-run", action="store_true",
+                       help="with --executor slurm: print the batch script(s) and submit nothing")
+        p.add_argument("--no-wait", action="store_true",
+                       help="with --executor slurm: submit and return; the next collect settles the tasks")

@@ -22,8 +22,12 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.schema import load_schema, project_root
 from deepgreen_audit.spec import SCOPE_KEYS, load_spec, read_toml, recipe
 
-PLAN_KEYS = {"campaign", "master_seed", "run_timeout_s", "data_dir", "stacks", "scope"}
+PLAN_KEYS = {"campaign", "master_seed", "run_timeout_s", "data_dir", "stacks", "scope", "hosts"}
 STACK_KINDS = ("python", "external")
+#: How a campaign's runs may map to hosts (the plan's [hosts] design; the audit's S6.host-design):
+#: every compared run on one kind of hardware, or each repetition round whole on one host.
+HOST_DESIGNS = ("one-kind", "replicates")
+HOST_KEYS = ("design", "replicate_nodes", "gpus_per_run")
 
 
 def default_plan_path() -> Path:
@@ -83,6 +87,18 @@ class Plan:
     #: the plan's [scope] table as written: what the campaign declares it set out to run
     #: (recorded in the package, so the audit holds a pilot to its scope, not the full design)
     scope: dict = field(default_factory=dict, hash=False)
+    #: the plan's [hosts] table: the declared host design, the node of each repetition round
+    #: (replicate_nodes, cycled), the GPUs one run asks for (Slurm --gres); recorded in the package
+    hosts: dict = field(default_factory=dict, hash=False)
+
+    @property
+    def host_design(self) -> str:
+        return self.hosts.get("design", "one-kind")
+
+    def node_of(self, job: Job) -> str | None:
+        """The node the declared design assigns to this run's repetition (None: any node)."""
+        nodes = self.hosts.get("replicate_nodes")
+        return nodes[(job.repetition - 1) % len(nodes)] if nodes else None
 
     def job(self, run_id: str) -> Job:
         for job in self.jobs:
@@ -209,12 +225,34 @@ def load_plan(path: Path | None = None) -> Plan:
         jobs.append(Job(run_id=run_id, campaign=campaign, ecosystem=eco, architecture=arch,
                         dataset=ds, repetition=rep, seed=seed, schedule_position=position,
                         epochs=epochs, data_dir=data_dir, recipe=dict(run_recipe), **limits))
+    hosts = _hosts(data.get("hosts", {}), path)
     timeout = data.get("run_timeout_s", 21600)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         raise UserError("must be a number of seconds > 0", path=path, field="run_timeout_s",
                         code="plan-error")
     return Plan(path=path, campaign=campaign, master_seed=master_seed, run_timeout_s=float(timeout),
-                stacks=stacks, jobs=tuple(jobs), scope=dict(scope))
+                stacks=stacks, jobs=tuple(jobs), scope=dict(scope), hosts=hosts)
+
+
+def _hosts(table: dict, path: Path) -> dict:
+    """The [hosts] table, checked: design, replicate_nodes (only with design = "replicates")."""
+    if not isinstance(table, dict) or set(table) - set(HOST_KEYS):
+        raise UserError(f"must be a table of {', '.join(HOST_KEYS)}", path=path, field="hosts",
+                        code="plan-error")
+    design = table.get("design", "one-kind")
+    if design not in HOST_DESIGNS:
+        raise UserError(f"{design!r} is not one of {', '.join(HOST_DESIGNS)}", path=path,
+                        field="hosts.design", code="plan-error")
+    nodes = table.get("replicate_nodes")
+    if nodes is not None and (design != "replicates" or not isinstance(nodes, list) or not nodes
+                              or not all(isinstance(n, str) and n for n in nodes)):
+        raise UserError("must be a non-empty list of node names, with design = \"replicates\"",
+                        path=path, field="hosts.replicate_nodes", code="plan-error")
+    gpus = table.get("gpus_per_run", 0)
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+        raise UserError(f"{gpus!r} is not an integer >= 0", path=path, field="hosts.gpus_per_run",
+                        code="plan-error")
+    return dict(table)
 
 
 def _toml_value(value) -> str:
@@ -228,7 +266,7 @@ def _toml_value(value) -> str:
 
 
 def write_scoped_plan(path: Path, campaign: str, data_dir: Path, scope: dict, master_seed: int = 5,
-                      run_timeout_s: float = 900) -> Path:
+                      run_timeout_s: float = 900, hosts: dict | None = None) -> Path:
     """A plan file over a narrowed scope, with the stacks of the scope's ecosystems as
     collect/plan.toml defines them (its relative paths resolve against the project wherever the
     file lies; an ecosystem it does not define stays undefined): what the tests, the benchmarks
@@ -240,6 +278,8 @@ def write_scoped_plan(path: Path, campaign: str, data_dir: Path, scope: dict, ma
     for eco in wanted:
         lines += ["", f"[stacks.{eco}]"] + [f"{k} = {_toml_value(v)}" for k, v in base[eco].items()]
     lines += ["", "[scope]"] + [f"{k} = {_toml_value(v)}" for k, v in scope.items()]
+    if hosts:
+        lines += ["", "[hosts]"] + [f"{k} = {_toml_value(v)}" for k, v in hosts.items()]
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return Path(path)
 

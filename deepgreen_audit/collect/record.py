@@ -15,6 +15,7 @@ from pathlib import Path
 
 from deepgreen_audit.collect.harness import BlockRecord
 from deepgreen_audit.collect.rapl import package_energy_j
+from deepgreen_audit.package import atomic
 from deepgreen_audit.package.canonical import parse_value
 from deepgreen_audit.package.rundirs import BLOCK_KEY, MANIFEST, SAMPLES_FILE, block_files
 from deepgreen_audit.package.schema import load_schema
@@ -100,3 +101,14 @@ def write_run_dir(target: Path, files: dict[str, bytes]) -> None:
     target.mkdir(parents=True)
     for name, data in files.items():
         (target / name).write_bytes(data)
+
+
+def record_slurm_energy(run_dir: Path, joules: float | None, reason: str | None) -> None:
+    """Write Slurm's whole-run energy (or why it is missing) into a completed run's manifest:
+    Slurm knows it only after the job has ended, when the run is already in place.  One atomic
+    rewrite in the canonical form, so flatten and restore stay exact."""
+    path = run_dir / MANIFEST
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    run = dict(manifest["run"], slurm_consumed_energy_j=joules, slurm_energy_missing_reason=reason)
+    manifest["run"] = _row_object("runs", run)
+    atomic.write_bytes(path, _json_text(manifest))

@@ -27,6 +27,7 @@ from deepgreen_audit.collect.instruments import Instruments
 from deepgreen_audit.collect.plan import Job, Plan, Stack, load_plan
 from deepgreen_audit.collect.record import block_row, run_files, write_run_dir
 from deepgreen_audit.collect.sampler import Sampler
+from deepgreen_audit.collect.slurm_accounting import ENERGY_NOT_READ_YET, LOCAL_EXECUTOR
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.spec import load_spec
 
@@ -93,11 +94,13 @@ def environment_row(run_id: str, instruments: Instruments, harness: Harness) -> 
     return env
 
 
-def run_row(job: Job, harness: Harness, started: _dt.datetime, ended: _dt.datetime) -> dict:
+def run_row(job: Job, harness: Harness, started: _dt.datetime, ended: _dt.datetime,
+            slurm_job: str | None = None) -> dict:
     row = {k: getattr(job, k) for k in ("run_id", "campaign", "ecosystem", "architecture", "dataset",
                                         "repetition", "seed", "schedule_position")}
     row.update({"process_id": os.getpid(), "started_at_utc": started, "ended_at_utc": ended,
-                "status": "completed", "epochs": job.epochs})
+                "status": "completed", "epochs": job.epochs, "slurm_job_id": slurm_job,
+                "slurm_energy_missing_reason": ENERGY_NOT_READ_YET if slurm_job else LOCAL_EXECUTOR})
     for key in RUN_KEYS:
         if key != "epochs":
             row[key] = harness.values.get(key)
@@ -123,8 +126,10 @@ def run_external(stack: Stack, job: Job, harness: Harness, timeout_s: float) -> 
         raise RunFailed(failure)
 
 
-def execute(plan: Plan, job: Job, work: Path, allow_missing_counters: bool) -> Path:
-    """Run one job; returns the run directory written under work/tree/."""
+def execute(plan: Plan, job: Job, work: Path, allow_missing_counters: bool,
+            slurm_job: str | None = None) -> Path:
+    """Run one job; returns the run directory written under work/tree/.  `slurm_job`: the
+    Slurm job (array task) running it, whose whole-run energy is read once the job has ended."""
     stack = plan.stacks.get(job.ecosystem)
     if stack is None:
         raise RunFailed(f"the plan defines no stack for {job.ecosystem} ([stacks.{job.ecosystem}])")
@@ -152,7 +157,7 @@ def execute(plan: Plan, job: Job, work: Path, allow_missing_counters: bool) -> P
                            if harness.open_block else ""))
     rapl_max = instruments.rapl.max_energy_range_uj if instruments.rapl else None
     blocks = [block_row(b, job.run_id, rapl_max, instruments.missing) for b in harness.blocks]
-    files = run_files(run_row(job, harness, started, ended),
+    files = run_files(run_row(job, harness, started, ended, slurm_job),
                       environment_row(job.run_id, instruments, harness), blocks, samples)
     target = work / "tree" / job.campaign / job.run_id
     write_run_dir(target, files)
@@ -167,11 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-id", required=True)
     parser.add_argument("--work", required=True, help="empty folder for this run's files")
     parser.add_argument("--allow-missing-counters", action="store_true")
+    parser.add_argument("--slurm-job", metavar="ID", help="the Slurm job (<array job>_<task>) running this run")
     args = parser.parse_args(argv)
     work = Path(args.work)
     try:
         plan = load_plan(Path(args.plan))
-        execute(plan, plan.job(args.run_id), work, args.allow_missing_counters)
+        execute(plan, plan.job(args.run_id), work, args.allow_missing_counters, args.slurm_job)
     except UserError as exc:
         print(f"run {args.run_id}: error: {exc}", file=sys.stderr)
         return 2

@@ -112,6 +112,7 @@ RUN_REASON = (
     "recorded; started_at_utc/ended_at_utc are CodeCarbon's zone-less local timestamps written "
     "unchanged, NOT known to be UTC (host zone unrecorded; if it was Italian time, UTC is 2 h "
     "earlier)")
+SLURM_REASON = "legacy campaign: run on one workstation, not through Slurm (no Slurm energy accounting)"
 ENERGY_REASON = (
     "no hardware counters in the legacy campaign (CodeCarbon only); duration_s is CodeCarbon's "
     "tracker duration, not a counter-bracketed window; samples processed, loss and accuracy "
@@ -378,7 +379,7 @@ def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]
             "run_id": run_id, "campaign": CAMPAIGN, "ecosystem": eco, "architecture": arch,
             "dataset": ds, "source_labels": ";".join(labels), "repetition": 1,
             "started_at_utc": min(starts), "ended_at_utc": max(ends), "status": "completed",
-            "epochs": epochs, "missing_reason": RUN_REASON})
+            "epochs": epochs, "slurm_energy_missing_reason": SLURM_REASON, "missing_reason": RUN_REASON})
         gpu_model = first["gpu_model"]
         if " x " in gpu_model:
             gpu_model = gpu_model.split(" x ", 1)[1]

@@ -29,6 +29,8 @@ DEFAULT_SEED = 20261202
 CAMPAIGN = "synthetic"
 TRUTH_FILE = "synth-truth.json"
 PHASES = ("train", "eval")
+#: the synthetic campaign is one Slurm job array, a task per run in schedule order
+SLURM_ARRAY_JOB = 7001
 
 # Independent random streams: default_rng([seed, stream, ...]).
 _S_SCHEDULE, _S_TIME, _S_POWER, _S_COUNTERS, _S_CODECARBON, _S_CURVES, _S_SAMPLES = range(1, 8)
@@ -303,6 +305,9 @@ def _simulate(c: Campaign) -> None:
     for p in range(1, P):
         cpu_energy_j = cpu_energy_j + diff[:, :, p] / 1e6
     energy_j = gpu_energy_j + cpu_energy_j
+    # Slurm's whole-run reading of the exclusive job: every segment of the run, blocks and the
+    # gaps between them, at the board-and-package boundary (integer sums: the same on any CPU)
+    run_energy_j = (gpu_inc[:, 1:].sum(axis=1) * 1000 + cpu_inc[:, 1:, :].sum(axis=(1, 2))) / 1e6
     wrapped = rapl_end < rapl_start                                          # (n, B, P)
 
     # --- CodeCarbon --------------------------------------------------------
@@ -394,7 +399,7 @@ def _simulate(c: Campaign) -> None:
     }
     c.keep = np.ones((n, B), dtype=bool)
     c.sim = {"seg_start": seg_start, "seg_us": seg_us, "p_gpu": p_gpu, "run_start_us": run_start_us,
-             "run_end_us": run_end_us, "wrapped": wrapped, "overhang": overhang,
+             "run_end_us": run_end_us, "run_energy_j": run_energy_j, "wrapped": wrapped, "overhang": overhang,
              "rapl_wrap_planted": wrap_block, "nvml_origin_mj": nvml_origin,
              "rapl_origin_uj": [int(o) for o in rapl_origin]}
 
@@ -422,6 +427,9 @@ def _simulate(c: Campaign) -> None:
         "initial_weights_sha256": [initial_weights_sha256(labels[i][1], c.classes[ds[i]],
                                                           int(c.run_seed[i])) for i in range(n)],
         "data_fingerprint_sha256": [data_fingerprint_sha256(d, res) for d in ds],
+        "slurm_job_id": [f"{SLURM_ARRAY_JOB}_{i}" for i in range(n)],
+        "slurm_consumed_energy_j": c.sim["run_energy_j"].tolist(),
+        "slurm_energy_missing_reason": [None] * n,
         "missing_reason": [None] * n,
     }
     env = m.environment

@@ -500,3 +500,34 @@ def _identity_row(b: pd.DataFrame, i, found: float, expected: float, unit: str) 
             "codecarbon_version": b.at[i, "codecarbon_version"], "found": float(found),
             "expected": float(expected), "unit": unit,
             "relative_difference": abs(found - expected) / abs(expected) if expected else float("inf")}
+
+@check("S5.slurm-energy", "S5", table="runs")
+def slurm_energy(ctx):
+    """Slurm's whole-run ConsumedEnergy (runs.slurm_consumed_energy_j, a third reading, never
+    mixed into the blocks) is at least slurm_energy_min_ratio times the run's summed block
+    energy_j: it covers the whole exclusive job, including the time between blocks (start-up,
+    imports, data loading, writing the run), so with a plugin that sees at least the GPU boards
+    and CPU packages it cannot be smaller; smaller means the plugin covers less than the
+    counters (e.g. RAPL only) or a reading is wrong.  An empty cell must say why
+    (slurm_energy_missing_reason); skipped when no run carries Slurm's reading."""
+    runs = ctx.runs
+    unexplained = runs["slurm_consumed_energy_j"].isna() & runs["slurm_energy_missing_reason"].isna()
+    measured = runs.dropna(subset=["slurm_consumed_energy_j"])
+    if measured.empty and not unexplained.any():
+        raise Skip("no run carries Slurm's ConsumedEnergy ("
+                   + describe_counts(runs["slurm_energy_missing_reason"], limit=2) + ")")
+    blocks = ctx.blocks.groupby("run_id")["energy_j"].agg(["sum", "count", "size"])
+    summed = blocks["sum"].where(blocks["count"] == blocks["size"]).reindex(measured["run_id"]).to_numpy()
+    ratio = measured["slurm_consumed_energy_j"].to_numpy(dtype=float) / summed
+    minimum = float(ctx.tolerances["slurm_energy_min_ratio"])
+    below = int((ratio < minimum).sum())
+    unmatched = int(np.isnan(ratio).sum())
+    if below or unexplained.any():
+        return Outcome.failed(f"{below} run(s) where Slurm's energy is below {minimum:g} x the summed "
+                              f"block energy (lowest ratio {np.nanmin(ratio):.3f}), "
+                              f"{int(unexplained.sum())} empty without a reason"
+                              if len(measured) else f"{int(unexplained.sum())} run(s) with Slurm's energy "
+                              "empty without a reason", rows=below + int(unexplained.sum()))
+    return Outcome.passed(f"{len(measured) - unmatched} run(s): Slurm's energy is "
+                          f"{np.nanmin(ratio):.3f}-{np.nanmax(ratio):.3f} x the summed block energy"
+                          + (f"; {unmatched} run(s) without complete block energy to compare" if unmatched else ""))

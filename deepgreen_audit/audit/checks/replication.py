@@ -429,3 +429,39 @@ def phase_work(ctx):
         f"sample departs from their run's by over x{np.exp(tol):.2f} ("
         + describe_counts(found["ecosystem"]) + f"; largest x{found['ratio_vs_run_median'].max():.2f} / "
         f"x{found['ratio_vs_run_median'].min():.2f})", rows=2 * len(found), details=evidence(found))
+
+HARDWARE_COLUMNS = ("cpu_model", "gpu_model", "gpu_count")
+
+
+@check("S6.host-design", "S6", table="environment")
+def host_design(ctx):
+    """The configurations compared were measured on one kind of hardware (CPU model, GPU model
+    and count), or in the host design the package declares (its plan's [hosts]): with design
+    "replicates", every repetition round whole on one host, and on the node replicate_nodes
+    assigns to it when the plan names them.  Two kinds of hardware are two treatments: without
+    a declared design, runs on them cannot be compared."""
+    env = ctx.environment.merge(ctx.runs[["run_id", "repetition"]], on="run_id", how="inner")
+    declared = ctx.package.descriptor.get("hosts") or {}
+    design = declared.get("design", "one-kind")
+    kinds = env[list(HARDWARE_COLUMNS)].astype("string").fillna("?").agg(" / ".join, axis=1)
+    hosts = env["host"].astype("string").fillna("?")
+    if design == "one-kind":
+        if kinds.nunique() > 1:
+            minority = kinds != kinds.value_counts().index[0]
+            return Outcome.failed(f"{kinds.nunique()} kinds of hardware without a declared host "
+                                  f"design: {describe_counts(kinds, limit=4)}", rows=int(minority.sum()))
+        return Outcome.passed(f"{len(env):,} runs on one kind of hardware ({kinds.iloc[0]}), "
+                              f"{hosts.nunique()} host(s)")
+    nodes = declared.get("replicate_nodes")
+    host_of_round = hosts.groupby(env["repetition"]).agg(lambda h: h.mode().iloc[0])
+    expected = env["repetition"].map(host_of_round)
+    if nodes:
+        expected = env["repetition"].map(lambda r: nodes[(int(r) - 1) % len(nodes)])
+    off = hosts.str.split(".").str[0] != expected.astype("string").str.split(".").str[0]
+    if off.any():
+        return Outcome.failed(f"{int(off.sum())} run(s) outside the declared design 'replicates' "
+                              f"(each repetition round whole on "
+                              + ("its declared node" if nodes else "one host") + ")", rows=int(off.sum()))
+    return Outcome.passed(f"declared design 'replicates': {env['repetition'].nunique()} round(s), each "
+                          f"whole on one host ({hosts.nunique()} host(s), "
+                          f"{kinds.nunique()} kind(s) of hardware)")
