@@ -411,12 +411,15 @@ def _identity_outcome(ctx, found: list[dict], checked: int, what: str, extra: st
     """One identity's outcome: its breaking blocks grouped by ecosystem and CodeCarbon version
     (the likeliest cause), with the figures in the evidence."""
     if not found:
-        return Outcome.passed(f"{checked:,} blocks: {what} holds{extra}")
+        return Outcome.passed(f"{checked:,} readings: {what} holds{extra}")
+    # a block can break the identity in more than one domain: each is a row of the evidence
     frame = pd.DataFrame(found).sort_values("relative_difference", ascending=False)
-    blocks = len(frame[["run_id", "epoch", "phase"]].drop_duplicates())
+    unique = frame.drop_duplicates(["run_id", "epoch", "phase"])
+    blocks = len(unique)
     return Outcome.failed(
-        f"{blocks:,} of {checked:,} blocks in {frame['run_id'].nunique()} run(s) break {what} ("
-        + describe_counts(frame["ecosystem"] + " on CodeCarbon " + frame["codecarbon_version"].fillna("?"))
+        f"{blocks:,} block(s) in {frame['run_id'].nunique()} run(s) break {what} "
+        f"({checked:,} readings checked; "
+        + describe_counts(unique["ecosystem"] + " on CodeCarbon " + unique["codecarbon_version"].fillna("?"))
         + f"; median off {frame['relative_difference'].median():.1%}, up to "
           f"{frame['relative_difference'].max():.1%}){extra}",
         rows=blocks, details=evidence(frame))
