@@ -19,6 +19,13 @@ def test_registry_entries_have_id_section_severity_and_docstring():
     assert {c.section for c in registered} == set(SECTIONS)
 
 
+def test_checks_run_in_section_order_whichever_module_was_imported_first():
+    import deepgreen_audit.audit.figures  # noqa: F401  (imports the S5 and S1 checks first)
+
+    sections = [c.section for c in registered_checks()]
+    assert sections == sorted(sections, key=SECTIONS.index)
+
+
 def test_docs_audit_md_is_generated_from_the_registry():
     assert doc_path().read_text(encoding="utf-8") == to_markdown()
 
