@@ -60,10 +60,13 @@ def timeline(ctx) -> str | None:
     fig, axes = _figure(height=0.4 * runs["ecosystem"].nunique() + 1.2)
     ax = axes[0][0]
     ecosystems = sorted(runs["ecosystem"].unique())
+    # a campaign of weeks would draw hour-long runs as nothing: each bar is at least 0.2 % of it
+    span_days = (runs["ended_at_utc"].max() - runs["started_at_utc"].min()).total_seconds() / 86400
     for y, eco in enumerate(ecosystems):
         part = runs[runs["ecosystem"] == eco]
         starts = part["started_at_utc"].dt.tz_localize(None)
-        widths = (part["ended_at_utc"] - part["started_at_utc"]).dt.total_seconds() / 86400
+        widths = ((part["ended_at_utc"] - part["started_at_utc"]).dt.total_seconds() / 86400
+                  ).clip(lower=0.002 * span_days)
         ax.barh([y] * len(part), widths.to_numpy(), left=starts.to_numpy(), height=0.6)
     ax.set_yticks(range(len(ecosystems)), ecosystems)
     ax.set_xlabel("time (UTC, as recorded)")
