@@ -40,12 +40,15 @@ SMOKE_SCOPE = {"ecosystems": ["python-pytorch", "python-tensorflow"], "architect
 DIFFERING = {
     "runs": {"process_id", "started_at_utc", "ended_at_utc", "slurm_job_id",
              "slurm_consumed_energy_j", "slurm_energy_missing_reason"},
-    "environment": {"host"},
+    # inside a job CodeCarbon takes the RAM size from the job's allocation (scontrol show job),
+    # outside it from the host: S6.constancy flags a campaign that mixes the two executors
+    "environment": {"host", "ram_total_gb"},
     "blocks": {"started_at_utc", "duration_s", "nvml_start_mj", "nvml_end_mj", "rapl_start_uj",
                "rapl_end_uj", "gpu_energy_j", "cpu_energy_j", "energy_j", "codecarbon_duration_s",
                "codecarbon_energy_kwh", "codecarbon_cpu_energy_kwh", "codecarbon_gpu_energy_kwh",
                "codecarbon_ram_energy_kwh", "codecarbon_cpu_power_w", "codecarbon_gpu_power_w",
-               "codecarbon_ram_power_w", "codecarbon_energy_j"},
+               "codecarbon_ram_power_w", "codecarbon_energy_j", "codecarbon_emissions_kg",
+               "codecarbon_emissions_rate_kg_per_s"},
 }
 
 # ------------------------------------------------------------------ recorded sacct output

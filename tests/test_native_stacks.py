@@ -80,11 +80,12 @@ def test_pinned_versions_check_reads_the_release_and_keeps_the_build_label():
 
     from deepgreen_audit.audit.checks.recipe import pinned_versions
 
-    env = pd.DataFrame({"framework": ["torch", "torch", "tch"],
+    env = pd.DataFrame({"run_id": ["a", "b", "c"], "framework": ["torch", "torch", "tch"],
                         "framework_version": [f"{SPEC_PINS['torch']}+cu130", "2.5.1+cpu", SPEC_PINS["tch"]]})
     ctx = type("Ctx", (), {"environment": env, "spec": {"S4_backend": {"pinned_versions": SPEC_PINS}}})()
     outcome = pinned_versions(ctx)
     assert not outcome.ok and outcome.rows == 1 and "torch 2.5.1+cpu" in outcome.message
+    assert [row["run_id"] for row in outcome.details["evidence"]] == ["b"]
 
 
 # ------------------------------------------------------------------ builds and preflight
