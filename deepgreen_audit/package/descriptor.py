@@ -53,11 +53,16 @@ def dumps(descriptor: dict) -> str:
 
 
 def read_json(path: Path, code: str):
-    """A JSON file's value; malformed JSON, non-UTF-8 bytes and `\\ud800`-style escapes of
-    lone surrogates (text no UTF-8 file can hold, so no writer could copy it) are UserErrors."""
+    """A JSON file's value (see `parse_json`)."""
+    return parse_json(Path(path).read_bytes(), path, code)
+
+
+def parse_json(data: bytes, path: Path, code: str):
+    """The JSON value of `data`, read from `path`; malformed JSON, non-UTF-8 bytes and
+    `\\ud800`-style escapes of lone surrogates (text no UTF-8 file can hold, so no writer
+    could copy it) are UserErrors."""
     try:
-        text = path.read_text(encoding="utf-8")
-        value = json.loads(text)
+        value = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UserError(f"is not valid JSON: {exc}", path=path, code=code) from None
     except RecursionError:

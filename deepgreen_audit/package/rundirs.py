@@ -27,9 +27,9 @@ from pathlib import Path
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.canonical import format_value, is_canonical, parse_value
-from deepgreen_audit.package.descriptor import Package, read_json
+from deepgreen_audit.package.descriptor import Package, parse_json
 from deepgreen_audit.package.schema import TABLES, load_schema
-from deepgreen_audit.package.tables import TextTable, canonical_text, read_text
+from deepgreen_audit.package.tables import TextTable, canonical_text, text_table
 from deepgreen_audit.package.writer import write_package
 
 PACKAGE_META = "package.json"
@@ -162,8 +162,8 @@ def _walk(root: Path) -> dict[str, Path]:
     return found
 
 
-def _read_csv(path: Path, expected: list[str]) -> list[list[str]]:
-    table = read_text(path)
+def _read_csv(data: bytes, path: Path, expected: list[str]) -> list[list[str]]:
+    table = text_table(data, path)
     if table.header != expected:
         raise UserError(f"header is {','.join(table.header)}; expected {','.join(expected)}",
                         path=path, row=1, code="header-error")
@@ -206,11 +206,22 @@ def _cells_from_json(obj: dict, fields, path: Path, section: str) -> list[str]:
 def flatten_tables(root: Path, progress=None) -> tuple[dict[str, TextTable], dict]:
     """Read a run tree into the four text tables and the package metadata."""
     root = Path(root)
-    files = _walk(root)
-    meta_path = files.pop(PACKAGE_META, None)
+    return flatten_files({rel: path.read_bytes() for rel, path in _walk(root).items()}, root,
+                         progress)
+
+
+def flatten_files(files: dict[str, bytes], root: Path,
+                  progress=None) -> tuple[dict[str, TextTable], dict]:
+    """The four text tables and the package metadata of a run tree given as its files' bytes
+    ({relative posix path: bytes}, as `restore_files` makes them and `_walk` finds them under
+    `root`, which errors name): one reader for a tree on disk and for the audit's in-memory
+    round trip."""
+    files = dict(files)
+    meta_bytes = files.pop(PACKAGE_META, None)
     meta = {}
-    if meta_path is not None:
-        meta = read_json(meta_path, "manifest-error")
+    if meta_bytes is not None:
+        meta_path = root / PACKAGE_META
+        meta = parse_json(meta_bytes, meta_path, "manifest-error")
         if not isinstance(meta, dict):
             raise UserError("is not a JSON object of package metadata", path=meta_path,
                             code="manifest-error")
@@ -240,7 +251,7 @@ def flatten_tables(root: Path, progress=None) -> tuple[dict[str, TextTable], dic
         base = root / rel_dir
         campaign = rel_dir.split("/")[0]
         manifest_path = base / MANIFEST
-        manifest = read_json(manifest_path, "manifest-error")
+        manifest = parse_json(files[f"{rel_dir}/{MANIFEST}"], manifest_path, "manifest-error")
         if not isinstance(manifest, dict) or set(manifest) != {"run", "environment"}:
             raise UserError("a manifest holds exactly the keys 'run' and 'environment'",
                             path=manifest_path, code="manifest-error")
@@ -253,7 +264,7 @@ def flatten_tables(root: Path, progress=None) -> tuple[dict[str, TextTable], dic
             manifest["environment"], schemas["environment"].fields[1:], manifest_path, "environment"))
         merged = None
         for name, cols in block_files().items():
-            part = _read_csv(base / name, list(BLOCK_KEY) + list(cols))
+            part = _read_csv(files[f"{rel_dir}/{name}"], base / name, list(BLOCK_KEY) + list(cols))
             if merged is None:
                 merged = [[run_id] + r for r in part]
                 continue
@@ -267,7 +278,7 @@ def flatten_tables(root: Path, progress=None) -> tuple[dict[str, TextTable], dic
         index = [merged_header.index(c) for c in blocks_header]
         rows["blocks"].extend([[m[i] for i in index] for m in merged or []])
         rows["samples"].extend([run_id] + r for r in _read_csv(
-            base / SAMPLES_FILE, schemas["samples"].field_names[1:]))
+            files[f"{rel_dir}/{SAMPLES_FILE}"], base / SAMPLES_FILE, schemas["samples"].field_names[1:]))
     tables = {name: TextTable(header=schemas[name].field_names, rows=rows[name]) for name in TABLES}
     return tables, meta
 

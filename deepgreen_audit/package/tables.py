@@ -76,7 +76,11 @@ def parse_text(text: str, path: Path | str) -> TextTable:
 
 def read_text(path: Path) -> TextTable:
     """Read a CSV file as text; refuses anything that is not UTF-8."""
-    data = Path(path).read_bytes()
+    return text_table(Path(path).read_bytes(), path)
+
+
+def text_table(data: bytes, path: Path) -> TextTable:
+    """The CSV `data` read from `path` as text; refuses anything that is not UTF-8."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 from deepgreen_audit.audit.registry import Outcome, check
 from deepgreen_audit.package.checksums import sha256_bytes
-from deepgreen_audit.package.rundirs import flatten_tables, restore_files
+from deepgreen_audit.package.rundirs import flatten_files, restore_files
 from deepgreen_audit.package.schema import TABLES
 from deepgreen_audit.package.tables import canonical_bytes
 
@@ -24,16 +23,12 @@ def validated(ctx):
 
 @check("integrity.round-trip", "integrity")
 def round_trip(ctx):
-    """Restoring the package into run directories (in a temporary folder) and flattening
-    them again gives every table back byte for byte (compared by SHA-256)."""
+    """Restoring the package into run directories and flattening them again gives every table
+    back byte for byte (compared by SHA-256). The restored files are kept in memory and read
+    back by the reader `deepgreen flatten` uses for a tree on disk (`flatten_files`): the
+    same bytes through the same parser, without a thousand files written and read back."""
     files = restore_files(ctx.package)
-    with tempfile.TemporaryDirectory(prefix="deepgreen-audit-") as tmp:
-        root = Path(tmp)
-        for rel, data in files.items():
-            target = root / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        tables, meta = flatten_tables(root)
+    tables, meta = flatten_files(files, Path("<restored run tree>"))
     differ = []
     for name in TABLES:
         original = sha256_bytes(ctx.package.table_path(name).read_bytes())
