@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 
 from deepgreen_audit.audit.report import AuditFinding, AuditReport
-from deepgreen_audit.units import J_PER_KWH
 
 #: Evidence rows shown under a finding; the page says how many more there were.
 SHOWN_EVIDENCE_ROWS = 20
@@ -75,6 +74,14 @@ def timeline(ctx) -> str | None:
     return _png(fig)
 
 
+def _strip(ax, b: pd.DataFrame, values: pd.Series, ecosystems: list[str]) -> None:
+    """One jittered column of points per ecosystem."""
+    for x, eco in enumerate(ecosystems):
+        points = values[b["ecosystem"] == eco].dropna().astype(float)
+        jitter = np.random.default_rng(x).uniform(-0.25, 0.25, len(points))
+        ax.plot(x + jitter, points, ".", ms=2, alpha=0.4)
+
+
 def codecarbon_power(ctx) -> str | None:
     """CodeCarbon's reported CPU, GPU and RAM power per block, by ecosystem: a modelled
     constant is a flat line of one value."""
@@ -86,30 +93,26 @@ def codecarbon_power(ctx) -> str | None:
     fig, axes = _figure(width=9, height=3.2, ncols=len(columns))
     ecosystems = sorted(b["ecosystem"].unique())
     for ax, column in zip(axes[0], columns):
-        for x, eco in enumerate(ecosystems):
-            values = b.loc[b["ecosystem"] == eco, column].dropna().astype(float)
-            jitter = np.random.default_rng(x).uniform(-0.25, 0.25, len(values))
-            ax.plot(x + jitter, values, ".", ms=2, alpha=0.4)
+        _strip(ax, b, b[column], ecosystems)
         ax.set_xticks(range(len(ecosystems)), ecosystems, rotation=60, ha="right", fontsize=7)
         ax.set_title(column.removeprefix("codecarbon_").replace("_power_w", " power (W)"), fontsize=9)
     return _png(fig)
 
 
 def derived_power(ctx) -> str | None:
-    """Block-mean GPU power from energy / duration (counters, else CodeCarbon), by ecosystem,
-    against the board limits the specification lists."""
+    """Block-mean GPU power per board from energy / duration (counters, else CodeCarbon), by
+    ecosystem, against the board limits the specification lists."""
+    from deepgreen_audit.audit.checks.measurement import device_powers
+
     b = ctx.block_runs
-    counter = b["gpu_energy_j"] / b["duration_s"]
-    cc = b["codecarbon_gpu_energy_kwh"] * J_PER_KWH / b["codecarbon_duration_s"]
-    power = (counter.fillna(cc) / b["gpu_count"].astype("Float64").where(b["gpu_count"] > 0)).astype(float)
+    powers = device_powers(ctx)
+    power = powers["GPU (counter)"].fillna(powers["GPU (CodeCarbon)"])
     if power.dropna().empty:
         return None
     fig, axes = _figure()
     ax = axes[0][0]
     ecosystems = sorted(b["ecosystem"].unique())
-    for x, eco in enumerate(ecosystems):
-        values = power[b["ecosystem"] == eco].dropna()
-        ax.plot(x + np.random.default_rng(x).uniform(-0.25, 0.25, len(values)), values, ".", ms=2, alpha=0.4)
+    _strip(ax, b, power, ecosystems)
     limits = ctx.tolerances.get("gpu_board_power_limit_w", {})
     for model in sorted(set(b["gpu_model"].dropna())):
         if model in limits:

@@ -136,7 +136,7 @@ def units(ctx):
                           "equals its joules")
 
 
-def _power_table(ctx) -> dict[str, pd.Series]:
+def device_powers(ctx) -> dict[str, pd.Series]:
     """Block-mean power of each recorded device, from the counters and from CodeCarbon."""
     b = ctx.block_runs
     gpus = b["gpu_count"].astype("Float64").where(b["gpu_count"].astype("Float64") > 0)
@@ -172,7 +172,7 @@ def power_plausible(ctx):
               "CPU": tuple(t["cpu_power_range_w"]), "RAM": tuple(t["ram_power_range_w"])}
     bad = pd.Series(False, index=b.index)
     found, checked = [], 0
-    for name, power in _power_table(ctx).items():
+    for name, power in device_powers(ctx).items():
         lo, hi = ranges[name.split()[0]]
         known = power.notna() & np.isfinite(power)
         checked += int(known.sum())
@@ -189,7 +189,7 @@ def power_plausible(ctx):
     if not checked:
         raise Skip("no block has an energy and a duration to derive power from")
     if bad.any():
-        powers = pd.DataFrame(_power_table(ctx))
+        powers = pd.DataFrame(device_powers(ctx))
         return Outcome.failed("implausible power: " + "; ".join(found), rows=int(bad.sum()),
                               details=per_run_evidence(ctx, b.loc[bad].join(powers.loc[bad]),
                                                        {c: "median" for c in powers}))
