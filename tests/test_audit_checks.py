@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from deepgreen_audit.audit import audit, registered_checks
+from deepgreen_audit.audit import audit
+from deepgreen_audit.registry import registered_checks
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.schema import TABLES, load_schema
 from deepgreen_audit.package.tables import TextTable, rows_from_columns

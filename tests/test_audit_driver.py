@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from deepgreen_audit.audit import audit, registered_checks
+from deepgreen_audit.audit import audit
 from deepgreen_audit.audit.docs import doc_path, to_markdown
-from deepgreen_audit.audit.registry import SECTIONS
+from deepgreen_audit.registry import SUITES, registered_checks
 from deepgreen_audit.cli import main
 
 
@@ -14,9 +14,9 @@ def test_registry_entries_have_id_section_severity_and_docstring():
     registered = registered_checks()
     assert len({c.id for c in registered}) == len(registered) >= 30
     for c in registered:
-        assert c.section in SECTIONS and c.id.startswith(c.section + ".")
+        assert c.section in SUITES["audit"] and c.id.startswith(c.section + ".")
         assert c.severity in ("error", "warning") and len(c.doc) > 40
-    assert {c.section for c in registered} == set(SECTIONS)
+    assert {c.section for c in registered} == set(SUITES["audit"])
 
 
 def test_checks_run_in_section_order_whichever_module_was_imported_first():
@@ -24,7 +24,7 @@ def test_checks_run_in_section_order_whichever_module_was_imported_first():
     import deepgreen_audit.audit.checks.replication  # noqa: F401
 
     sections = [c.section for c in registered_checks()]
-    assert sections == sorted(sections, key=SECTIONS.index)
+    assert sections == sorted(sections, key=SUITES["audit"].index)
 
 
 def test_docs_audit_md_is_generated_from_the_registry():
@@ -77,4 +77,4 @@ def test_tables_folder_described_from_above_is_audited(tmp_path):
                   descriptor_path=tmp_path / "datapackage.json")
     report = audit(tmp_path / "replication")
     assert report.finding("integrity.validate").status == "pass"
-    assert report.package.endswith("datapackage.json") and report.synthetic
+    assert report.subject.endswith("datapackage.json") and report.synthetic

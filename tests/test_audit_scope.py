@@ -34,17 +34,17 @@ def _with_meta(src, out, **meta):
 
 def test_the_full_design_fails_a_small_campaign_that_declares_no_scope(small):
     report = audit(small, select=list(SCOPED_CHECKS))
-    assert report.scope is None
+    assert "scope" not in report.stats
     assert all(report.finding(c).status == "fail" for c in SCOPED_CHECKS)
 
 
 def test_a_declared_scope_replaces_the_full_design(small, tmp_path):
     pkg = _with_meta(small, tmp_path / "scoped", scope=SCOPE)
     report = audit(pkg, select=list(SCOPED_CHECKS))
-    assert report.scope == SCOPE
+    assert report.stats["scope"] == SCOPE
     assert all(report.finding(c).status == "pass" for c in SCOPED_CHECKS), report.format_text()
     assert "audited against the scope the package declares" in report.format_text()
-    assert report.to_dict()["scope"] == SCOPE
+    assert report.to_dict()["stats"]["scope"] == SCOPE
 
 
 def test_a_scope_still_fails_what_it_declares_and_lacks(small, tmp_path):

@@ -93,7 +93,7 @@ def test_audit_holds_the_rehearsal_to_its_declared_scope(rehearsal):
     out, _ = rehearsal
     report = json.loads((out / "audit.json").read_text())
     status = {f["id"]: f for f in report["findings"]}
-    assert report["scope"]["repetitions"] == 1
+    assert report["stats"]["scope"]["repetitions"] == 1
     for check_id in ("S6.completeness-runs", "S6.completeness-blocks", "S2.recipe",
                      "S5.codecarbon-duration"):
         assert status[check_id]["status"] == "pass", status[check_id]

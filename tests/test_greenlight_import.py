@@ -121,5 +121,5 @@ def test_tampered_package_fails_validation(imported, tmp_path):
     shutil.copytree(out, copy)
     path = copy / "api_calls.csv"
     path.write_bytes(path.read_bytes().replace(b",greenlight,", b",greenlite,", 1))
-    codes = {f.code for f in validate_api_package(copy).findings}
+    codes = {f.id for f in validate_api_package(copy).findings}
     assert {"checksum-mismatch", "constraint-error"} <= codes

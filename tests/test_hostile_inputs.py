@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deepgreen_audit.audit.driver import run_check
-from deepgreen_audit.audit.registry import Check
+from deepgreen_audit.registry import Check, run_check
 from deepgreen_audit.cli import main
 from deepgreen_audit.errors import BUG_EXIT
 from deepgreen_audit.package.validate import validate
@@ -73,7 +72,7 @@ def test_damage_is_reported_by_validate_and_refused_by_every_verb(case, tiny_pac
     damage, code = CASES[case]
     damage(tiny_package)
     report = validate(tiny_package)
-    assert code in [f.code for f in report.findings], report.format_text()
+    assert code in [f.id for f in report.findings], report.format_text()
     assert main(["validate", str(tiny_package)]) == 1
     for argv, status in ((["audit", str(tiny_package), "--strict"], 1),
                          (["restore", str(tiny_package), "--out", str(tmp_path / "runs")], 2),
@@ -86,7 +85,7 @@ def test_damage_is_reported_by_validate_and_refused_by_every_verb(case, tiny_pac
 
 def test_an_implausible_date_names_its_row_and_field(tiny_package):
     CASES["implausible date"][0](tiny_package)
-    finding = next(f for f in validate(tiny_package).findings if f.code == "constraint-error")
+    finding = next(f for f in validate(tiny_package).findings if f.id == "constraint-error")
     assert (finding.resource, finding.row, finding.field) == ("runs", 2, "started_at_utc")
     assert "not a plausible date" in finding.message
 
@@ -97,7 +96,7 @@ def test_a_crashing_check_fails_the_audit_never_passes_or_skips():
         return {}["missing"]
 
     for severity in ("error", "warning"):
-        finding = run_check(Check("S6.broken", "S6", severity, None, broken), ctx=None)
+        finding = run_check(Check("S6.broken", "audit", "S6", severity, None, broken), ctx=None)
         assert finding.status == "fail", severity
         assert "KeyError" in finding.message and "report this as a bug" in finding.message
 
@@ -123,7 +122,7 @@ def test_a_descriptor_with_a_lone_surrogate_escape_is_a_descriptor_error(tiny_pa
     desc = json.loads((tiny_package / "datapackage.json").read_text())
     desc["title"] = "\udcff"
     (tiny_package / "datapackage.json").write_text(json.dumps(desc))  # ASCII: "\udcff" escaped
-    assert [f.code for f in validate(tiny_package).findings] == ["descriptor-error"]
+    assert [f.id for f in validate(tiny_package).findings] == ["descriptor-error"]
     assert main(["restore", str(tiny_package), "--out", str(tmp_path / "runs")]) == 2
 
 

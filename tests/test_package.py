@@ -22,7 +22,7 @@ def _tree_bytes(root: Path) -> dict[str, bytes]:
 
 
 def _codes(report) -> set[str]:
-    return {f.code for f in report.findings}
+    return {f.id for f in report.findings}
 
 
 def test_tiny_package_is_valid_and_sums_check(tiny_package):
@@ -149,14 +149,14 @@ def test_bad_input_is_reported_and_left_untouched(case, tiny_package, tmp_path, 
     before = _tree_bytes(tiny_package)
     report = validate(tiny_package)
     assert not report.valid
-    hits = [f for f in report.findings if f.code == code and f.resource == resource]
+    hits = [f for f in report.findings if f.id == code and f.resource == resource]
     assert hits, report.format_text()
     if field:
         assert any(f.field == field for f in hits), report.format_text()
     assert main(["validate", str(tiny_package)]) == 1
     out = capsys.readouterr()
     assert "Traceback" not in out.out + out.err
-    assert f"[{code}]" in out.out
+    assert f"FAIL  {code}" in out.out
     assert _tree_bytes(tiny_package) == before
 
 
@@ -164,8 +164,8 @@ def test_checksum_mismatch_names_row_free_resource_and_json_output(tiny_package,
     CASES["one-byte-changed"][0](tiny_package)
     assert main(["validate", str(tiny_package), "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
-    assert report["valid"] is False
-    assert {e["code"] for e in report["errors"]} >= {"checksum-mismatch", "hash-mismatch"}
+    assert report["valid"] is False and report["kind"] == "validate"
+    assert {e["id"] for e in report["findings"]} >= {"checksum-mismatch", "hash-mismatch"}
 
 
 def test_symlinked_table_is_refused(tiny_package, tmp_path):

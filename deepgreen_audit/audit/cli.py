@@ -8,9 +8,9 @@ from deepgreen_audit.errors import UserError
 
 
 def cmd_audit(args) -> int:
-    from deepgreen_audit.audit import registered_checks
-    from deepgreen_audit.audit.driver import audit_with_context
     from deepgreen_audit.audit import docs
+    from deepgreen_audit.audit.driver import audit_with_context
+    from deepgreen_audit.registry import registered_checks
 
     if args.list:
         if args.markdown:
@@ -39,7 +39,7 @@ def cmd_audit(args) -> int:
             atomic.write_text(Path(args.junit), render_junit(report))
     print(report.to_json() if args.json else report.format_text(), end="\n" if not args.json else "")
     integrity = report.finding("integrity.validate")
-    if integrity.status != "pass" or (args.strict and report.failed):
+    if integrity.status != "pass" or (args.strict and not report.valid):
         return 1
     return 0
 

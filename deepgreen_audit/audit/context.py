@@ -80,7 +80,7 @@ def describe_counts(series: pd.Series, limit: int = 8) -> str:
 
 def labels_in_spec(runs: pd.DataFrame, column: str, allowed, section: str):
     """Outcome of 'every run's <column> is one the specification names'."""
-    from deepgreen_audit.audit.registry import Outcome
+    from deepgreen_audit.registry import Outcome
 
     allowed = set(allowed)
     bad = runs[~runs[column].isin(allowed)]

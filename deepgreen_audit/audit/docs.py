@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deepgreen_audit.audit.registry import SECTIONS, registered_checks
+from deepgreen_audit.registry import SUITES, registered_checks
 from deepgreen_audit.package.schema import project_root
 
 DOC_PATH = ("docs", "audit.md")
@@ -27,13 +27,15 @@ never passes an audit that could not check everything it ran.
 A synthetic package is announced at the top and the bottom of every report.
 
 Options: `--strict` exits 1 on any fail; `--json` prints the report as JSON
-(`--out FILE` writes it); `--list` prints this registry; `--spec TOML` audits
+(`--out FILE` writes it), in the shape every report of the tool has (docs/package-format.md,
+Reports); `--list` prints this registry; `--spec TOML` audits
 against another specification; `--select PREFIX` runs only some checks.
 
-Adding a check (another layer, e.g. the renderer's lint): write a function
-`fn(ctx) -> Outcome` with a docstring, decorate it with
-`@check("<section>.<name>", "<section>", table=...)` from
-`deepgreen_audit.audit.registry`, and add its module to `CHECK_MODULES` there.
+Adding a check (from any layer: the renderer's lint of the results text is one):
+write a function `fn(ctx) -> Outcome` with a docstring, decorate it with
+`@check("<section>.<name>", "<section>", table=...)` from `deepgreen_audit.registry`,
+and add its module's dotted name to `CHECK_MODULES["audit"]` there; the audit imports
+it by that name, so no layer imports one above it.
 `ctx` gives the typed tables (`ctx.runs`, `ctx.blocks`, ...), the specification
 (`ctx.spec`, tolerances in `ctx.tolerances`) and the checkout (`ctx.sources_root`).
 """
@@ -46,7 +48,7 @@ SECTION_TITLES = {"integrity": "Integrity", "S1": "S1 Model", "S2": "S2 Optimisa
 def to_markdown() -> str:
     lines = [INTRO]
     registered = registered_checks()
-    for section in SECTIONS:
+    for section in SUITES["audit"]:
         group = [c for c in registered if c.section == section]
         if not group:
             continue

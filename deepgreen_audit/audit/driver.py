@@ -7,28 +7,27 @@ check is skipped and the audit says it did not finish.
 
 from __future__ import annotations
 
-import traceback
 from pathlib import Path
 
 from deepgreen_audit.audit.context import AuditContext
-from deepgreen_audit.audit.registry import Skip, registered_checks
-from deepgreen_audit.audit.report import AuditFinding, AuditReport
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.descriptor import DESCRIPTOR_NAME, Package
 from deepgreen_audit.package.validate import validate
+from deepgreen_audit.registry import registered_checks, run_check
+from deepgreen_audit.report import Report
 from deepgreen_audit.spec import load_spec, scoped
 
 INTEGRITY_ID = "integrity.validate"
 
 
-def audit(location: str | Path | None = None, **options) -> AuditReport:
+def audit(location: str | Path | None = None, **options) -> Report:
     """Audit the package at `location` (see `audit_with_context`)."""
     return audit_with_context(location, **options)[0]
 
 
 def audit_with_context(location: str | Path | None = None, *, spec: dict | None = None,
                        spec_path: str | Path | None = None, select: list[str] | None = None,
-                       sources_root: Path | None = None) -> tuple[AuditReport, AuditContext | None]:
+                       sources_root: Path | None = None) -> tuple[Report, AuditContext | None]:
     """Audit the package at `location` against the specification; never raises for bad data.
     Returns the report and the context its checks read (None when the package does not
     validate), from which the HTML page draws its figures.
@@ -42,27 +41,29 @@ def audit_with_context(location: str | Path | None = None, *, spec: dict | None 
     spec = spec or load_spec(str(spec_path) if spec_path else None)
     location = resolve_package(location)
     integrity = validate(location)
-    report = AuditReport(package=integrity.package, synthetic=integrity.synthetic,
-                         notice=integrity.notice)
+    report = Report(integrity.subject, "audit", synthetic=integrity.synthetic,
+                    notice=integrity.notice)
     registered = [c for c in registered_checks()
                   if not select or c.id == INTEGRITY_ID or any(c.id.startswith(p) for p in select)]
     if not integrity.valid:
         first = integrity.findings[0] if integrity.findings else None
         for c in registered:
             if c.id == INTEGRITY_ID:
-                report.findings.append(AuditFinding(
-                    c.id, c.section, c.severity, "fail",
-                    f"the package does not validate: {integrity.error_count} error(s); first: "
-                    f"[{first.code}] {first.where()}: {first.message}" if first else
-                    "the package does not validate", integrity.error_count))
+                report.findings.append(c.finding(
+                    "fail", f"the package does not validate: {integrity.error_count} error(s); "
+                    f"first: [{first.id}] {first.where()}: {first.message}" if first else
+                    "the package does not validate", rows_affected=integrity.error_count))
             else:
-                report.findings.append(AuditFinding(
-                    c.id, c.section, c.severity, "skip",
-                    "not run: the package does not validate (integrity.validate)", table=c.table))
+                report.findings.append(c.finding(
+                    "skip", "not run: the package does not validate (integrity.validate)"))
         return report, None
     package = Package.open(location)
     spec = scoped(spec, package.descriptor.get("scope"), package.descriptor_path)
-    report.scope = spec.get("scope")
+    scope = spec.get("scope")
+    if scope:
+        report.stats["scope"] = scope
+        report.notes.append("audited against the scope the package declares: "
+                            + ", ".join(f"{k} {v}" for k, v in scope.items()))
     ctx = AuditContext(package, spec, sources_root, integrity)
     for c in registered:
         report.findings.append(run_check(c, ctx))
@@ -84,28 +85,3 @@ def resolve_package(location: str | Path | None) -> str | Path | None:
         except UserError:
             pass
     return location
-
-
-def run_check(c, ctx: AuditContext) -> AuditFinding:
-    """One check's finding; a crash is a failure naming the error (a bug), never a pass or a skip.
-
-    A crash counts as `fail` whatever the check's severity: the check could not
-    say that the package conforms, so `audit --strict` must not exit 0.
-    """
-    try:
-        outcome = c.func(ctx)
-    except Skip as exc:
-        return AuditFinding(c.id, c.section, c.severity, "skip", str(exc), table=c.table)
-    except UserError as exc:
-        return AuditFinding(c.id, c.section, c.severity, "skip", f"could not run: {exc}",
-                            table=c.table)
-    except Exception as exc:  # a bug in a check must not hide the other checks' results
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        return AuditFinding(c.id, c.section, c.severity, "fail",
-                            f"the check crashed ({type(exc).__name__}: {exc} at "
-                            f"{Path(where.filename).name}:{where.lineno}); report this as a bug",
-                            table=c.table)
-    status = "pass" if outcome.ok else ("fail" if c.severity == "error" else "warn")
-    return AuditFinding(c.id, c.section, c.severity, status, outcome.message,
-                        outcome.rows if outcome.rows is not None else (0 if c.table and outcome.ok else None),
-                        c.table, outcome.details)

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.audit.report import AuditFinding, AuditReport
+from deepgreen_audit.report import Finding, Report
 
 #: Evidence rows shown under a finding; the page says how many more there were.
 SHOWN_EVIDENCE_ROWS = 20
@@ -187,7 +187,7 @@ FIGURE_OF_CHECK = {
 }
 
 
-def evidence_by_ecosystem(finding: AuditFinding, ctx) -> str | None:
+def evidence_by_ecosystem(finding: Finding, ctx) -> str | None:
     """The evidence rows of a finding counted per ecosystem (or per value of its first
     column): where the finding lies."""
     rows = (finding.details or {}).get("evidence") or []
@@ -237,7 +237,7 @@ def _esc(value) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def _evidence_table(finding: AuditFinding) -> str:
+def _evidence_table(finding: Finding) -> str:
     details = finding.details or {}
     rows = details.get("evidence") or []
     if not rows:
@@ -254,7 +254,7 @@ def _evidence_table(finding: AuditFinding) -> str:
     return f'<table class="evidence"><tr>{head}</tr>{body}</table>{more}'
 
 
-def _explained(finding: AuditFinding) -> str:
+def _explained(finding: Finding) -> str:
     explained = (finding.details or {}).get("explained") or []
     if not explained:
         return ""
@@ -262,7 +262,7 @@ def _explained(finding: AuditFinding) -> str:
     return f"<p class=\"meta\">Not flagged, with the explanation the evidence favours:</p><ul>{items}</ul>"
 
 
-def _identity(report: AuditReport, package) -> str:
+def _identity(report: Report, package) -> str:
     rows = []
     if package is not None:
         d = package.descriptor
@@ -277,22 +277,23 @@ def _identity(report: AuditReport, package) -> str:
             rows.append(("measured", f"on {', '.join(measured.get('gpus') or [])} "
                                      f"({measured.get('host', '')}), boundary: {measured.get('boundary', '')}"))
     else:
-        rows.append(("package", report.package))
+        rows.append(("package", report.subject))
     rows.append(("kind", "SYNTHETIC: generated, not measured" if report.synthetic else "measured or imported"))
-    if report.scope:
+    scope = report.stats.get("scope")
+    if scope:
         rows.append(("audited against its declared scope",
-                     ", ".join(f"{k} {v}" for k, v in report.scope.items())))
+                     ", ".join(f"{k} {v}" for k, v in scope.items())))
     integrity = next((f for f in report.findings if f.id == "integrity.validate"), None)
     if integrity is not None:
         rows.append(("integrity", integrity.message))
     return "<table>" + "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in rows) + "</table>"
 
 
-def render_page(report: AuditReport, ctx=None) -> str:
+def render_page(report: Report, ctx=None) -> str:
     """The page for `report`; `ctx` (an AuditContext of the same package) draws the figures."""
     cache: dict[str, str | None] = {}
 
-    def figure_of(finding: AuditFinding) -> str | None:
+    def figure_of(finding: Finding) -> str | None:
         kind = FIGURE_OF_CHECK.get(finding.id)
         if kind is not None and ctx is not None:
             if kind not in cache:
@@ -307,7 +308,7 @@ def render_page(report: AuditReport, ctx=None) -> str:
         colour = STATUS_COLOURS[f.status]
         body = f'<p>{_esc(f.message)}</p>'
         if f.status in ("fail", "warn"):
-            rows = f" &middot; {f.rows_affected:,} {_esc(f.table or 'row')} row(s) affected" \
+            rows = f" &middot; {f.rows_affected:,} {_esc(f.resource or 'row')} row(s) affected" \
                 if f.rows_affected is not None else ""
             body += f'<p class="meta">{_esc(f.section)} &middot; severity {_esc(f.severity)}{rows}</p>'
             body += _evidence_table(f) + _explained(f)
@@ -332,7 +333,7 @@ def render_page(report: AuditReport, ctx=None) -> str:
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{CSP}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{'SYNTHETIC: ' if report.synthetic else ''}Audit of {_esc(report.package)}</title>
+<title>{'SYNTHETIC: ' if report.synthetic else ''}Audit of {_esc(report.subject)}</title>
 <style>{STYLE}</style></head>
 <body>{banner}<header><h1>{'SYNTHETIC DATA: ' if report.synthetic else ''}DeepGreen audit</h1>
 {_identity(report, package)}
@@ -350,13 +351,13 @@ says what each means).</p></header>
 
 # ---------------------------------------------------------------- JUnit
 
-def render_junit(report: AuditReport) -> str:
+def render_junit(report: Report) -> str:
     """One testcase per check: a fail is a failure, a skip is skipped, a warning passes with
     its message in system-out (JUnit has no warning)."""
     counts = report.counts
     suites = ET.Element("testsuites", name="deepgreen audit", tests=str(len(report.findings)),
                         failures=str(counts["fail"]), errors="0", skipped=str(counts["skip"]))
-    suite = ET.SubElement(suites, "testsuite", name=str(report.package),
+    suite = ET.SubElement(suites, "testsuite", name=str(report.subject),
                           tests=str(len(report.findings)), failures=str(counts["fail"]),
                           errors="0", skipped=str(counts["skip"]),
                           timestamp=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"))

@@ -17,7 +17,7 @@ from deepgreen_audit.package import atomic, descriptor as _descriptor
 from deepgreen_audit.package import validate as _validate
 from deepgreen_audit.package.checksums import FILENAME as SUMS_NAME, format_sums, sha256_bytes
 from deepgreen_audit.package.descriptor import Package
-from deepgreen_audit.package.report import Report
+from deepgreen_audit.report import Report
 from deepgreen_audit.package.schema import load_schema
 from deepgreen_audit.package.tables import TextTable, canonical_bytes, rows_from_columns
 
@@ -91,6 +91,6 @@ def open_api_package(location: str | Path) -> Package:
     report = validate_api_package(location)
     if not report.valid:
         first = report.findings[0]
-        raise UserError(f"is not a valid API-level package: [{first.code}] {first.where()}: "
+        raise UserError(f"is not a valid API-level package: [{first.id}] {first.where()}: "
                         f"{first.message}", path=location, code="invalid-package")
     return Package.open(location)

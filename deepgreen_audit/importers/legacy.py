@@ -438,5 +438,5 @@ def _refuse_invalid(staged_descriptor: Path) -> None:
     if not report.valid:
         first = report.findings[0]
         raise UserError(f"the import does not make a valid package ({report.error_count} "
-                        f"error(s); first: [{first.code}] {first.where()}: {first.message}); "
+                        f"error(s); first: [{first.id}] {first.where()}: {first.message}); "
                         "this is a bug in the importer", code="invalid-package")

@@ -23,7 +23,7 @@ def export_parquet(location, out: Path, *, overwrite: bool = False) -> dict[str,
     report = validate(location)
     if not report.valid:
         raise UserError(f"the package is not valid ({report.error_count} error(s)); run "
-                        "'deepgreen validate' for the report", path=report.package,
+                        "'deepgreen validate' for the report", path=report.subject,
                         code="invalid-package")
     package = Package.open(location)
     counts = {}

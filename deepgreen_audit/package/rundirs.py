@@ -115,8 +115,8 @@ def restore(location, out: Path, *, overwrite: bool = False, dry_run: bool = Fal
     if not report.valid:
         first = report.findings[0]
         raise UserError(f"the package is not valid ({report.error_count} error(s); first: "
-                        f"[{first.code}] {first.where()}: {first.message}); run "
-                        "'deepgreen validate' for the full report", path=report.package,
+                        f"[{first.id}] {first.where()}: {first.message}); run "
+                        "'deepgreen validate' for the full report", path=report.subject,
                         code="invalid-package")
     package = Package.open(location)
     files = restore_files(package)
@@ -299,5 +299,5 @@ def _refuse_invalid(staged_descriptor: Path, root: Path) -> None:
     if not report.valid:
         first = report.findings[0]
         raise UserError(f"the run tree does not make a valid package ({report.error_count} "
-                        f"error(s); first: [{first.code}] {first.where()}: {first.message})",
+                        f"error(s); first: [{first.id}] {first.where()}: {first.message})",
                         path=root, code="invalid-package")

@@ -26,7 +26,7 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.canonical import DATETIME_RE, INTEGER_RE, NUMBER_RE
 from deepgreen_audit.package.checksums import parse_sums, sha256_bytes
 from deepgreen_audit.package.descriptor import Package
-from deepgreen_audit.package.report import Report
+from deepgreen_audit.report import Report
 from deepgreen_audit.package.schema import TABLES, TableSchema, load_schema, pandera_schema
 from deepgreen_audit.package.tables import canonical_text, parse_text
 
@@ -52,10 +52,10 @@ def validate(location: str | Path | None = None, tables: tuple[str, ...] = TABLE
     try:
         package = Package.open(location)
     except UserError as exc:
-        report = Report(package=str(location or "datapackage.json"))
+        report = Report(str(location or "datapackage.json"), "validate")
         report.add(exc.code if exc.code == "missing-descriptor" else "descriptor-error", str(exc))
         return report
-    report = Report(package=str(package.descriptor_path), synthetic=package.synthetic,
+    report = Report(str(package.descriptor_path), "validate", synthetic=package.synthetic,
                     notice=package.notice())
     report.stats["provenance"] = {k: package.descriptor.get(k) for k in
                                   ("name", "title", "provenance") if k in package.descriptor}

@@ -4,7 +4,8 @@
 and the Results section of a manuscript, after removing comments, macro
 names, the arguments of cross-referencing and file commands, and a short
 allowlist of names that contain digits.  The tests run it on paper/paper.tex,
-and `deepgreen paper` refuses to build when it finds anything.
+`deepgreen paper` refuses to build when it finds anything, and the audit runs it
+as the check `source.results-text-numbers`, which this module registers.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from deepgreen_audit.registry import Outcome, Skip, check
 
 #: Digits that are part of a name, not a quoted figure.
 ALLOWLIST = (r"ResNet-18", r"VGG-16", r"CIFAR-100", r"\bS[1-6]\b")
@@ -68,3 +71,18 @@ def find_typed_numbers(tex: str) -> list[TypedNumber]:
 def lint_paper(path: Path) -> list[TypedNumber]:
     """`find_typed_numbers` of a manuscript file."""
     return find_typed_numbers(Path(path).read_text(encoding="utf-8"))
+
+
+@check("source.results-text-numbers", "source")
+def results_text_numbers(ctx):
+    """The manuscript's results text (abstract and Results section of paper/paper.tex) types
+    no number: every figure it quotes comes from a macro the renderer wrote
+    (deepgreen_audit.render.lint)."""
+    paper = ctx.sources_root / "paper" / "paper.tex"
+    if not paper.is_file():
+        raise Skip(f"no manuscript at {paper} to lint")
+    typed = lint_paper(paper)
+    if typed:
+        return Outcome.failed(f"{len(typed)} number(s) typed in the results text: "
+                              + "; ".join(str(t) for t in typed[:5]), rows=len(typed))
+    return Outcome.passed(f"{paper.relative_to(ctx.sources_root)}: the results text types no number")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deepgreen_audit.audit.registry import Outcome, check
+from deepgreen_audit.registry import Outcome, check
 from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.package.rundirs import flatten_files, restore_files
 from deepgreen_audit.package.schema import TABLES

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from deepgreen_audit.audit.context import describe_counts, evidence, per_run_evidence, relative_difference
-from deepgreen_audit.audit.registry import Outcome, Skip, check
+from deepgreen_audit.registry import Outcome, Skip, check
 
 from deepgreen_audit.units import J_PER_KWH
 COUNTER_COLUMNS = ("nvml_start_mj", "nvml_end_mj", "rapl_start_uj", "rapl_end_uj",

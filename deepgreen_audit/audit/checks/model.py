@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from deepgreen_audit.audit.context import evidence, labels_in_spec
-from deepgreen_audit.audit.registry import Outcome, Skip, check
+from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 
 FEATURES = {"time": "train seconds per sample", "power": "train GPU power"}

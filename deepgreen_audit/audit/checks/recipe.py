@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from deepgreen_audit.audit.context import describe_counts, evidence, labels_in_spec
-from deepgreen_audit.audit.registry import Outcome, Skip, check
+from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.spec import RECIPE_SECTIONS, recipe
 
 

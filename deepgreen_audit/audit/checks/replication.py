@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from deepgreen_audit.audit.context import CONFIG_COLUMNS, describe_counts, evidence
-from deepgreen_audit.audit.registry import Outcome, Skip, check
+from deepgreen_audit.registry import Outcome, Skip, check
 
 
 @check("S6.completeness-runs", "S6", table="runs")

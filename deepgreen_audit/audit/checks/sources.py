@@ -1,6 +1,7 @@
 """Checks against the stack sources (`stacks/`): the plug-in point for sources and built
 artefacts.  They read the checkout (`AuditContext.sources_root`), not the package, and skip
-when there is nothing to read.
+when there is nothing to read.  The lint of the manuscript's results text, also a source
+check, is the renderer's (`deepgreen_audit.render.lint`), registered from there.
 
 Stack sources must read the recipe from the specification (collect/experiment.toml, or the
 harness that serves it) rather than hard-code it.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from deepgreen_audit.audit.registry import Outcome, Skip, check
+from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.spec import recipe
 
 SOURCE_SUFFIXES = {".py", ".cpp", ".cc", ".h", ".hpp", ".java", ".kt", ".r", ".R", ".rs",
@@ -61,19 +62,3 @@ def recipe_not_hardcoded(ctx):
                               details={"lines": hits})
     return Outcome.passed(f"{len(files)} source files under stacks/ hard-code no recipe value")
 
-
-@check("source.results-text-numbers", "source")
-def results_text_numbers(ctx):
-    """The manuscript's results text (abstract and Results section of paper/paper.tex) types
-    no number: every figure it quotes comes from a macro the renderer wrote
-    (deepgreen_audit.render.lint)."""
-    from deepgreen_audit.render.lint import lint_paper
-
-    paper = ctx.sources_root / "paper" / "paper.tex"
-    if not paper.is_file():
-        raise Skip(f"no manuscript at {paper} to lint")
-    typed = lint_paper(paper)
-    if typed:
-        return Outcome.failed(f"{len(typed)} number(s) typed in the results text: "
-                              + "; ".join(str(t) for t in typed[:5]), rows=len(typed))
-    return Outcome.passed(f"{paper.relative_to(ctx.sources_root)}: the results text types no number")

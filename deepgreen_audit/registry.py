@@ -1,0 +1,156 @@
+"""The one registry of checks: small functions, each with an id, a section, a severity and a
+docstring, grouped in suites that one driver each runs (`run_check` turns a check into a
+`Finding` the same way for all of them).
+
+A check is a function ``fn(ctx) -> Outcome`` decorated with `check`::
+
+    @check("S5.tracking-mode", "S5", table="environment")
+    def tracking_mode(ctx):
+        \"\"\"Every run tracked CodeCarbon in the specified mode.\"\"\"
+        ...
+        return Outcome.failed("2 runs in process mode", rows=2)
+
+It returns `Outcome.passed` or `Outcome.failed` (reported as ``fail`` for severity
+``error`` and ``warn`` for ``warning``) or raises `Skip` when its inputs are missing;
+a skipped check is never a pass.  What `ctx` is belongs to the suite: the audit's
+`AuditContext`, parity's probes of one stack, the API-level calls, the preflight's plan.
+
+The modules that hold a suite's checks are listed by dotted name in `CHECK_MODULES`
+and imported when the suite runs: a check of another layer (the renderer's lint of
+the results text) registers itself there, and no layer imports one above it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.report import SEVERITIES, Finding
+
+#: The suites, each with the sections its checks can belong to.
+SUITES: dict[str, tuple[str, ...]] = {
+    "audit": ("integrity", "S1", "S2", "S3", "S4", "S5", "S6", "source"),
+    "parity": ("S1", "S2", "S3", "S6"),
+    "api-audit": ("S5",),
+    "preflight": ("host", "counter", "version", "stack"),
+}
+
+#: Modules whose import registers each suite's checks, in the order their checks run.
+CHECK_MODULES: dict[str, tuple[str, ...]] = {
+    "audit": ("deepgreen_audit.audit.checks.integrity",
+              "deepgreen_audit.audit.checks.model",
+              "deepgreen_audit.audit.checks.recipe",
+              "deepgreen_audit.audit.checks.measurement",
+              "deepgreen_audit.audit.checks.replication",
+              "deepgreen_audit.audit.checks.sources",
+              "deepgreen_audit.render.lint"),
+    "parity": ("deepgreen_audit.stacks.parity",),
+    "api-audit": ("deepgreen_audit.greenlight.checks",),
+    "preflight": ("deepgreen_audit.collect.preflight",),
+}
+
+
+class Skip(Exception):
+    """Raised by a check whose inputs or dependencies are missing."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one check found: ok or not, a message, how many rows it concerns, its evidence."""
+
+    ok: bool
+    message: str
+    rows: int | None = None
+    details: dict | None = None
+
+    @classmethod
+    def passed(cls, message: str, rows: int | None = None, details: dict | None = None) -> "Outcome":
+        return cls(True, message, rows, details)
+
+    @classmethod
+    def failed(cls, message: str, rows: int | None = None, details: dict | None = None) -> "Outcome":
+        return cls(False, message, rows, details)
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    suite: str
+    section: str
+    severity: str
+    table: str | None
+    func: Callable
+
+    @property
+    def doc(self) -> str:
+        return " ".join((self.func.__doc__ or "").split())
+
+    def finding(self, status: str, message: str, **where) -> Finding:
+        """A finding of this check (its id, section, severity; the table it counts rows of)."""
+        where.setdefault("resource", self.table)
+        return Finding(id=self.id, status=status, message=message, severity=self.severity,
+                       section=self.section, **where)
+
+
+REGISTRY: dict[str, dict[str, Check]] = {suite: {} for suite in SUITES}
+
+
+def check(id: str, section: str, *, suite: str = "audit", severity: str = "error",
+          table: str | None = None):
+    """Register the decorated function as the check `id` of `section` in `suite`.
+
+    `table` names the table whose rows `rows_affected` counts (row-level checks).
+    """
+    if section not in SUITES.get(suite, ()):
+        raise ValueError(f"check {id}: unknown section {section!r} of suite {suite!r}")
+    if severity not in SEVERITIES:
+        raise ValueError(f"check {id}: unknown severity {severity!r}")
+    if not id.startswith(section + "."):
+        raise ValueError(f"check {id}: its id must start with its section {section!r}")
+
+    def register(func):
+        if not (func.__doc__ or "").strip():
+            raise ValueError(f"check {id} needs a docstring: it is what the check lists print")
+        known = REGISTRY[suite].get(id)
+        if known is not None and known.func.__qualname__ != func.__qualname__:
+            raise ValueError(f"check id {id} registered twice in suite {suite}")
+        REGISTRY[suite][id] = Check(id, suite, section, severity, table, func)
+        return func
+    return register
+
+
+def registered_checks(suite: str = "audit") -> list[Check]:
+    """Every check of `suite`, in the order of its CHECK_MODULES and of definition (whichever
+    module another one imported first: the HTML report's figures import two of them)."""
+    modules = CHECK_MODULES[suite]
+    for module in modules:
+        importlib.import_module(module)
+    rank = {module: i for i, module in enumerate(modules)}
+    return sorted(REGISTRY[suite].values(), key=lambda c: rank.get(c.func.__module__, len(rank)))
+
+
+def run_check(c: Check, ctx, **where) -> Finding:
+    """One check's finding; a crash is a failure naming the error (a bug), never a pass or a skip.
+
+    A crash counts as `fail` whatever the check's severity: the check could not say that
+    what it checks conforms, so a strict run must not exit 0.  `where` (resource=...)
+    says what the finding is about when the check runs once per subject (parity's stacks).
+    """
+    try:
+        outcome = c.func(ctx)
+    except Skip as exc:
+        return c.finding("skip", str(exc), **where)
+    except UserError as exc:
+        return c.finding("skip", f"could not run: {exc}", **where)
+    except Exception as exc:  # a bug in a check must not hide the other checks' results
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        return c.finding("fail", f"the check crashed ({type(exc).__name__}: {exc} at "
+                                 f"{Path(last.filename).name}:{last.lineno}); report this as a bug",
+                         **where)
+    status = "pass" if outcome.ok else ("fail" if c.severity == "error" else "warn")
+    rows = outcome.rows if outcome.rows is not None else (0 if c.table and outcome.ok else None)
+    return c.finding(status, outcome.message, rows_affected=rows, details=outcome.details, **where)

@@ -1,0 +1,205 @@
+"""One finding and one report for every verb that checks something, and one way to print them.
+
+`deepgreen validate`, `audit`, `parity`, `preflight` and `api-audit` all answer
+with a `Report`: a flat list of `Finding`s, each with a stable machine-readable
+id (a validation code such as ``type-error``, or a check id such as
+``S5.tracking-mode``), a status (pass, fail, warn, skip) and where it is
+(resource, row, field).  `format_text` and `to_json` are the one renderer, so
+every report reads the same on screen and has the same keys in JSON.  Row
+numbers count the header as row 1, as frictionless does.
+
+The kernel's bottom layer: it imports nothing of the project.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+STATUSES = ("pass", "fail", "warn", "skip")
+SEVERITIES = ("error", "warning")
+#: The verbs whose answer is a Report, with the words their verdict uses (ok, not ok).
+KINDS = {"validate": ("VALID", "INVALID"), "audit": ("PASSED", "FAILED"),
+         "parity": ("PASSED", "FAILED"), "preflight": ("READY", "NOT READY"),
+         "api-audit": ("PASSED", "FAILED")}
+
+#: Codes a validation can report, with what each means.
+CODES = {
+    "missing-descriptor": "no datapackage.json where the package was expected",
+    "descriptor-error": "datapackage.json is unreadable or malformed",
+    "unsafe-path": "a path leaves the package folder (directly or through a symbolic link)",
+    "symlink": "a symbolic link where a plain file is required",
+    "missing-resource": "the descriptor lacks one of the four tables",
+    "missing-table": "a table file is missing",
+    "schema-mismatch": "a resource's schema differs from schemas/",
+    "checksum-missing": "SHA256SUMS is missing or lacks a table",
+    "checksum-format": "SHA256SUMS has a malformed line",
+    "checksum-mismatch": "a table's SHA256 differs from SHA256SUMS",
+    "bytes-mismatch": "a table's size differs from the descriptor's bytes",
+    "hash-mismatch": "a table's SHA256 differs from the descriptor's hash",
+    "encoding-error": "a table is not UTF-8",
+    "byte-order-mark": "a table starts with a byte-order mark, which canonical CSV does not have",
+    "empty-table": "a table file is empty (not even a header row)",
+    "csv-error": "a table cannot be parsed as CSV",
+    "line-ending": "a table uses CR or CRLF line endings",
+    "truncated-row": "the last row does not end with a newline",
+    "missing-column": "a schema column is absent from the header",
+    "extra-column": "the header has a column the schema lacks",
+    "header-order": "the header's columns are not in the schema's order",
+    "field-count": "a row has more or fewer cells than the header",
+    "type-error": "a cell is not a value of its column's type",
+    "non-canonical-cell": "a valid value not written in its canonical form",
+    "non-canonical-row": "a row not written in canonical CSV (quoting)",
+    "constraint-error": "a cell breaks a constraint (required, range, enum, pattern)",
+    "unique-error": "a value repeats in a unique column",
+    "primary-key-error": "a primary key repeats",
+    "foreign-key-error": "a key refers to no row of the referenced table",
+    "incomplete-run": "a run lacks its environment row or its blocks",
+    "row-order": "rows are not in primary-key order",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One thing a check found.  `resource` is what it is about (a table of the package, a
+    stack under parity, a framework or counter under preflight); `rows_affected` counts the
+    rows of that resource it concerns; `details` holds its evidence (for the audit:
+    ``{"evidence": [rows], "evidence_total": n}``) and any figures behind the message."""
+
+    id: str
+    status: str
+    message: str
+    severity: str = "error"
+    section: str | None = None
+    resource: str | None = None
+    row: int | None = None
+    field: str | None = None
+    rows_affected: int | None = None
+    details: dict | None = None
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"finding {self.id}: unknown status {self.status!r}")
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"finding {self.id}: unknown severity {self.severity!r}")
+
+    def where(self) -> str:
+        parts = [p for p in (self.resource, f"row {self.row}" if self.row else None,
+                             f"field {self.field!r}" if self.field else None) if p]
+        return ", ".join(parts)
+
+
+@dataclass
+class Report:
+    """What one verb found about `subject` (a package, a plan, an architecture's stacks)."""
+
+    subject: str
+    kind: str
+    synthetic: bool = False
+    notice: str | None = None
+    #: what the findings were measured against (a declared scope, tolerances), one line each
+    notes: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+    #: failing findings beyond the per-(id, resource, field) cap of `add`, counted not listed
+    suppressed: dict[str, int] = field(default_factory=dict)
+    limit_per_kind: int = 20
+    _shown: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown kind of report {self.kind!r}")
+
+    def add(self, code: str, message: str, resource: str | None = None,
+            row: int | None = None, field: str | None = None) -> None:
+        """A validation error: `code` from CODES; at most `limit_per_kind` are listed per
+        (code, resource, field), the rest counted in `suppressed`."""
+        assert code in CODES, code
+        key = f"{code}|{resource}|{field}"
+        shown = self._shown.get(key, 0)
+        if shown >= self.limit_per_kind:
+            self.suppressed[key] = self.suppressed.get(key, 0) + 1
+            return
+        self._shown[key] = shown + 1
+        self.findings.append(Finding(id=code, status="fail", message=message, section="integrity",
+                                     resource=resource, row=row, field=field))
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Findings per status; suppressed validation errors count as fails."""
+        counts = {s: sum(f.status == s for f in self.findings) for s in STATUSES}
+        counts["fail"] += sum(self.suppressed.values())
+        return counts
+
+    @property
+    def error_count(self) -> int:
+        return self.counts["fail"]
+
+    @property
+    def valid(self) -> bool:
+        """No finding failed (warnings and skips do not make a report invalid)."""
+        return self.error_count == 0
+
+    @property
+    def finished(self) -> bool:
+        """A report with a skipped check did not finish: something was not checked."""
+        return not any(f.status == "skip" for f in self.findings)
+
+    def finding(self, finding_id: str) -> Finding:
+        for f in self.findings:
+            if f.id == finding_id:
+                return f
+        raise KeyError(finding_id)
+
+    def findings_for(self, resource: str) -> list[Finding]:
+        return [f for f in self.findings if f.resource == resource]
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "subject": self.subject, "valid": self.valid,
+                "finished": self.finished, "synthetic": self.synthetic, "notice": self.notice,
+                "notes": self.notes, "counts": self.counts, "error_count": self.error_count,
+                "stats": self.stats, "findings": [asdict(f) for f in self.findings],
+                "suppressed": self.suppressed}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n"
+
+    def format_text(self, evidence_rows: int = 0) -> str:
+        """The report for a terminal; `evidence_rows` > 0 lists that many evidence rows under
+        each failing or warning finding."""
+        lines = [self.notice] if self.notice else []
+        lines.append(f"{self.kind.upper()} of {self.subject}")
+        lines += [f"  {note}" for note in self.notes]
+        width = max((len(f.id) for f in self.findings), default=10)
+        for f in self.findings:
+            where = f.where()
+            rows = f" [{f.rows_affected:,} row(s)]" if (
+                f.rows_affected is not None and f.status in ("fail", "warn")) else ""
+            lines.append(f"  {f.status.upper():<4}  {f.id:<{width}}  "
+                         f"{where + ': ' if where else ''}{f.message}{rows}")
+            if evidence_rows and f.status in ("fail", "warn"):
+                lines += _evidence_lines(f, evidence_rows)
+        for key, count in self.suppressed.items():
+            code, resource, fld = key.split("|")
+            lines.append(f"  FAIL  {code:<{width}}  {resource} {fld}: {count} more not shown")
+        c = self.counts
+        if self.findings:
+            lines.append(f"{c['pass']} pass, {c['fail']} fail, {c['warn']} warn, {c['skip']} skip")
+        ok, not_ok = KINDS[self.kind]
+        lines.append(f"{ok}: {self.subject}" if self.valid
+                     else f"{not_ok}: {self.subject}: {self.error_count} failure(s)")
+        if not self.finished:
+            lines.append(f"the {self.kind} did NOT finish: {c['skip']} check(s) were skipped, so "
+                         "what they check was not verified")
+        if self.notice:
+            lines.append(self.notice)
+        return "\n".join(lines)
+
+
+def _evidence_lines(finding: Finding, limit: int) -> list[str]:
+    rows = (finding.details or {}).get("evidence") or []
+    total = (finding.details or {}).get("evidence_total", len(rows))
+    lines = ["      " + ", ".join(f"{k}={v}" for k, v in row.items()) for row in rows[:limit]]
+    if total > limit:
+        lines.append(f"      ... {total - min(limit, len(rows)):,} more")
+    return lines
