@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from deepgreen_audit.greenlight.checks import CHECKS, run_checks
+from deepgreen_audit.greenlight.checks import SUITE, run_checks
+from deepgreen_audit.registry import registered_checks
 from deepgreen_audit.package.schema import load_schema
 
 
@@ -22,12 +23,14 @@ def row(position, start_s, end_s, **values):
 
 
 def ids(report, check):
-    return [f.call_id for f in report.findings if f.check == check]
+    details = report.finding(check).details or {}
+    return [e["call_id"] for e in details.get("evidence", [])]
 
 
 def test_clean_rows_give_no_findings():
-    report = run_checks([row(0, 0, 2), row(1, 40, 42)])
-    assert report.findings == [] and set(report.counts()) == set(CHECKS)
+    report = run_checks([row(0, 0, 2), row(1, 40, 42)], "pkg")
+    assert [f.id for f in report.findings] == [c.id for c in registered_checks(SUITE)]
+    assert {f.status for f in report.findings} == {"pass"} and report.valid
 
 
 def test_each_check_fires_on_its_defect():
@@ -36,15 +39,17 @@ def test_each_check_fires_on_its_defect():
              row(2, 60, 70, gpu_baseline_std_to_mean=0.2, ram_baseline_samples=12),
              row(3, 80, 90, ram_total_normalised_j=-0.5),
              row(4, 85, 86)]                                   # inside c3's window
-    report = run_checks(calls)
-    assert ids(report, "api-lag-overlaps-next-call") == ["c0"]
-    assert ids(report, "api-call-shorter-than-interval") == ["c1"]
-    assert ids(report, "api-baseline-unstable") == ["c2", "c2"]
-    assert ids(report, "api-negative-normalised-energy") == ["c3"]
-    assert ids(report, "api-calls-overlap") == ["c4"]
-    assert "api-lag-overlaps-next-call" in report.format_text()
+    report = run_checks(calls, "pkg")
+    assert ids(report, "S5.api-lag-overlaps-next-call") == ["c0"]
+    assert ids(report, "S5.api-call-shorter-than-interval") == ["c1"]
+    assert ids(report, "S5.api-baseline-unstable") == ["c2", "c2"]
+    assert ids(report, "S5.api-negative-normalised-energy") == ["c3"]
+    assert ids(report, "S5.api-calls-overlap") == ["c4"]
+    assert {f.status for f in report.findings} == {"warn"} and report.valid
+    assert report.finding("S5.api-baseline-unstable").rows_affected == 1
+    assert "WARN  S5.api-lag-overlaps-next-call" in report.format_text()
 
 
 def test_checks_are_documented():
-    for check in CHECKS.values():
-        assert check.doc and check.spec.startswith("S5")
+    for check in registered_checks(SUITE):
+        assert check.doc and check.section == "S5" and check.severity == "warning"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -36,24 +35,23 @@ def cmd_api_audit(args) -> int:
         print(report.format_text())
         return 1
     calls = open_api_package(args.package).table("api_calls").to_pylist()
-    checks = run_checks(calls)
+    checks = run_checks(calls, report.subject)
     comparison = None
     if args.published:
         comparison = compare_published(Path(args.published), records_from_package(args.package))
+        checks.stats["comparison"] = {"rows": [r.__dict__ for r in comparison.rows],
+                                      "not_compared": comparison.not_compared}
     unexplained = comparison is not None and any(r.reason == REASON_UNEXPLAINED
                                                  for r in comparison.rows)
     if args.json:
-        print(json.dumps({"valid": True, "checks": checks.counts(),
-                          "findings": [f.__dict__ for f in checks.findings],
-                          "comparison": None if comparison is None else {
-                              "rows": [r.__dict__ for r in comparison.rows],
-                              "not_compared": comparison.not_compared}}, indent=2, default=str))
+        print(checks.to_json(), end="")
     else:
         print(report.format_text())
-        print(checks.format_text(limit=args.show))
+        print(checks.format_text(evidence_rows=args.show))
         if comparison is not None:
             print(comparison.format_text(verbose=args.verbose))
-    return 1 if unexplained or (args.strict and checks.findings) else 0
+    found = any(f.status != "pass" for f in checks.findings)
+    return 1 if unexplained or (args.strict and found) else 0
 
 
 def register(verb) -> None:
@@ -95,7 +93,7 @@ def register(verb) -> None:
              "explanation (or, with --strict, any check finds something).")
     p.add_argument("package", metavar="PKG", help="API-level package folder or its datapackage.json")
     p.add_argument("--published", metavar="DIR", help="folder with published summaries to compare")
-    p.add_argument("--show", type=int, default=5, help="findings shown per check (default 5)")
+    p.add_argument("--show", type=int, default=5, help="calls shown per check that finds something (default 5)")
     p.add_argument("--verbose", action="store_true", help="list every differing row")
     p.add_argument("--strict", action="store_true", help="exit 1 when any check finds something")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
