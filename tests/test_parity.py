@@ -37,25 +37,25 @@ def built(*ecosystems) -> dict:
 
 
 def statuses(report, stack=None):
-    return {(f.check, f.stack): f.status for f in report.findings if stack in (None, f.stack)}
+    return {(f.id, f.resource): f.status for f in report.findings if stack in (None, f.resource)}
 
 
 def test_all_six_stacks_agree_on_resnet18(data_dir):
     report = parity.run_parity("resnet18", data_dir, executables=built(*parity.EXTERNAL_STACKS))
-    assert {f.stack for f in report.findings} == {*parity.STACKS, "all"}
-    assert report.passed, report.format_text()
+    assert {f.resource for f in report.findings} == {*parity.STACKS, "all"}
+    assert report.valid, report.format_text()
     assert all(f.status == "pass" for f in report.findings), report.format_text()
-    train = [f for f in report.findings if f.check == "S1.logits-train" and f.stack != parity.REFERENCE]
-    assert all(0 < f.measured <= f.tolerance for f in train)     # real float differences, within tolerance
-    group = [f for f in report.findings if f.check == "S6.control-group" and f.stack in parity.TORCHSCRIPT_STACKS]
-    assert len(group) == 2 and all(f.measured == 0.0 for f in group)   # same module, same LibTorch: bit-equal
+    train = [f for f in report.findings if f.id == "S1.logits-train" and f.resource != parity.REFERENCE]
+    assert all(0 < f.details["measured"] <= f.details["tolerance"] for f in train)     # real float differences, within tolerance
+    group = [f for f in report.findings if f.id == "S6.control-group" and f.resource in parity.TORCHSCRIPT_STACKS]
+    assert len(group) == 2 and all(f.details["measured"] == 0.0 for f in group)   # same module, same LibTorch: bit-equal
     assert (data_dir / "weights" / "resnet18-c10-s0.torchscript.pt").is_file()
 
 
 @heavy
 def test_all_six_stacks_agree_on_vgg16(data_dir):
     report = parity.run_parity("vgg16", data_dir, executables=built(*parity.EXTERNAL_STACKS), count=8)
-    assert report.passed, report.format_text()
+    assert report.valid, report.format_text()
 
 
 def test_wrong_batchnorm_epsilon_in_one_stack_is_caught(data_dir, monkeypatch, capsys):
@@ -87,8 +87,8 @@ def test_framework_default_initialiser_and_momentum_are_caught(data_dir, monkeyp
 def test_unbuilt_stack_is_a_skip_not_a_pass(data_dir, tmp_path):
     report = parity.run_parity("resnet18", data_dir, stacks=("cpp-libtorch", "rust-tch", "java-dl4j"),
                                executables={"rust-tch": tmp_path / "missing"})
-    findings = [f for f in report.findings if f.stack in parity.EXTERNAL_STACKS]
-    assert {f.stack for f in findings} == set(parity.EXTERNAL_STACKS)
+    findings = [f for f in report.findings if f.resource in parity.EXTERNAL_STACKS]
+    assert {f.resource for f in findings} == set(parity.EXTERNAL_STACKS)
     assert findings and all(f.status == "skip" and "not built" in f.message for f in findings)
 
 
@@ -146,8 +146,8 @@ def test_java_stack_wrong_convention_is_caught(data_dir, tmp_path, replace, by, 
                                executables={"java-dl4j": copy / "deepgreen-dl4j"}, source_root=copy.parent)
     got = statuses(report, "java-dl4j")
     assert {check for (check, _), status in got.items() if status == "fail"} == failing, report.format_text()
-    stats = next(f for f in report.findings if f.check == "S1.batchnorm-statistics")
-    assert stats.measured > stats.tolerance                    # by how much is in the report
+    stats = next(f for f in report.findings if f.id == "S1.batchnorm-statistics")
+    assert stats.details["measured"] > stats.details["tolerance"]                    # by how much is in the report
 
 
 def test_recipe_literals_are_found_and_the_stacks_have_none(tmp_path):

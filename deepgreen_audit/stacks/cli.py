@@ -89,7 +89,7 @@ def cmd_parity(args) -> int:
         report = parity.run_parity(arch, Path(args.data_dir), dataset=args.dataset, seed=args.seed,
                                    count=args.count, stacks=stacks, executables=executables)
         print(report.to_json() if args.json else report.format_text())
-        failed |= not report.passed
+        failed |= not report.valid
     return 1 if failed else 0
 
 

@@ -1,7 +1,7 @@
 """Parity of the stacks: same model, same initial state, same pixels, same recipe.
 
 Each check is a small function with an id, a specification section and a
-docstring (registered with `parity_check`), run by one driver, `run_parity`,
+docstring (the suite `parity` of the check registry), run by one driver, `run_parity`,
 over the probes of every stack.  A probe is what a stack's own code does with
 the canonical weights and one fixed batch (the first `count` test images of
 the canonical store): its loader's input tensor, its logits and loss in eval
@@ -30,13 +30,14 @@ import re
 import subprocess
 import tempfile
 import tokenize
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from deepgreen_audit.package.schema import project_root
+from deepgreen_audit.registry import Outcome, check, registered_checks, run_check
+from deepgreen_audit.report import Report
 from deepgreen_audit.spec import load_spec, recipe, trainable_parameters
 from deepgreen_audit.stacks import data, weights
 
@@ -133,37 +134,17 @@ def probe_external(stack: str, executable: Path, export: weights.Export, data_di
 # ---------------------------------------------------------------- checks
 
 
-@dataclass(frozen=True)
-class Finding:
-    check: str
-    section: str
-    stack: str
-    status: str            # pass | fail | skip
-    message: str
-    measured: float | None = None
-    tolerance: float | None = None
-
-
-@dataclass(frozen=True)
-class ParityCheck:
-    id: str
-    section: str
-    fn: Callable
-    doc: str
-
-
-_CHECKS: list[ParityCheck] = []
+SUITE = "parity"
 
 
 def parity_check(id: str, section: str):
-    def register(fn):
-        _CHECKS.append(ParityCheck(id, section, fn, " ".join((fn.__doc__ or "").split())))
-        return fn
-    return register
+    """Register a check of the parity suite; it runs once per probed stack."""
+    return check(id, section, suite=SUITE)
 
 
-def checks() -> list[ParityCheck]:
-    return list(_CHECKS)
+def _outcome(ok: bool, message: str, measured: float | None, tolerance: float | None) -> Outcome:
+    """A parity outcome, with the largest difference measured and the tolerance it met or not."""
+    return Outcome(bool(ok), message, details={"measured": measured, "tolerance": tolerance})
 
 
 @dataclass
@@ -191,15 +172,16 @@ def parameter_names(ctx: Context):
     trainable-parameter count."""
     names = set(ctx.probe.state)
     if names != set(ctx.canonical):
-        return False, (f"names differ: missing {sorted(set(ctx.canonical) - names)[:3]}, "
-                       f"extra {sorted(names - set(ctx.canonical))[:3]}"), None, None
+        return _outcome(False, f"names differ: missing {sorted(set(ctx.canonical) - names)[:3]}, "
+                               f"extra {sorted(names - set(ctx.canonical))[:3]}", None, None)
     wrong = [k for k in names if tuple(np.shape(ctx.probe.state[k])) != tuple(ctx.canonical[k].shape)]
     if wrong:
-        return False, f"{len(wrong)} shape(s) differ, first {wrong[0]}", None, None
+        return _outcome(False, f"{len(wrong)} shape(s) differ, first {wrong[0]}", None, None)
     count = sum(int(np.size(v)) for k, v in ctx.probe.state.items()
                 if not k.endswith(("running_mean", "running_var")))
     want = trainable_parameters(ctx.architecture, ctx.classes)
-    return count == want, f"{len(names)} tensors, {count:,} trainable parameters (spec {want:,})", count, want
+    return _outcome(count == want, f"{len(names)} tensors, {count:,} trainable parameters (spec {want:,})",
+                    count, want)
 
 
 @parity_check("S1.initial-weights", "S1")
@@ -209,8 +191,8 @@ def initial_weights(ctx: Context):
     diff = max((_max_abs(ctx.probe.state[k], v) for k, v in ctx.canonical.items() if k in ctx.probe.state),
                default=float("inf"))
     same_hash = ctx.probe.weights_sha256 == ctx.canonical_sha256
-    return diff == 0.0 and same_hash, (f"largest weight difference {diff:.3g}; export hash "
-                                       f"{'matches' if same_hash else 'differs'}"), diff, 0.0
+    return _outcome(diff == 0.0 and same_hash, f"largest weight difference {diff:.3g}; export hash "
+                                               f"{'matches' if same_hash else 'differs'}", diff, 0.0)
 
 
 def _compare_logits(ctx: Context, mode: str):
@@ -219,9 +201,9 @@ def _compare_logits(ctx: Context, mode: str):
     diff = _max_abs(ref, got)
     loss_tol = TOLERANCES["loss"]["rtol_of_max_1"] * max(1.0, abs(ctx.reference.loss[mode]))
     loss_diff = abs(ctx.reference.loss[mode] - ctx.probe.loss[mode])
-    return diff <= tol and loss_diff <= loss_tol, (
-        f"{mode} logits differ by {diff:.3g} (tolerance {tol:.3g}), loss by {loss_diff:.3g} "
-        f"(tolerance {loss_tol:.3g})"), diff, tol
+    return _outcome(diff <= tol and loss_diff <= loss_tol,
+                    f"{mode} logits differ by {diff:.3g} (tolerance {tol:.3g}), loss by {loss_diff:.3g} "
+                    f"(tolerance {loss_tol:.3g})", diff, tol)
 
 
 @parity_check("S1.logits-eval", "S1")
@@ -244,14 +226,14 @@ def batchnorm_statistics(ctx: Context):
     (PyTorch momentum 0.1, unbiased running variance)."""
     names = [k for k in ctx.reference.state_after_train if k.endswith(("running_mean", "running_var"))]
     if not names:
-        return True, "no BatchNorm in this architecture", 0.0, 0.0
+        return _outcome(True, "no BatchNorm in this architecture", 0.0, 0.0)
     rows = []
     for k in names:
         ref = ctx.reference.state_after_train[k]
         tol = TOLERANCES["running_stats"]["atol"] + TOLERANCES["running_stats"]["rtol_of_max"] * float(np.max(np.abs(ref)))
         rows.append((_max_abs(ref, ctx.probe.state_after_train.get(k, np.full_like(ref, np.inf))), tol, k))
     diff, tol, name = max(rows, key=lambda row: row[0] / row[1])
-    return diff <= tol, f"largest difference {diff:.3g} at {name} (tolerance {tol:.3g})", diff, tol
+    return _outcome(diff <= tol, f"largest difference {diff:.3g} at {name} (tolerance {tol:.3g})", diff, tol)
 
 
 @parity_check("S3.pixels", "S3")
@@ -261,9 +243,10 @@ def pixels(ctx: Context):
     diff = _max_abs(ctx.reference.inputs, ctx.probe.inputs)
     labels = np.array_equal(ctx.reference.labels, ctx.probe.labels)
     fingerprint = ctx.probe.data_fingerprint == ctx.fingerprint
-    return diff == 0.0 and labels and fingerprint, (
-        f"largest pixel difference {diff:.3g}; labels {'equal' if labels else 'differ'}; fingerprint "
-        f"{'matches' if fingerprint else 'differs: ' + ctx.probe.data_fingerprint[:12]}"), diff, 0.0
+    return _outcome(diff == 0.0 and labels and fingerprint,
+                    f"largest pixel difference {diff:.3g}; labels {'equal' if labels else 'differ'}; "
+                    f"fingerprint {'matches' if fingerprint else 'differs: ' + ctx.probe.data_fingerprint[:12]}",
+                    diff, 0.0)
 
 
 @parity_check("S6.control-group", "S6")
@@ -273,9 +256,9 @@ def control_group(ctx: Context):
     the bit.  A difference means one of them does something the module does not (its own
     input pipeline, weight copy, mode switching or precision policy)."""
     if ctx.probe.stack not in TORCHSCRIPT_STACKS:
-        return True, "not a TorchScript stack (compared with the reference only)", None, None
+        return _outcome(True, "not a TorchScript stack (compared with the reference only)", None, None)
     if not ctx.torchscript_peers:
-        return True, "no other TorchScript stack probed", None, None
+        return _outcome(True, "no other TorchScript stack probed", None, None)
     rows = []
     for peer, other in ctx.torchscript_peers.items():
         diffs = [_max_abs(ctx.probe.logits[m], other.logits[m]) for m in ("eval", "train")]
@@ -285,7 +268,8 @@ def control_group(ctx: Context):
         diffs.append(_max_abs(ctx.probe.inputs, other.inputs))
         rows.append((max(diffs), peer))
     diff, peer = max(rows)
-    return diff == 0.0, f"largest difference from {peer} {diff:.3g} (logits, losses, state, inputs)", diff, 0.0
+    return _outcome(diff == 0.0, f"largest difference from {peer} {diff:.3g} (logits, losses, state, inputs)",
+                    diff, 0.0)
 
 
 # ---------------------------------------------------------------- recipe parity (sources)
@@ -351,37 +335,23 @@ def recipe_literals(root: Path | None = None, spec: dict | None = None) -> list[
     return hits
 
 
+#: The check that reads the stacks' sources once, not a probe per stack.
+RECIPE_CHECK = "S2.recipe-literals"
+
+
+@parity_check(RECIPE_CHECK, "S2")
+def recipe_literals_check(source_root):
+    """No stack source writes down a number the specification owns (the recipe's learning
+    rate, batch size, epochs, ...): each stack reads them from the specification."""
+    hits = recipe_literals(source_root)
+    return _outcome(not hits, "; ".join(
+        f"{p.relative_to(project_root()) if p.is_relative_to(project_root()) else p}:{n} writes "
+        f"{lit} ({key} belongs to the specification)" for p, n, lit, key in hits[:5])
+        or f"no stack source writes a specification value ({', '.join(spec_owned_numbers())})",
+        float(len(hits)), 0.0)
+
+
 # ---------------------------------------------------------------- the driver
-
-
-@dataclass
-class ParityReport:
-    architecture: str
-    classes: int
-    seed: int
-    dataset: str
-    count: int
-    findings: list[Finding] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return not any(f.status == "fail" for f in self.findings)
-
-    def format_text(self) -> str:
-        lines = [f"parity of {self.architecture} ({self.classes} classes, seed {self.seed}) on {self.count} "
-                 f"{self.dataset} test images; reference {REFERENCE}; tolerances {json.dumps(TOLERANCES)}"]
-        for f in self.findings:
-            lines.append(f"  {f.status.upper():4}  {f.check:26} {f.stack:18} {f.message}")
-        failed = sum(f.status == "fail" for f in self.findings)
-        skipped = sum(f.status == "skip" for f in self.findings)
-        lines.append(f"{failed} failed, {skipped} skipped, "
-                     f"{sum(f.status == 'pass' for f in self.findings)} passed")
-        return "\n".join(lines)
-
-    def to_json(self) -> str:
-        return json.dumps({"architecture": self.architecture, "classes": self.classes, "seed": self.seed,
-                           "dataset": self.dataset, "count": self.count, "passed": self.passed,
-                           "tolerances": TOLERANCES, "findings": [asdict(f) for f in self.findings]}, indent=1)
 
 
 def default_executables() -> dict[str, Path]:
@@ -393,7 +363,7 @@ def default_executables() -> dict[str, Path]:
 
 def run_parity(architecture: str, data_dir: Path, dataset: str = "digits", seed: int = 0, count: int = 16,
                stacks: tuple[str, ...] = STACKS, executables: dict[str, Path] | None = None,
-               source_root: Path | None = None) -> ParityReport:
+               source_root: Path | None = None) -> Report:
     """Probe every stack and run every check; a stack that cannot be probed is a skip, never a pass.
     `executables` maps built stacks to the program to probe (default: what `deepgreen build` made)."""
     executables = default_executables() if executables is None else executables
@@ -404,7 +374,11 @@ def run_parity(architecture: str, data_dir: Path, dataset: str = "digits", seed:
     export = weights.export(weights.weights_dir(data_dir), architecture, classes, seed,
                             torchscript=any(s in TORCHSCRIPT_STACKS for s in stacks))
     canonical, sha = weights.load(export.path)
-    report = ParityReport(architecture, classes, seed, dataset, count)
+    report = Report(architecture, SUITE, notes=[
+        f"{architecture} ({classes} classes, seed {seed}) on {count} {dataset} test images; "
+        f"reference {REFERENCE}; tolerances {json.dumps(TOLERANCES)}"], stats={
+        "architecture": architecture, "classes": classes, "seed": seed, "dataset": dataset,
+        "count": count, "reference": REFERENCE, "tolerances": TOLERANCES})
     probes, missing = {}, {}
     for stack in dict.fromkeys((REFERENCE, *stacks)):
         try:
@@ -421,23 +395,19 @@ def run_parity(architecture: str, data_dir: Path, dataset: str = "digits", seed:
         except Exception as exc:                              # the stack's own code broke: a failure
             missing[stack] = ("fail", f"the probe raised {type(exc).__name__}: {exc}")
     reference = probes.get(REFERENCE)
+    checks = registered_checks(SUITE)
     for stack in stacks:
-        for chk in _CHECKS:
+        for chk in checks:
+            if chk.id == RECIPE_CHECK:
+                continue
             if stack not in probes or reference is None:
                 status, why = missing.get(stack) or missing[REFERENCE]
-                report.findings.append(Finding(chk.id, chk.section, stack, status,
-                                               why if stack in missing else f"reference {REFERENCE}: {why}"))
+                report.findings.append(chk.finding(
+                    status, why if stack in missing else f"reference {REFERENCE}: {why}", resource=stack))
                 continue
             ctx = Context(architecture, classes, canonical, sha, store.fingerprint, reference, probes[stack],
                           {k: v for k, v in probes.items() if k in TORCHSCRIPT_STACKS and k != stack})
-            ok, message, measured, tolerance = chk.fn(ctx)
-            report.findings.append(Finding(chk.id, chk.section, stack, "pass" if ok else "fail", message,
-                                           measured, tolerance))
-    hits = recipe_literals(source_root)
-    report.findings.append(Finding(
-        "S2.recipe-literals", "S2", "all", "fail" if hits else "pass",
-        "; ".join(f"{p.relative_to(project_root()) if p.is_relative_to(project_root()) else p}:{n} writes "
-                  f"{lit} ({key} belongs to the specification)" for p, n, lit, key in hits[:5])
-        or f"no stack source writes a specification value ({', '.join(spec_owned_numbers())})",
-        float(len(hits)), 0.0))
+            report.findings.append(run_check(chk, ctx, resource=stack))
+    recipe_check = next(c for c in checks if c.id == RECIPE_CHECK)
+    report.findings.append(run_check(recipe_check, source_root, resource="all"))
     return report
