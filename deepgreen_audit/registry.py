@@ -11,7 +11,8 @@ A check is a function ``fn(ctx) -> Outcome`` decorated with `check`::
         return Outcome.failed("2 runs in process mode", rows=2)
 
 It returns `Outcome.passed` or `Outcome.failed` (reported as ``fail`` for severity
-``error`` and ``warn`` for ``warning``) or raises `Skip` when its inputs are missing;
+``error`` and ``warn`` for ``warning``; `Outcome.allowed_gap` is a defect the user
+accepted, a ``warn``) or raises `Skip` when its inputs are missing;
 a skipped check is never a pass.  What `ctx` is belongs to the suite: the audit's
 `AuditContext`, parity's probes of one stack, the API-level calls, the preflight's plan.
 
@@ -66,6 +67,8 @@ class Outcome:
     message: str
     rows: int | None = None
     details: dict | None = None
+    #: a defect the user chose to accept (preflight's --allow-missing-counters): a warning
+    allowed: bool = False
 
     @classmethod
     def passed(cls, message: str, rows: int | None = None, details: dict | None = None) -> "Outcome":
@@ -74,6 +77,11 @@ class Outcome:
     @classmethod
     def failed(cls, message: str, rows: int | None = None, details: dict | None = None) -> "Outcome":
         return cls(False, message, rows, details)
+
+    @classmethod
+    def allowed_gap(cls, message: str) -> "Outcome":
+        """A defect reported as `warn` whatever the check's severity, because the user allowed it."""
+        return cls(False, message, allowed=True)
 
 
 @dataclass(frozen=True)
@@ -151,6 +159,6 @@ def run_check(c: Check, ctx, **where) -> Finding:
         return c.finding("fail", f"the check crashed ({type(exc).__name__}: {exc} at "
                                  f"{Path(last.filename).name}:{last.lineno}); report this as a bug",
                          **where)
-    status = "pass" if outcome.ok else ("fail" if c.severity == "error" else "warn")
+    status = "pass" if outcome.ok else ("fail" if c.severity == "error" and not outcome.allowed else "warn")
     rows = outcome.rows if outcome.rows is not None else (0 if c.table and outcome.ok else None)
     return c.finding(status, outcome.message, rows_affected=rows, details=outcome.details, **where)

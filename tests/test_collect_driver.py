@@ -185,4 +185,4 @@ def test_preflight_names_each_check(tmp_path, capsys):
                                     'datasets = ["digits"]\nrepetitions = 1')
     assert main(["preflight", "--plan", str(path), "--allow-missing-counters"]) == 1
     out = capsys.readouterr().out
-    assert "OK    codecarbon" in out and "stack.python-jax.digits" in out and "no [stacks.python-jax]" in out
+    assert "PASS  host.codecarbon" in out and "stack.ready       python-jax/digits: no [stacks.python-jax]" in out

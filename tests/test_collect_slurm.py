@@ -270,5 +270,6 @@ def test_slurm_preflight_probes_a_compute_node(cluster, smoke_plan, tmp_path, ca
                  str(tmp_path / "out"), "--allow-missing-counters"])
     printed = capsys.readouterr().out
     assert "slurm.shared-output" in printed and f"on {cluster.node}" in printed, printed
-    assert "node.counter.rapl" in printed and "node.stack.python-pytorch.digits" in printed
+    assert "node.counter.readable" in printed and "RAPL: " in printed
+    assert "node.stack.ready" in printed and "python-pytorch/digits: " in printed
     assert code == 0, printed

@@ -109,8 +109,8 @@ def _plan(tmp_path, ecosystems):
         "ecosystems": ecosystems, "architectures": ["resnet18"], "datasets": ["digits"], "repetitions": 1}))
 
 
-def _lines(checks):
-    return {c.id: (c.status, c.message) for c in checks}
+def _lines(report):
+    return {f"{f.id}:{f.resource}": (f.status, f.message) for f in report.findings}
 
 
 def test_preflight_gives_each_built_stack_one_line_naming_its_fix(tmp_path, monkeypatch):
@@ -118,8 +118,8 @@ def test_preflight_gives_each_built_stack_one_line_naming_its_fix(tmp_path, monk
 
     plan = _plan(tmp_path, ["cpp-libtorch", "rust-tch", "java-dl4j", "r-torch"])
     got = _lines(preflight.run_checks(plan, allow_missing_counters=True))
-    assert got["stack.r-torch.digits"][0] == "fail" and "CRAN" in got["stack.r-torch.digits"][1]
-    assert got["stack.cpp-libtorch.digits"] == ("fail", f"{tmp_path}/data/digits/manifest.json is missing: "
+    assert got["stack.ready:r-torch/digits"][0] == "fail" and "CRAN" in got["stack.ready:r-torch/digits"][1]
+    assert got["stack.ready:cpp-libtorch/digits"] == ("fail", f"{tmp_path}/data/digits/manifest.json is missing: "
                                                         f"run 'deepgreen data prepare --plan {plan.path}'")
     prepare_plan(plan)
     rust = native.NATIVE_STACKS["rust-tch"]
@@ -128,15 +128,15 @@ def test_preflight_gives_each_built_stack_one_line_naming_its_fix(tmp_path, monk
     monkeypatch.setitem(native.NATIVE_STACKS, "java-dl4j",
                         dataclasses.replace(native.NATIVE_STACKS["java-dl4j"], runtime_tools=("no-such-java",)))
     got = _lines(preflight.run_checks(plan, allow_missing_counters=True))
-    assert got["stack.rust-tch.digits"][0] == "fail"
-    assert "not-built-here is not built: run 'deepgreen build rust-tch'" in got["stack.rust-tch.digits"][1]
-    assert got["stack.java-dl4j.digits"] == ("fail", "no-such-java is not on PATH (a JDK 17 and Maven; "
+    assert got["stack.ready:rust-tch/digits"][0] == "fail"
+    assert "not-built-here is not built: run 'deepgreen build rust-tch'" in got["stack.ready:rust-tch/digits"][1]
+    assert got["stack.ready:java-dl4j/digits"] == ("fail", "no-such-java is not on PATH (a JDK 17 and Maven; "
                                                      "Debian: apt-get install openjdk-17-jdk maven)")
-    assert got["stack.cpp-libtorch.digits"][0] == "ok"
+    assert got["stack.ready:cpp-libtorch/digits"][0] == "pass"
     monkeypatch.setattr(pins, "installed", lambda: {**pins.pinned(), "tch": "0.18.0"})
     got = _lines(preflight.run_checks(plan, allow_missing_counters=True))
-    assert got["version.tch"][0] == "fail" and "the specification pins 0.26.0" in got["version.tch"][1]
-    assert got["version.libtorch"][0] == "ok"
+    assert got["version.pinned:tch"][0] == "fail" and "the specification pins 0.26.0" in got["version.pinned:tch"][1]
+    assert got["version.pinned:libtorch"][0] == "pass"
 
 
 def test_rust_stack_unit_tests_pass():

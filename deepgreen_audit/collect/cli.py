@@ -51,13 +51,13 @@ def _slurm_options(args):
 
 def cmd_preflight(args) -> int:
     from deepgreen_audit.collect.plan import load_plan
-    from deepgreen_audit.collect.preflight import format_checks, run_checks
+    from deepgreen_audit.collect.preflight import run_checks
     from deepgreen_audit.errors import UserError
 
     plan = load_plan(Path(args.plan) if args.plan else None)
     options = _slurm_options(args)
     if options is None:
-        checks = run_checks(plan, allow_missing_counters=args.allow_missing_counters,
+        report = run_checks(plan, allow_missing_counters=args.allow_missing_counters,
                             allow_unpinned=args.allow_unpinned)
     else:
         from deepgreen_audit.collect.slurm import preflight_checks
@@ -65,15 +65,11 @@ def cmd_preflight(args) -> int:
         if not args.out:
             raise UserError("--executor slurm needs --out: the output folder the probe job must "
                             "reach from a compute node", code="usage-error")
-        checks = preflight_checks(plan, Path(args.out), options,
+        report = preflight_checks(plan, Path(args.out), options,
                                   allow_missing_counters=args.allow_missing_counters,
                                   allow_unpinned=args.allow_unpinned)
-    print(f"preflight of {plan.path} ({len(plan.jobs)} runs"
-          + (", on a Slurm compute node):" if options else "):"))
-    print(format_checks(checks))
-    failed = [c for c in checks if c.status == "fail"]
-    print(f"{len(failed)} check(s) failed" if failed else "every job can run")
-    return 1 if failed else 0
+    print(report.to_json() if args.json else report.format_text(), end="" if args.json else "\n")
+    return 0 if report.valid else 1
 
 
 def _slurm_progress(counts: dict) -> None:
@@ -147,6 +143,7 @@ def register(verb) -> None:
     p.add_argument("--plan", metavar="TOML", help=plan_help)
     p.add_argument(ALLOW_OPTION, action="store_true",
                    help="treat missing counters as a warning (collect would record empty cells)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--allow-unpinned", action="store_true",
                    help="treat a framework version other than the specification's pin as a warning "
                         "(runs record the version found; the audit's S4.pinned-versions flags it)")

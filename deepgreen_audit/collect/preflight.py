@@ -1,6 +1,6 @@
 """`deepgreen preflight`: can every job of the plan run on this host?
 
-A registry of small checks, each with a stable id and a one-line message:
+The suite `preflight` of the check registry, each check with a stable id and a one-line message:
 the interpreter, CodeCarbon (version and pinned file), each counter, the
 pinned framework versions against what is installed or built, and for each
 stack of the plan that it is defined, importable or built (with the tool that
@@ -16,19 +16,19 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 from deepgreen_audit.collect.plan import Plan
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.registry import Outcome, check, registered_checks, run_check
+from deepgreen_audit.report import Report
 from deepgreen_audit.spec import load_spec
 
-
-@dataclass(frozen=True)
-class Check:
-    id: str
-    status: str  # "ok", "warn" (allowed gap), "fail"
-    message: str
+SUITE = "preflight"
+#: The energy counters a host should have, by the names the probe reports them under.
+COUNTERS = ("NVML", "RAPL")
 
 
 _CHECK_STACK = """
@@ -45,101 +45,159 @@ except UserError as exc:  # a user-facing problem: its message, not a traceback
 """
 
 
-def run_checks(plan: Plan, allow_missing_counters: bool = False, pynvml_module=None,
-               powercap_root=None, allow_unpinned: bool = False) -> list[Check]:
-    from deepgreen_audit.collect.codecarbon_tracker import load_config, require_codecarbon
-    from deepgreen_audit.collect.instruments import probe
-    from deepgreen_audit.collect.rapl import POWERCAP_ROOT
+@dataclass(frozen=True)
+class Preflight:
+    """What a preflight check reads: the plan, the options, what the counter probe found, and
+    the subject (a counter, a framework, a stack and dataset) of a check run once per subject."""
 
-    checks = [Check("interpreter", "ok" if sys.version_info >= (3, 11) else "fail",
-                    f"{sys.executable} (Python {sys.version.split()[0]}; 3.11 or newer needed)")]
+    plan: Plan
+    allow_missing_counters: bool = False
+    allow_unpinned: bool = False
+    missing_counters: dict = field(default_factory=dict)
+    subject: str | None = None
+
+
+#: Check id -> the subjects it runs once for (a check not named here runs once).
+_SUBJECTS: dict[str, Callable[[Preflight], list[str]]] = {}
+
+
+def preflight_check(id: str, section: str, subjects: Callable[[Preflight], list[str]] | None = None):
+    """Register a check of the preflight suite, run once or once per subject."""
+    def register(func):
+        if subjects is not None:
+            _SUBJECTS[id] = subjects
+        return check(id, section, suite=SUITE)(func)
+    return register
+
+
+@preflight_check("host.interpreter", "host")
+def interpreter(ctx: Preflight):
+    """The interpreter is Python 3.11 or newer."""
+    message = f"{sys.executable} (Python {sys.version.split()[0]}; 3.11 or newer needed)"
+    return Outcome(sys.version_info >= (3, 11), message)
+
+
+@preflight_check("host.codecarbon", "host")
+def codecarbon(ctx: Preflight):
+    """CodeCarbon 3.x is installed and the pinned collect/codecarbon.ini is there."""
+    from deepgreen_audit.collect.codecarbon_tracker import load_config, require_codecarbon
+
     try:
         version = require_codecarbon()
         config = load_config()
-        checks.append(Check("codecarbon", "ok", f"CodeCarbon {version}, pinned file {config.path} "
-                                                f"(sha256 {config.sha256[:12]}...)"))
     except UserError as exc:
-        checks.append(Check("codecarbon", "fail", str(exc)))
-    nvml, _, missing = probe(pynvml_module=pynvml_module, powercap_root=powercap_root or POWERCAP_ROOT)
-    if nvml is not None:
-        nvml.close()
-    for counter in ("NVML", "RAPL"):
-        if counter in missing:
-            checks.append(Check(f"counter.{counter.lower()}", "warn" if allow_missing_counters else "fail",
-                                missing[counter] + ("" if allow_missing_counters else
-                                                    " (--allow-missing-counters records empty cells instead)")))
-        else:
-            checks.append(Check(f"counter.{counter.lower()}", "ok", "readable"))
-    checks += version_checks(plan, allow_unpinned)
-    first_jobs = {}
-    for job in plan.jobs:
-        first_jobs.setdefault((job.ecosystem, job.dataset), job)
-    for (eco, dataset), job in sorted(first_jobs.items()):
-        checks.append(stack_check(plan, eco, job, f"stack.{eco}.{dataset}"))
-    return checks
+        return Outcome.failed(str(exc))
+    return Outcome.passed(f"CodeCarbon {version}, pinned file {config.path} (sha256 {config.sha256[:12]}...)")
 
 
-def version_checks(plan: Plan, allow_unpinned: bool = False) -> list[Check]:
-    """Each framework the plan's stacks use at its pinned version (S4_backend.pinned_versions);
-    `allow_unpinned` makes another version a warning (a machine image whose versions cannot be
-    chosen: the runs record what they found and the audit's S4.pinned-versions says so)."""
+@preflight_check("counter.readable", "counter", subjects=lambda ctx: list(COUNTERS))
+def counter_readable(ctx: Preflight):
+    """The energy counter (NVML for the GPUs, RAPL for the CPU packages) is readable;
+    --allow-missing-counters makes a missing one a warning (collect records empty cells)."""
+    if ctx.subject not in ctx.missing_counters:
+        return Outcome.passed("readable")
+    if ctx.allow_missing_counters:
+        return Outcome.allowed_gap(ctx.missing_counters[ctx.subject])
+    return Outcome.failed(ctx.missing_counters[ctx.subject]
+                          + " (--allow-missing-counters records empty cells instead)")
+
+
+def _frameworks_used(ctx: Preflight) -> list[str]:
+    """The frameworks of the plan's stacks that are installed or built here (a stack whose
+    framework is absent fails its own stack check)."""
     from deepgreen_audit import pins
 
     frameworks = load_spec()["S4_backend"]["frameworks"]
-    used = {eco: frameworks[eco] for eco in {j.ecosystem for j in plan.jobs} if eco in frameworks}
-    pinned, installed = pins.pinned(), pins.installed()
-    checks = []
-    for eco, framework in sorted(used.items()):
-        want, have = pinned.get(framework), installed.get(framework)
-        if have is None:
-            continue            # not installed or not built: the stack's own check says so
-        ok = have == want
-        checks.append(Check(f"version.{framework}", "ok" if ok else "warn" if allow_unpinned else "fail",
-                            f"{framework} {have}" + ("" if ok else f", the specification pins {want}: runs would "
-                                                                   f"fail S4.pinned-versions (bash scripts/setup.sh "
-                                                                   f"installs the pins)")))
-    return checks
+    installed = pins.installed()
+    used = {frameworks[eco] for eco in {j.ecosystem for j in ctx.plan.jobs} if eco in frameworks}
+    return sorted(f for f in used if installed.get(f) is not None)
 
 
-def stack_check(plan: Plan, eco: str, job, check_id: str) -> Check:
+@preflight_check("version.pinned", "version", subjects=_frameworks_used)
+def version_pinned(ctx: Preflight):
+    """Each framework the plan's stacks use is at its pinned version (S4_backend.pinned_versions);
+    --allow-unpinned makes another version a warning (a machine image whose versions cannot be
+    chosen: the runs record what they found and the audit's S4.pinned-versions says so)."""
+    from deepgreen_audit import pins
+
+    framework = ctx.subject
+    want, have = pins.pinned().get(framework), pins.installed().get(framework)
+    if have == want:
+        return Outcome.passed(f"{framework} {have}")
+    message = (f"{framework} {have}, the specification pins {want}: runs would fail "
+               "S4.pinned-versions (bash scripts/setup.sh installs the pins)")
+    return Outcome.allowed_gap(message) if ctx.allow_unpinned else Outcome.failed(message)
+
+
+def _first_jobs(plan: Plan) -> dict[str, object]:
+    """'ecosystem/dataset' -> the first job of the plan that runs it."""
+    first = {}
+    for job in plan.jobs:
+        first.setdefault(f"{job.ecosystem}/{job.dataset}", job)
+    return dict(sorted(first.items()))
+
+
+@preflight_check("stack.ready", "stack", subjects=lambda ctx: list(_first_jobs(ctx.plan)))
+def stack_ready(ctx: Preflight):
+    """The stack is defined in the plan, importable or built (with the tool that runs it), and
+    the data of the dataset it runs on is present (a Python stack's own `check(job)`, called
+    in a separate process as the run will be; for a built stack, the prepared store and the
+    weight export). A failure names its fix."""
+    job = _first_jobs(ctx.plan)[ctx.subject]
+    return stack_check(ctx.plan, job.ecosystem, job)
+
+
+def run_checks(plan: Plan, allow_missing_counters: bool = False, pynvml_module=None,
+               powercap_root=None, allow_unpinned: bool = False) -> Report:
+    """Every preflight check of `plan` on this host, as a report."""
+    from deepgreen_audit.collect.instruments import probe
+    from deepgreen_audit.collect.rapl import POWERCAP_ROOT
+
+    nvml, _, missing = probe(pynvml_module=pynvml_module, powercap_root=powercap_root or POWERCAP_ROOT)
+    if nvml is not None:
+        nvml.close()
+    ctx = Preflight(plan, allow_missing_counters, allow_unpinned, missing)
+    report = Report(str(plan.path), SUITE, notes=[f"{len(plan.jobs)} runs"])
+    for c in registered_checks(SUITE):
+        subjects = _SUBJECTS[c.id](ctx) if c.id in _SUBJECTS else [None]
+        for subject in subjects:
+            report.findings.append(run_check(c, replace(ctx, subject=subject), resource=subject))
+    return report
+
+
+def stack_check(plan: Plan, eco: str, job) -> Outcome:
     from deepgreen_audit.stacks import native
     from deepgreen_audit.stacks.weights import Export, weights_dir
 
     stack = plan.stacks.get(eco)
     if stack is None:
         why = f": {native.UNAVAILABLE[eco]}" if eco in native.UNAVAILABLE else ""
-        return Check(check_id, "fail", f"no [stacks.{eco}] entry in {plan.path}{why}")
+        return Outcome.failed(f"no [stacks.{eco}] entry in {plan.path}{why}")
     if stack.kind == "python":
         proc = subprocess.run([sys.executable, "-c", _CHECK_STACK, str(plan.path), job.run_id],
                               capture_output=True, text=True, timeout=300)
         lines = proc.stderr.strip().splitlines()
-        return Check(check_id, "ok" if proc.returncode == 0 else "fail",
-                     f"{stack.program} imports; data present" if proc.returncode == 0
-                     else (lines[-1] if lines else f"exit status {proc.returncode}"))
+        return Outcome(proc.returncode == 0, f"{stack.program} imports; data present" if proc.returncode == 0
+                       else (lines[-1] if lines else f"exit status {proc.returncode}"))
     exe = shutil.which(stack.command[0]) or stack.command[0]
     built = native.NATIVE_STACKS.get(eco)
     if built is not None:
         missing = built.missing_tools(built.runtime_tools)
         if missing:
-            return Check(check_id, "fail", f"{', '.join(missing)} is not on PATH ({native.TOOL_HINTS[eco]})")
+            return Outcome.failed(f"{', '.join(missing)} is not on PATH ({native.TOOL_HINTS[eco]})")
         if not built.product_path.is_file():
-            return Check(check_id, "fail", f"{built.product_path} is not built: {built.fix()}")
+            return Outcome.failed(f"{built.product_path} is not built: {built.fix()}")
         stale = built.stale_inputs()
         if stale:
-            return Check(check_id, "fail", f"{built.product_path} is older than {stale[0]}: {built.fix()}")
+            return Outcome.failed(f"{built.product_path} is older than {stale[0]}: {built.fix()}")
     if not (Path(exe).is_file() and os.access(exe, os.X_OK)):
-        return Check(check_id, "fail", f"{exe} is missing or not executable: build the stack")
+        return Outcome.failed(f"{exe} is missing or not executable: build the stack")
     store = Path(job.data_dir) / job.dataset
     if not (store / "manifest.json").is_file() and job.dataset != "digits":
-        return Check(check_id, "fail", f"{store}: the {job.dataset} store is missing; convert it with "
+        return Outcome.failed(f"{store}: the {job.dataset} store is missing; convert it with "
                                        f"'deepgreen data convert {job.dataset} ...'")
     export = Export.at(weights_dir(job.data_dir), job.architecture, job.classes, job.seed)
     absent = [p for p in (store / "manifest.json", export.path, export.torchscript_path) if not p.is_file()]
     if absent:
-        return Check(check_id, "fail", f"{absent[0]} is missing: run 'deepgreen data prepare --plan {plan.path}'")
-    return Check(check_id, "ok", f"{exe} is built; data and weights prepared")
-
-
-def format_checks(checks: list[Check]) -> str:
-    width = max(len(c.id) for c in checks)
-    return "\n".join(f"  {c.status.upper():4}  {c.id:{width}}  {c.message}" for c in checks)
+        return Outcome.failed(f"{absent[0]} is missing: run 'deepgreen data prepare --plan {plan.path}'")
+    return Outcome.passed(f"{exe} is built; data and weights prepared")

@@ -282,17 +282,21 @@ def preflight_checks(plan: Plan, out: Path, options: SlurmOptions, *, allow_miss
     """The Slurm preflight: a tiny exclusive probe job runs this plan's preflight on a compute
     node and writes it under OUT; reading it back here proves OUT is shared, and its lines are
     the node's (counters, stacks built, data), not this login node's."""
-    from deepgreen_audit.collect.preflight import Check
+    from deepgreen_audit.collect.preflight import SUITE
+    from deepgreen_audit.report import Finding, Report
 
+    report = Report(str(plan.path), SUITE, notes=[f"{len(plan.jobs)} runs, on a Slurm compute node"])
     if shutil.which("sbatch") is None:
-        return [Check("slurm.sbatch", "fail", "sbatch is not on PATH (Debian: apt-get install slurm-client)")]
+        report.findings.append(Finding(id="slurm.sbatch", status="fail", section="slurm",
+                                       message="sbatch is not on PATH (Debian: apt-get install slurm-client)"))
+        return report
     out = Path(out).resolve()
     folder = out / SLURM_DIR / "probe"
     folder.mkdir(parents=True, exist_ok=True)
     token = uuid.uuid4().hex
-    report = folder / f"{token}.json"
+    written = folder / f"{token}.json"
     cmd = [sys.executable, "-m", "deepgreen_audit.collect.slurm", "probe", "--plan", str(plan.path.resolve()),
-           "--report", str(report)]
+           "--report", str(written)]
     cmd += ["--allow-missing-counters"] if allow_missing_counters else []
     cmd += ["--allow-unpinned"] if allow_unpinned else []
     directives = ["--job-name=deepgreen-probe", "--nodes=1", "--ntasks=1", "--exclusive", "--time=15",
@@ -307,15 +311,19 @@ def preflight_checks(plan: Plan, out: Path, options: SlurmOptions, *, allow_miss
                                          "exec " + shlex.join(cmd)]) + "\n")
     proc = subprocess.run(["sbatch", "--wait", "--parsable", str(script)], capture_output=True, text=True)
     job_id = proc.stdout.strip().split(";")[0]
-    if not report.is_file():
+    if not written.is_file():
         why = proc.stderr.strip().splitlines()[-1:] or [f"job {job_id} wrote nothing"]
-        return [Check("slurm.shared-output", "fail",
-                      f"the probe job {job_id} could not write {report} ({why[0]}): OUT must be on a "
-                      f"file system the compute nodes see (its log: {folder / (token + '.out')})")]
-    found = json.loads(report.read_text(encoding="utf-8"))
-    checks = [Check("slurm.shared-output", "ok", f"probe job {job_id} on {found['host']} wrote {report}")]
-    return checks + [Check(f"node.{c['id']}", c["status"], f"on {found['host']}: {c['message']}")
-                     for c in found["checks"]]
+        report.findings.append(Finding(
+            id="slurm.shared-output", status="fail", section="slurm",
+            message=f"the probe job {job_id} could not write {written} ({why[0]}): OUT must be on a "
+                    f"file system the compute nodes see (its log: {folder / (token + '.out')})"))
+        return report
+    found = json.loads(written.read_text(encoding="utf-8"))
+    report.findings.append(Finding(id="slurm.shared-output", status="pass", section="slurm",
+                                   message=f"probe job {job_id} on {found['host']} wrote {written}"))
+    report.findings += [Finding(**{**f, "id": f"node.{f['id']}", "message": f"on {found['host']}: {f['message']}"})
+                        for f in found["findings"]]
+    return report
 
 
 # ------------------------------------------------------------------ on the compute node
@@ -352,10 +360,10 @@ def run_probe(args) -> int:
     from deepgreen_audit.collect.preflight import run_checks
 
     plan = load_plan(Path(args.plan))
-    checks = run_checks(plan, allow_missing_counters=args.allow_missing_counters,
+    report = run_checks(plan, allow_missing_counters=args.allow_missing_counters,
                         allow_unpinned=args.allow_unpinned)
     atomic.write_text(Path(args.report), json.dumps(
-        {"host": platform.node(), "checks": [vars(c) for c in checks]}, indent=2) + "\n")
+        {"host": platform.node(), **report.to_dict()}, indent=2, default=str) + "\n")
     return 0
 
 
