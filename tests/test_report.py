@@ -1,0 +1,100 @@
+"""One report for every verb: each kind renders through the one renderer, to text and to JSON
+with the same keys; and the layers below render import nothing from it (checked on the source)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from pathlib import Path
+
+from deepgreen_audit.audit import audit
+from deepgreen_audit.collect import preflight
+from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
+from deepgreen_audit.greenlight import checks as api_checks
+from deepgreen_audit.package.validate import validate
+from deepgreen_audit.registry import CHECK_MODULES, SUITES, registered_checks, run_check
+from deepgreen_audit.report import KINDS, Finding, Report
+
+PACKAGE = Path(__file__).resolve().parents[1] / "deepgreen_audit"
+
+
+def _parity_report() -> Report:
+    """The parity suite's source check alone (the probes need the stacks' frameworks)."""
+    report = Report("resnet18", "parity")
+    check = next(c for c in registered_checks("parity") if c.id == "S2.recipe-literals")
+    report.findings.append(run_check(check, None, resource="all"))
+    return report
+
+
+def _preflight_report(tmp_path) -> Report:
+    plan = load_plan(write_scoped_plan(tmp_path / "plan.toml", "pre", tmp_path / "data", {
+        "ecosystems": ["r-torch"], "architectures": ["resnet18"], "datasets": ["digits"],
+        "repetitions": 1}))
+    return preflight.run_checks(plan, allow_missing_counters=True)
+
+
+def test_every_kind_renders_to_text_and_json_with_the_same_keys(tiny_package, tmp_path):
+    audited = audit(tiny_package, select=["integrity"])
+    (tiny_package / "runs.csv").write_bytes((tiny_package / "runs.csv").read_bytes() + b"x\n")
+    reports = {"validate": validate(tiny_package),
+               "audit": audited,
+               "api-audit": api_checks.run_checks([], "api-pkg"),
+               "parity": _parity_report(),
+               "preflight": _preflight_report(tmp_path)}
+    assert set(reports) == set(KINDS) == set(SUITES) | {"validate"}
+    finding_keys = {f.name for f in dataclasses.fields(Finding)}
+    keys = None
+    for kind, report in reports.items():
+        data = json.loads(report.to_json())
+        assert data["kind"] == kind and report.findings, kind
+        keys = keys or set(data)
+        assert set(data) == keys, kind
+        assert all(set(f) == finding_keys for f in data["findings"]), kind
+        assert sum(data["counts"].values()) == len(data["findings"]) + sum(data["suppressed"].values())
+        text = report.format_text()
+        assert text.startswith("SYNTHETIC DATA") == report.synthetic
+        assert f"{kind.upper()} of {report.subject}" in text, kind
+        assert all(f.id in text for f in report.findings), kind
+
+
+def test_validation_errors_are_capped_per_code_resource_and_field():
+    report = Report("pkg", "validate", limit_per_kind=2)
+    for row in range(2, 7):
+        report.add("type-error", "not a number", resource="runs", row=row, field="epochs")
+    report.add("type-error", "not a number", resource="runs", row=2, field="seed")
+    assert len(report.findings) == 3 and report.suppressed == {"type-error|runs|epochs": 3}
+    assert report.error_count == 6 and not report.valid
+    assert "3 more not shown" in report.format_text()
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module `path` imports, at the top or inside a function."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def test_audit_package_and_analysis_import_nothing_from_render():
+    for layer in ("audit", "package", "analysis"):
+        for path in sorted((PACKAGE / layer).rglob("*.py")):
+            upward = sorted(n for n in _imports(path) if n.startswith("deepgreen_audit.render"))
+            assert not upward, f"{path.relative_to(PACKAGE)} imports {upward}"
+
+
+def test_the_kernel_imports_only_the_kernel():
+    kernel = {"deepgreen_audit.errors", "deepgreen_audit.report"}
+    for name in ("report.py", "registry.py"):
+        ours = {n for n in _imports(PACKAGE / name) if n.startswith("deepgreen_audit")}
+        assert {n for n in ours if not any(n.startswith(k) for k in kernel)} == set(), name
+
+
+def test_the_results_text_lint_is_an_audit_check_that_render_registers():
+    lint = next(c for c in registered_checks("audit") if c.id == "source.results-text-numbers")
+    assert lint.func.__module__ == "deepgreen_audit.render.lint"
+    assert CHECK_MODULES["audit"][-1] == "deepgreen_audit.render.lint"
