@@ -36,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from deepgreen_audit.package.schema import project_root
+from deepgreen_audit.resources import require_checkout, shipped_root
 from deepgreen_audit.spec import load_spec, recipe, trainable_parameters
 from deepgreen_audit.stacks import data, weights
 
@@ -81,7 +81,8 @@ def load_program(stack: str):
     from deepgreen_audit.collect.plan import Stack
     from deepgreen_audit.collect.runner import load_stack_module
 
-    return load_stack_module(Stack(stack, "python", program=project_root() / PYTHON_STACKS[stack]))
+    program = require_checkout("running the stacks") / PYTHON_STACKS[stack]
+    return load_stack_module(Stack(stack, "python", program=program))
 
 
 def _numpy(batch) -> np.ndarray:
@@ -304,7 +305,7 @@ def spec_owned_numbers(spec: dict | None = None) -> dict[str, float]:
 
 
 def stack_sources(root: Path | None = None) -> list[Path]:
-    root = Path(root or project_root() / "stacks")
+    root = Path(root or shipped_root() / "stacks")
     suffixes = {".py", ".cpp", ".cc", ".h", ".hpp", ".rs", ".R", ".java"}
     return sorted(p for p in root.rglob("*") if p.suffix in suffixes
                   and not {"build", "target"} & set(p.relative_to(root).parts))
@@ -436,7 +437,7 @@ def run_parity(architecture: str, data_dir: Path, dataset: str = "digits", seed:
     hits = recipe_literals(source_root)
     report.findings.append(Finding(
         "S2.recipe-literals", "S2", "all", "fail" if hits else "pass",
-        "; ".join(f"{p.relative_to(project_root()) if p.is_relative_to(project_root()) else p}:{n} writes "
+        "; ".join(f"{p.relative_to(shipped_root()) if p.is_relative_to(shipped_root()) else p}:{n} writes "
                   f"{lit} ({key} belongs to the specification)" for p, n, lit, key in hits[:5])
         or f"no stack source writes a specification value ({', '.join(spec_owned_numbers())})",
         float(len(hits)), 0.0))
