@@ -13,9 +13,9 @@ from pathlib import Path
 
 from deepgreen_audit.audit.driver import audit_with_context
 from deepgreen_audit.audit.html import render_junit, render_page
-from deepgreen_audit.package.schema import project_root
 
-LEGACY = project_root().parent / "shared" / "legacy-campaign"
+ROOT = Path(__file__).resolve().parents[1]
+LEGACY = ROOT.parent / "shared" / "legacy-campaign"
 
 
 def measure(name: str, location) -> None:
@@ -32,7 +32,7 @@ def measure(name: str, location) -> None:
 
 
 def main() -> None:
-    measure("shipped", project_root() / "datapackage.json")
+    measure("shipped", ROOT / "datapackage.json")
     if not LEGACY.is_dir():
         print(f"legacy   skipped: {LEGACY} is not there")
         return

@@ -15,8 +15,9 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[1]
-SPEC_FILE = PROJECT / "collect" / "experiment.toml"
+from deepgreen_audit.resources import checkout, project_file
+
+SPEC_FILE = project_file("collect", "experiment.toml")
 
 #: Frameworks installed with pip, and the distributions that must carry the pinned version.
 PIP_DISTRIBUTIONS = {"torch": ("torch",), "tensorflow": ("tensorflow",), "jax": ("jax", "jaxlib")}
@@ -59,14 +60,17 @@ def maven_built_version(lib_dir: Path, artifact: str) -> str | None:
 
 
 def installed() -> dict[str, str | None]:
-    """What this checkout would run, framework by framework (None: not installed or built)."""
+    """What this checkout would run, framework by framework (None: not installed or built;
+    the native stacks' versions are None in an installed copy, which has no builds)."""
+    root = checkout()
     versions = {framework: _distribution(dists[0]) for framework, dists in PIP_DISTRIBUTIONS.items()}
     for framework, dists in PIP_DISTRIBUTIONS.items():
         if any(_distribution(d) != versions[framework] for d in dists[1:]):
             versions[framework] = "mixed: " + ", ".join(f"{d} {_distribution(d)}" for d in dists)
     versions["libtorch"] = versions["torch"]     # the C++ stack links the torch wheel's LibTorch
-    versions["tch"] = cargo_lock_version(PROJECT / "stacks" / "rust_tch" / "Cargo.lock", "tch")
-    versions["dl4j"] = maven_built_version(PROJECT / "stacks" / "java_dl4j" / "target" / "lib",
-                                           "deeplearning4j-nn")
+    stacks = root / "stacks" if root else None
+    versions["tch"] = cargo_lock_version(stacks / "rust_tch" / "Cargo.lock", "tch") if stacks else None
+    versions["dl4j"] = (maven_built_version(stacks / "java_dl4j" / "target" / "lib", "deeplearning4j-nn")
+                        if stacks else None)
     versions["torch-r"] = None
     return versions

@@ -12,7 +12,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.pins import PROJECT, SPEC_FILE
+from deepgreen_audit.pins import SPEC_FILE
+from deepgreen_audit.resources import require_checkout
 
 
 def spec_path() -> Path:
@@ -116,7 +117,8 @@ MARKDOWN_PATH = ("docs", "spec.md")
 
 
 def markdown_path() -> Path:
-    return PROJECT.joinpath(*MARKDOWN_PATH)
+    """docs/spec.md of the checkout (an installed copy has no docs/ to keep current)."""
+    return require_checkout("writing or checking docs/spec.md").joinpath(*MARKDOWN_PATH)
 
 
 def _cell(value) -> str:

@@ -15,10 +15,9 @@ import pytest
 
 from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
 from deepgreen_audit.package.descriptor import Package
-from deepgreen_audit.package.schema import project_root
 from deepgreen_audit.package.validate import validate
 
-ROOT = project_root()
+ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu-pilot.sh"
 FAKES = ROOT / "tests" / "fakes" / "nvidia"
 REASON = "rehearsal on a fake NVML device"

@@ -90,7 +90,8 @@ def register(verb) -> None:
     p.add_argument("--select", action="append", metavar="PREFIX",
                    help="run only checks whose id starts with PREFIX (repeatable), e.g. S5")
     p.add_argument("--sources", metavar="DIR",
-                   help="checkout whose stacks/ the source checks read (default: this project)")
+                   help="folder whose stacks/ and paper/paper.tex the source checks read "
+                        "(default: this project's, which a wheel ships too)")
 
     p = verb("spec", cmd_spec, "render the experiment specification as Markdown",
              "Generate docs/spec.md, the human-readable experiment specification, from "

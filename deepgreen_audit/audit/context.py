@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 
 from deepgreen_audit.package.descriptor import Package
-from deepgreen_audit.package.schema import project_root
+from deepgreen_audit.resources import shipped_root
 from deepgreen_audit.spec import load_spec
 
 CONFIG_COLUMNS = ("ecosystem", "architecture", "dataset")
@@ -25,7 +25,7 @@ class AuditContext:
                  sources_root: Path | None = None, integrity=None):
         self.package = package
         self.spec = spec or load_spec()
-        self.sources_root = Path(sources_root) if sources_root else project_root()
+        self.sources_root = Path(sources_root) if sources_root else shipped_root()
         #: the integrity report (deepgreen_audit.package.validate), set by the driver
         self.integrity = integrity
         self._frames: dict[str, pd.DataFrame] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from deepgreen_audit.registry import SUITES, registered_checks
-from deepgreen_audit.package.schema import project_root
+from deepgreen_audit.resources import require_checkout
 
 DOC_PATH = ("docs", "audit.md")
 
@@ -60,7 +60,8 @@ def to_markdown() -> str:
 
 
 def doc_path() -> Path:
-    return project_root().joinpath(*DOC_PATH)
+    """docs/audit.md of the checkout (an installed copy has no docs/ to keep current)."""
+    return require_checkout("writing or checking docs/audit.md").joinpath(*DOC_PATH)
 
 
 def write_markdown(path: Path | None = None) -> Path:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deepgreen_audit.collect.errors import CodeCarbonRefused
-from deepgreen_audit.package.schema import project_root
+from deepgreen_audit.resources import project_file
 from deepgreen_audit.spec import load_spec
 
 #: Keys the pinned file may set, with the type CodeCarbon expects.
@@ -34,7 +34,7 @@ CONFIG_TYPES = {"tracking_mode": str, "measure_power_secs": float, "country_iso_
 
 
 def config_path() -> Path:
-    return project_root() / "collect" / "codecarbon.ini"
+    return project_file("collect", "codecarbon.ini")
 
 
 def require_codecarbon(module=None) -> str:

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package.schema import load_schema, project_root
+from deepgreen_audit.package.schema import load_schema
+from deepgreen_audit.resources import project_file, require_checkout
 from deepgreen_audit.spec import SCOPE_KEYS, load_spec, read_toml, recipe
 
 PLAN_KEYS = {"campaign", "master_seed", "run_timeout_s", "data_dir", "stacks", "scope", "hosts"}
@@ -31,7 +32,7 @@ HOST_KEYS = ("design", "replicate_nodes", "gpus_per_run")
 
 
 def default_plan_path() -> Path:
-    return project_root() / "collect" / "plan.toml"
+    return project_file("collect", "plan.toml")
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,17 @@ def schedule(configs: list[tuple[str, str, str]], repetitions: int, master_seed:
     return order
 
 
+def _in_checkout(relative: str, plan: Path, key: str) -> Path:
+    """A path the plan names, a relative one resolved against the checkout (the stacks, their
+    builds and the data live there, wherever the plan file lies)."""
+    if Path(relative).is_absolute():
+        return Path(relative)
+    try:
+        return require_checkout(f"the relative path {relative!r}") / relative
+    except UserError as exc:
+        raise UserError(exc.message, path=plan, field=key, code=exc.code) from None
+
+
 def load_plan(path: Path | None = None) -> Plan:
     path = Path(path) if path else default_plan_path()
     data = read_toml(path, missing="no such plan file", code="plan-error")
@@ -201,7 +213,7 @@ def load_plan(path: Path | None = None) -> Plan:
             if not isinstance(program, str):
                 raise UserError("a python stack needs program = \"path/to/train.py\"", path=path,
                                 field=where + "program", code="plan-error")
-            stacks[eco] = Stack(eco, kind, program=project_root() / program)
+            stacks[eco] = Stack(eco, kind, program=_in_checkout(program, path, where + "program"))
         else:
             command = table.get("command")
             if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
@@ -210,9 +222,9 @@ def load_plan(path: Path | None = None) -> Plan:
             # A relative executable path is the project's, like a python program's.
             executable = command[0]
             if "/" in executable and not Path(executable).is_absolute():
-                executable = str(project_root() / executable)
+                executable = str(_in_checkout(executable, path, where + "command"))
             stacks[eco] = Stack(eco, kind, command=(executable, *command[1:]))
-    data_dir = project_root() / data.get("data_dir", "data")
+    data_dir = _in_checkout(data.get("data_dir", "data"), path, "data_dir")
     configs = [(e, a, d) for e in ecosystems for a in architectures for d in datasets]
     jobs, seeds = [], set()
     for position, ((eco, arch, ds), rep) in enumerate(schedule(configs, repetitions, master_seed), 1):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.resources import project_file
 
 #: The four tables of a replication package, in the order they are written.
 TABLES: tuple[str, ...] = ("runs", "blocks", "samples", "environment")
@@ -29,16 +30,11 @@ _ARROW_TYPES = {
 }
 
 
-def project_root() -> Path:
-    """The checkout this package runs from (it is installed editable)."""
-    return Path(__file__).resolve().parents[2]
-
-
 def schema_dir() -> Path:
-    path = project_root() / "schemas"
+    path = project_file("schemas")
     if not (path / "runs.json").is_file():
-        raise UserError("the Table Schemas are missing; install the project with "
-                        "'pip install -e .' from its checkout", path=path)
+        raise UserError("the Table Schemas are missing: this copy of deepgreen_audit was "
+                        "installed without its package data; reinstall it", path=path)
     return path
 
 

@@ -55,21 +55,24 @@ def cmd_paper(args) -> int:
 def _pilot_option(parser) -> None:
     parser.add_argument("--pilot", metavar="PKG",
                         help="the measured pilot package the pilot section is rendered from "
-                             "(default: pilot/ when it exists; otherwise the section says that no "
-                             "pilot has been collected)")
+                             "(default: the checkout's pilot/ when it exists; otherwise the "
+                             "section says that no pilot has been collected)")
 
 
 def register(verb) -> None:
     p = verb("render", cmd_render, "compute the paper's numbers, tables and figures from a package",
              "Read the package, verify its tables against their recorded hashes, compute every "
              "number the manuscript quotes (against the design of collect/experiment.toml) and "
-             "write paper/generated/: numbers.tex (one macro per number, its header recording "
+             "write them to --out: numbers.tex (one macro per number, its header recording "
              "the package's hashes and provenance), booktabs tables and PDF figures. A missing "
              "column, configuration or value stops the render with its name; the previous "
              "generated files stay as they were.")
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
-    p.add_argument("--out", metavar="DIR", help="folder to write (default: paper/generated)")
+    p.add_argument("--out", metavar="DIR",
+                   help="folder to write (default: the checkout's paper/generated, which "
+                        "paper/paper.tex inputs; when deepgreen is installed from a wheel, "
+                        "paper/generated under the current folder)")
     _pilot_option(p)
 
     p = verb("paper", cmd_paper, "render the package and build the PDF (latexmk)",

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Callable
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package.schema import project_root
 from deepgreen_audit.pins import pinned
+from deepgreen_audit.resources import require_checkout
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class NativeStack:
 
     @property
     def source_dir(self) -> Path:
-        return project_root() / self.source
+        return require_checkout(f"the {self.ecosystem} stack") / self.source
 
     @property
     def product_path(self) -> Path:
@@ -187,11 +187,12 @@ def build_all(ecosystems: list[str] | None = None, quiet: bool = True, progress=
     """Build the given native stacks (default: all), reporting each; returns their executables."""
     built = {}
     names = list(NATIVE_STACKS) if ecosystems is None else ecosystems
+    root = require_checkout("building the native stacks")
     for i, name in enumerate(names, 1):
         stack = get(name)
         started = time.monotonic()
         progress(f"[{i}/{len(names)}] building {name} in {stack.source} ...")
         built[name] = stack.build(quiet=quiet)
-        progress(f"[{i}/{len(names)}] {name}: {built[name].relative_to(project_root())} "
+        progress(f"[{i}/{len(names)}] {name}: {built[name].relative_to(root)} "
                  f"({time.monotonic() - started:.0f} s)")
     return built

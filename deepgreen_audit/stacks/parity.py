@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from deepgreen_audit.package.schema import project_root
 from deepgreen_audit.registry import Outcome, check, registered_checks, run_check
 from deepgreen_audit.report import Report
+from deepgreen_audit.resources import require_checkout, shipped_root
 from deepgreen_audit.spec import load_spec, recipe, trainable_parameters
 from deepgreen_audit.stacks import data, weights
 
@@ -82,7 +82,8 @@ def load_program(stack: str):
     from deepgreen_audit.collect.plan import Stack
     from deepgreen_audit.collect.runner import load_stack_module
 
-    return load_stack_module(Stack(stack, "python", program=project_root() / PYTHON_STACKS[stack]))
+    program = require_checkout("running the stacks") / PYTHON_STACKS[stack]
+    return load_stack_module(Stack(stack, "python", program=program))
 
 
 def _numpy(batch) -> np.ndarray:
@@ -288,7 +289,7 @@ def spec_owned_numbers(spec: dict | None = None) -> dict[str, float]:
 
 
 def stack_sources(root: Path | None = None) -> list[Path]:
-    root = Path(root or project_root() / "stacks")
+    root = Path(root or shipped_root() / "stacks")
     suffixes = {".py", ".cpp", ".cc", ".h", ".hpp", ".rs", ".R", ".java"}
     return sorted(p for p in root.rglob("*") if p.suffix in suffixes
                   and not {"build", "target"} & set(p.relative_to(root).parts))
@@ -345,7 +346,7 @@ def recipe_literals_check(source_root):
     rate, batch size, epochs, ...): each stack reads them from the specification."""
     hits = recipe_literals(source_root)
     return _outcome(not hits, "; ".join(
-        f"{p.relative_to(project_root()) if p.is_relative_to(project_root()) else p}:{n} writes "
+        f"{p.relative_to(shipped_root()) if p.is_relative_to(shipped_root()) else p}:{n} writes "
         f"{lit} ({key} belongs to the specification)" for p, n, lit, key in hits[:5])
         or f"no stack source writes a specification value ({', '.join(spec_owned_numbers())})",
         float(len(hits)), 0.0)
