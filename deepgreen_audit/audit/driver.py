@@ -15,7 +15,7 @@ from deepgreen_audit.audit.registry import Skip, registered_checks
 from deepgreen_audit.audit.report import AuditFinding, AuditReport
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.descriptor import DESCRIPTOR_NAME, Package
-from deepgreen_audit.package.validate import validate
+from deepgreen_audit.package.validate import validate_tables
 from deepgreen_audit.spec import load_spec, scoped
 
 INTEGRITY_ID = "integrity.validate"
@@ -41,7 +41,7 @@ def audit_with_context(location: str | Path | None = None, *, spec: dict | None 
     """
     spec = spec or load_spec(str(spec_path) if spec_path else None)
     location = resolve_package(location)
-    integrity = validate(location)
+    integrity, typed_tables = validate_tables(location)
     report = AuditReport(package=integrity.package, synthetic=integrity.synthetic,
                          notice=integrity.notice)
     registered = [c for c in registered_checks()
@@ -63,7 +63,7 @@ def audit_with_context(location: str | Path | None = None, *, spec: dict | None 
     package = Package.open(location)
     spec = scoped(spec, package.descriptor.get("scope"), package.descriptor_path)
     report.scope = spec.get("scope")
-    ctx = AuditContext(package, spec, sources_root, integrity)
+    ctx = AuditContext(package, spec, sources_root, integrity, typed_tables)
     for c in registered:
         report.findings.append(run_check(c, ctx))
     return report, ctx
