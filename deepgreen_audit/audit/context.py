@@ -22,12 +22,15 @@ class AuditContext:
     """The package under audit; each table is typed once and shared by all checks."""
 
     def __init__(self, package: Package, spec: dict | None = None,
-                 sources_root: Path | None = None, integrity=None):
+                 sources_root: Path | None = None, integrity=None,
+                 typed_tables: dict[str, pa.Table] | None = None):
         self.package = package
         self.spec = spec or load_spec()
         self.sources_root = Path(sources_root) if sources_root else shipped_root()
         #: the integrity report (deepgreen_audit.package.validate), set by the driver
         self.integrity = integrity
+        #: the typed tables validation already read (the same types `Package.table` gives)
+        self._typed_tables = dict(typed_tables or {})
         self._frames: dict[str, pd.DataFrame] = {}
 
     @property
@@ -37,7 +40,8 @@ class AuditContext:
     def table(self, name: str) -> pd.DataFrame:
         """Table `name` as a pandas frame with the schema's types (cached)."""
         if name not in self._frames:
-            self._frames[name] = self.package.table(name).to_pandas(types_mapper=_NULLABLE.get)
+            typed = self._typed_tables.pop(name, None) or self.package.table(name)
+            self._frames[name] = typed.to_pandas(types_mapper=_NULLABLE.get)
         return self._frames[name]
 
     @property

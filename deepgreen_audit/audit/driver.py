@@ -12,7 +12,7 @@ from pathlib import Path
 from deepgreen_audit.audit.context import AuditContext
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.descriptor import DESCRIPTOR_NAME, Package
-from deepgreen_audit.package.validate import validate
+from deepgreen_audit.package.validate import validate_tables
 from deepgreen_audit.registry import registered_checks, run_check
 from deepgreen_audit.report import Report
 from deepgreen_audit.spec import load_spec, scoped
@@ -40,7 +40,7 @@ def audit_with_context(location: str | Path | None = None, *, spec: dict | None 
     """
     spec = spec or load_spec(str(spec_path) if spec_path else None)
     location = resolve_package(location)
-    integrity = validate(location)
+    integrity, typed_tables = validate_tables(location)
     report = Report(integrity.subject, "audit", synthetic=integrity.synthetic,
                     notice=integrity.notice)
     registered = [c for c in registered_checks()
@@ -64,7 +64,7 @@ def audit_with_context(location: str | Path | None = None, *, spec: dict | None 
         report.stats["scope"] = scope
         report.notes.append("audited against the scope the package declares: "
                             + ", ".join(f"{k} {v}" for k, v in scope.items()))
-    ctx = AuditContext(package, spec, sources_root, integrity)
+    ctx = AuditContext(package, spec, sources_root, integrity, typed_tables)
     for c in registered:
         report.findings.append(run_check(c, ctx))
     return report, ctx

@@ -29,7 +29,7 @@ from deepgreen_audit.package import atomic
 from deepgreen_audit.package.canonical import format_value, is_canonical, parse_value
 from deepgreen_audit.package.descriptor import Package, parse_json
 from deepgreen_audit.package.schema import TABLES, load_schema
-from deepgreen_audit.package.tables import TextTable, canonical_text, text_table
+from deepgreen_audit.package.tables import TextTable, canonical_text, cycle_collection_paused, text_table
 from deepgreen_audit.package.writer import write_package
 
 PACKAGE_META = "package.json"
@@ -69,6 +69,11 @@ def _check_id(value: str, what: str, where) -> str:
 
 def restore_files(package: Package) -> dict[str, bytes]:
     """The run tree of a (validated) package as {relative posix path: bytes}."""
+    with cycle_collection_paused():
+        return _restore_files(package)
+
+
+def _restore_files(package: Package) -> dict[str, bytes]:
     runs, env = package.text("runs"), package.text("environment")
     blocks, samples = package.text("blocks"), package.text("samples")
     runs_schema, env_schema = load_schema("runs"), load_schema("environment")
@@ -216,7 +221,11 @@ def flatten_files(files: dict[str, bytes], root: Path,
     ({relative posix path: bytes}, as `restore_files` makes them and `_walk` finds them under
     `root`, which errors name): one reader for a tree on disk and for the audit's in-memory
     round trip."""
-    files = dict(files)
+    with cycle_collection_paused():
+        return _flatten_files(dict(files), root, progress)
+
+
+def _flatten_files(files: dict[str, bytes], root: Path, progress) -> tuple[dict[str, TextTable], dict]:
     meta_bytes = files.pop(PACKAGE_META, None)
     meta = {}
     if meta_bytes is not None:
@@ -225,7 +234,11 @@ def flatten_files(files: dict[str, bytes], root: Path,
         if not isinstance(meta, dict):
             raise UserError("is not a JSON object of package metadata", path=meta_path,
                             code="manifest-error")
-    run_dirs = sorted({rel.rsplit("/", 1)[0] for rel in files})
+    names_in: dict[str, set[str]] = defaultdict(set)
+    for rel in files:
+        folder, _, name = rel.rpartition("/")
+        names_in[folder].add(name)
+    run_dirs = sorted(names_in)
     expected_names = {MANIFEST, SAMPLES_FILE, *block_files()}
     schemas = {name: load_schema(name) for name in TABLES}
     rows = {name: [] for name in TABLES}
@@ -237,7 +250,7 @@ def flatten_files(files: dict[str, bytes], root: Path,
                             code="layout-error")
         campaign, run_id = (_check_id(p, what, root / rel_dir) for p, what in
                             zip(parts, ("campaign", "run_id")))
-        present = {rel.rsplit("/", 1)[1] for rel in files if rel.rsplit("/", 1)[0] == rel_dir}
+        present = names_in[rel_dir]
         if present != expected_names:
             raise UserError(f"a run directory holds exactly {sorted(expected_names)}; missing "
                             f"{sorted(expected_names - present)}, unexpected "

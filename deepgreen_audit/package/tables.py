@@ -9,7 +9,9 @@ the audit and the analysis.
 from __future__ import annotations
 
 import csv
+import gc
 import io
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +39,22 @@ class TextTable:
             else {name: [] for name in self.header}
 
 
+@contextmanager
+def cycle_collection_paused():
+    """Pause Python's cycle collector while text tables are built or taken apart.
+
+    They are millions of small lists that form no cycles, yet each few hundred trigger a
+    collection that scans them all again: with it paused, reading or restoring a package
+    takes half the time.  Nested uses are fine; the collector resumes as it was."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _csv_writer(buffer):
     return csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
 
@@ -56,7 +74,11 @@ def canonical_bytes(table: TextTable) -> bytes:
 
 def parse_text(text: str, path: Path | str) -> TextTable:
     """Parse CSV text; rows with the wrong number of cells are kept for the validator."""
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    with cycle_collection_paused():
+        return _parse_rows(csv.reader(io.StringIO(text, newline=""), strict=True), path)
+
+
+def _parse_rows(reader, path: Path | str) -> TextTable:
     try:
         header = next(reader)
     except StopIteration:

@@ -3,8 +3,9 @@
 Checks, in order: the descriptor (paths, the four resources, schemas equal
 to `schemas/`), SHA256SUMS and the descriptor's bytes and hash, then each
 table as text (encoding, line endings, a truncated last line, header,
-cell counts, types, canonical form), its constraints through the pandera
-schema derived from the Table Schema, its primary key and row order, and
+cell counts, types, canonical form), its constraints as the Table Schema
+states them (vectorised over pyarrow columns: validation reads no more than a
+pyarrow reader must), its primary key and row order, and
 last the foreign keys between tables.  This is at least what
 `frictionless validate` checks, plus checksums and canonical form; the
 conformance audit (the experiment specification) is `deepgreen audit`.
@@ -14,20 +15,21 @@ from __future__ import annotations
 
 import io
 import re
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.package import arrays
 from deepgreen_audit.package.canonical import DATETIME_RE, INTEGER_RE, NUMBER_RE
 from deepgreen_audit.package.checksums import parse_sums, sha256_bytes
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.report import Report
-from deepgreen_audit.package.schema import TABLES, TableSchema, load_schema, pandera_schema
+from deepgreen_audit.package.schema import TABLES, TableSchema, load_schema
 from deepgreen_audit.package.tables import canonical_text, parse_text
 
 _TYPE_RE = {"integer": INTEGER_RE, "number": NUMBER_RE, "datetime": DATETIME_RE,
@@ -35,14 +37,24 @@ _TYPE_RE = {"integer": INTEGER_RE, "number": NUMBER_RE, "datetime": DATETIME_RE,
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 #: Dates and times a measurement can carry: none before 2000 (no NVML energy counter
 #: existed) and none after 2100; anything else is a corrupt or mistyped cell.
-PLAUSIBLE_DATETIMES = (pd.Timestamp("2000-01-01", tz="UTC"), pd.Timestamp("2100-01-01", tz="UTC"))
+PLAUSIBLE_DATETIMES = (datetime(2000, 1, 1, tzinfo=timezone.utc), datetime(2100, 1, 1, tzinfo=timezone.utc))
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
 #: Tables every run must have rows in (referential completeness, beyond the foreign keys).
 RUN_CHILDREN = ("environment", "blocks")
 
 
 def validate(location: str | Path | None = None, tables: tuple[str, ...] = TABLES,
              descriptor_check=None) -> Report:
-    """Validate the package at `location` (folder or descriptor); never raises for bad data.
+    """Validate the package at `location` (folder or descriptor); never raises for bad data
+    (see `validate_tables`)."""
+    return validate_tables(location, tables, descriptor_check)[0]
+
+
+def validate_tables(location: str | Path | None = None, tables: tuple[str, ...] = TABLES,
+                    descriptor_check=None) -> tuple[Report, dict[str, pa.Table]]:
+    """The validation report of the package at `location`, and the typed table (the schema's
+    types) of each table that validates, so a caller that reads them next (the audit) need
+    not parse them again.
 
     `tables` names the resources (and `schemas/<name>.json`) the package must
     hold: the four campaign tables by default; other kinds of package (the
@@ -54,19 +66,20 @@ def validate(location: str | Path | None = None, tables: tuple[str, ...] = TABLE
     except UserError as exc:
         report = Report(str(location or "datapackage.json"), "validate")
         report.add(exc.code if exc.code == "missing-descriptor" else "descriptor-error", str(exc))
-        return report
+        return report, {}
     report = Report(str(package.descriptor_path), "validate", synthetic=package.synthetic,
                     notice=package.notice())
     report.stats["provenance"] = {k: package.descriptor.get(k) for k in
                                   ("name", "title", "provenance") if k in package.descriptor}
     if descriptor_check is not None and not descriptor_check(package, report):
-        return report
+        return report, {}
     try:
         sums = _check_checksums(package, report)
     except UserError as exc:
         report.add(exc.code, exc.message)
         sums = None
     keys: dict[str, dict] = {}
+    typed_tables: dict[str, pa.Table] = {}
     total_bytes = 0
     for name in tables:
         schema = load_schema(name)
@@ -88,13 +101,15 @@ def validate(location: str | Path | None = None, tables: tuple[str, ...] = TABLE
         data = path.read_bytes()
         total_bytes += len(data)
         _check_hashes(name, path, data, resource, sums, report)
-        table_keys = _check_table(schema, data, report)
-        if table_keys is not None:
-            keys[name] = table_keys
+        checked = _check_table(schema, data, report)
+        if checked is not None:
+            keys[name], typed = checked
+            if typed is not None and not report.findings_for(name):
+                typed_tables[name] = typed
     _check_foreign_keys(tables, keys, report)
     _check_runs_complete(keys, report)
     report.stats["bytes"] = total_bytes
-    return report
+    return report, typed_tables
 
 
 def _check_checksums(package: Package, report: Report) -> dict[str, str] | None:
@@ -140,7 +155,7 @@ def _split_columns(data: bytes, text: str, name: str, report: Report):
             try:
                 table = pcsv.read_csv(
                     io.BytesIO(data),
-                    read_options=pcsv.ReadOptions(use_threads=True, block_size=1 << 22),
+                    read_options=pcsv.ReadOptions(use_threads=True, block_size=1 << 26),
                     parse_options=pcsv.ParseOptions(quote_char=False, ignore_empty_lines=False),
                     convert_options=pcsv.ConvertOptions(
                         column_types={c: pa.string() for c in header}, strings_can_be_null=False))
@@ -165,8 +180,9 @@ def _split_columns(data: bytes, text: str, name: str, report: Report):
     return parsed.header, columns, parsed
 
 
-def _check_table(schema: TableSchema, data: bytes, report: Report) -> dict | None:
-    """Text-level and row checks of one table; returns its key columns (text arrays)."""
+def _check_table(schema: TableSchema, data: bytes, report: Report):
+    """Text-level and row checks of one table; returns its key columns (text arrays) and,
+    when every column is there in order, the typed table."""
     name = schema.name
     try:
         text = data.decode("utf-8")
@@ -205,23 +221,19 @@ def _check_table(schema: TableSchema, data: bytes, report: Report) -> dict | Non
         report.add("header-order", "columns are not in the schema's order: "
                    + ", ".join(expected), resource=name, row=1)
     nrows = len(next(iter(columns.values()))) if columns else 0
-    frame = {}
-    bad_any = np.zeros(nrows, dtype=bool)
+    typed, bad = {}, {}
     for col in present:
-        frame[col], bad = _typed_column(name, schema.field(col), columns[col], report)
-        bad_any |= bad
-    typed = pd.DataFrame(frame)
-    _run_pandera(schema, typed, report)
+        typed[col], bad[col] = _typed_column(name, schema.field(col), columns[col], report)
+    _check_constraints(schema, typed, bad, report)
     key_cols = [c for c in schema.primary_key if c in columns]
     keys = {c: columns[c] for c in key_cols}
     if len(key_cols) == len(schema.primary_key) and key_cols:
-        key_frame = pd.DataFrame({c: columns[c].to_pandas() for c in key_cols})
-        dup = key_frame.duplicated(keep="first").to_numpy()
+        dup = arrays.repeats(_key_index(columns, key_cols))
         for i in np.flatnonzero(dup)[:50]:
             report.add("primary-key-error", "primary key (" + ", ".join(
-                f"{c}={key_frame.iloc[i][c]}" for c in key_cols) + ") repeats an earlier row",
+                f"{c}={columns[c][int(i)].as_py()}" for c in key_cols) + ") repeats an earlier row",
                 resource=name, row=int(i) + 2)
-        if not dup.any() and not bad_any.any():
+        if not dup.any() and not any(bad[c].any() or not arrays.valid(typed[c]).all() for c in key_cols):
             _check_order(schema, typed, report)
     if parsed is not None and not report.findings_for(name):
         canonical = canonical_text(parsed.header, parsed.rows)
@@ -230,123 +242,182 @@ def _check_table(schema: TableSchema, data: bytes, report: Report) -> dict | Non
             report.add("non-canonical-row", "not written in canonical CSV (quoting or spacing); "
                        "rewrite the package with deepgreen", resource=name, row=line)
     report.stats[name] = {"rows": nrows, "bytes": len(data)}
-    return keys
+    whole = present == expected
+    return keys, pa.Table.from_arrays([typed[c] for c in expected], schema=schema.arrow_schema) if whole else None
 
 
 def _typed_column(resource, field, arr: pa.StringArray, report):
-    """Type-check text cells; returns values for pandera (bad cells missing) and the bad mask."""
-    empty = pc.equal(arr, "").to_numpy(zero_copy_only=False)
+    """Type-check text cells; returns the typed column (bad and empty cells null) and the bad mask."""
+    empty = arrays.values(pc.utf8_length(arr)) == 0
     bad = np.zeros(len(arr), dtype=bool)
     if field.type in _TYPE_RE:
-        ok = pc.match_substring_regex(arr, "^(?:" + _TYPE_RE[field.type].pattern + ")$")
-        bad = ~ok.to_numpy(zero_copy_only=False) & ~empty
+        ok = arrays.mask(pc.match_substring_regex(arr, "^(?:" + _TYPE_RE[field.type].pattern + ")$"))
+        bad = ~ok & ~empty
         for i in np.flatnonzero(bad):
             report.add("type-error", f"{arr[i].as_py()!r} is not a {field.type}" +
                        (" (canonical form: ISO 8601 UTC ending in Z)" if field.type == "datetime" else ""),
                        resource=resource, row=int(i) + 2, field=field.name)
-    missing = empty | bad
-    masked = pc.if_else(pa.array(missing), pa.scalar(None, pa.string()), arr)
     if field.type == "number":
-        distinct = pc.unique(masked).drop_null().to_pylist()
-        odd = [t for t in distinct if repr(float(t)) != t]
-        if odd:
-            hits = pc.is_in(masked, value_set=pa.array(odd)).to_numpy(zero_copy_only=False)
-            for i in np.flatnonzero(hits):
-                text = arr[i].as_py()
-                report.add("non-canonical-cell", f"{text!r} is written {repr(float(text))!r} "
-                           "in canonical form", resource=resource, row=int(i) + 2, field=field.name)
-        values = pc.cast(masked, pa.float64()).to_numpy(zero_copy_only=False)
+        typed = pc.cast(_nulled(arr, empty | bad), pa.float64())
+        _check_canonical_numbers(resource, field, arr, ~(empty | bad), report)
     elif field.type == "integer":
-        long = pc.greater_equal(pc.utf8_length(masked), 19).fill_null(False).to_numpy(zero_copy_only=False)
+        long = (arrays.values(pc.utf8_length(arr)) >= 19) & ~bad
         for i in np.flatnonzero(long):
             if not _INT64[0] <= int(arr[i].as_py()) <= _INT64[1]:
                 bad[i] = True
                 report.add("type-error", f"{arr[i].as_py()} is outside the 64-bit integer range",
                            resource=resource, row=int(i) + 2, field=field.name)
-        masked = pc.if_else(pa.array(empty | bad), pa.scalar(None, pa.string()), arr)
-        values = pc.cast(masked, pa.int64()).to_pandas()
+        typed = pc.cast(_nulled(arr, empty | bad), pa.int64())
     elif field.type == "boolean":
-        values = pc.equal(masked, "true").to_pandas()
+        typed = pc.match_substring(_nulled(arr, empty | bad), "true")
     elif field.type == "datetime":
-        try:
-            values = pc.cast(masked, pa.timestamp("us", tz="UTC")).to_pandas()
-        except pa.ArrowInvalid:
-            for i in np.flatnonzero(~missing):
-                try:
-                    pd.Timestamp(arr[i].as_py())
-                except ValueError:
-                    bad[i] = True
-                    report.add("type-error", f"{arr[i].as_py()!r} is not a valid date and time",
-                               resource=resource, row=int(i) + 2, field=field.name)
-            masked = pc.if_else(pa.array(empty | bad), pa.scalar(None, pa.string()), arr)
-            values = pc.cast(masked, pa.timestamp("us", tz="UTC")).to_pandas()
-        low, high = PLAUSIBLE_DATETIMES
-        implausible = ((values < low) | (values >= high)).fillna(False).to_numpy()
-        for i in np.flatnonzero(implausible):
-            bad[i] = True
-            report.add("constraint-error", f"{arr[i].as_py()!r} is not a plausible date "
-                       f"(from {low.year} to {high.year - 1})", resource=resource, row=int(i) + 2,
-                       field=field.name)
-        values = values.mask(implausible)
+        typed = _typed_datetimes(resource, field, arr, empty, bad, report)
     else:
-        values = masked.to_pandas()
-    return values, bad
+        typed = _nulled(arr, empty)
+    return typed, bad
 
 
-def _run_pandera(schema: TableSchema, typed: pd.DataFrame, report: Report) -> None:
-    import pandera.errors
+def _nulled(arr: pa.Array, where: np.ndarray) -> pa.Array:
+    """`arr` with the cells `where` is True made null."""
+    if not where.any():
+        return arr
+    return pc.if_else(arrays.from_mask(where), pa.nulls(len(arr), arr.type), arr)
 
-    checked = pandera_schema(schema)
-    cols = [c for c in schema.field_names if c in typed.columns]
-    checked = checked.select_columns(cols) if len(cols) != len(schema.fields) else checked
+
+def _check_canonical_numbers(resource, field, arr, judged: np.ndarray, report) -> None:
+    """A number is written in its shortest round-trip form (Python's repr), nothing else.
+
+    Each distinct text is judged once (a column repeats its values many times): arrow
+    writes the shortest digits too, so only texts that differ from arrow's, put in
+    repr's layout, are judged by repr itself."""
+    distinct = pc.unique(pc.filter(arr, arrays.from_mask(judged)))
     try:
-        checked.validate(typed, lazy=True)
-    except pandera.errors.SchemaErrors as exc:
-        cases = exc.failure_cases
-        for _, case in cases.iterrows():
-            column = case.get("column")
-            check = str(case.get("check"))
-            index = case.get("index")
-            row = int(index) + 2 if index is not None and not pd.isna(index) else None
-            if check == "field_uniqueness":
-                report.add("unique-error", f"{case.get('failure_case')!r} repeats in a unique column",
-                           resource=schema.name, row=row, field=column)
-            elif check == "not_nullable":
-                report.add("constraint-error", "a value is required", resource=schema.name,
-                           row=row, field=column)
-            elif row is not None:
-                report.add("constraint-error", f"{case.get('failure_case')!r} breaks the "
-                           f"constraint: {check}", resource=schema.name, row=row, field=column)
-
-
-def _sort_key(schema: TableSchema, typed: pd.DataFrame) -> pd.DataFrame:
-    key = {}
-    for col in schema.primary_key:
-        f = schema.field(col)
-        if f.enum is not None:
-            key[col] = typed[col].map({v: i for i, v in enumerate(f.enum)})
-        else:
-            key[col] = typed[col]
-    return pd.DataFrame(key)
-
-
-def _check_order(schema: TableSchema, typed: pd.DataFrame, report: Report) -> None:
-    """Rows must be in primary-key order: the one canonical order of a table."""
-    if len(typed) < 2:
+        differs = pc.not_equal(_repr_layout(pc.cast(pc.cast(distinct, pa.float64()), pa.string())),
+                               distinct)
+        distinct = pc.filter(distinct, differs)
+    except pa.ArrowInvalid:
+        pass  # a number arrow cannot hold (overflow): repr judges every text
+    odd = [text for text in distinct.to_pylist() if repr(float(text)) != text]
+    if not odd:
         return
-    key = _sort_key(schema, typed)
-    order = key.sort_values(list(key.columns), kind="stable").index.to_numpy()
+    hits = arrays.mask(pc.is_in(arr, value_set=pa.array(odd))) & judged
+    for i in np.flatnonzero(hits):
+        text = arr[int(i)].as_py()
+        report.add("non-canonical-cell", f"{text!r} is written {repr(float(text))!r} "
+                   "in canonical form", resource=resource, row=int(i) + 2, field=field.name)
+
+
+#: Where arrow's shortest text of a float differs from Python's repr in layout only
+#: (regular expression, replacement): integral values lack ".0", and arrow keeps fixed
+#: notation down to 1e-6 where repr turns to an exponent below 1e-4, and repr writes
+#: an exponent with at least two digits.  (RE2 syntax: `\10` is group 1, then 0.)
+_REPR_LAYOUT = ((r"^(-?[0-9]+)$", r"\1.0"),
+                (r"^(-?)0\.0000([1-9])([0-9]+)$", r"\1\2.\3e-05"), (r"^(-?)0\.0000([1-9])$", r"\1\2e-05"),
+                (r"^(-?)0\.00000([1-9])([0-9]+)$", r"\1\2.\3e-06"), (r"^(-?)0\.00000([1-9])$", r"\1\2e-06"),
+                (r"e([+-])([0-9])$", r"e\10\2"))
+
+
+def _repr_layout(text: pa.StringArray) -> pa.StringArray:
+    for pattern, replacement in _REPR_LAYOUT:
+        text = pc.replace_substring_regex(text, pattern=pattern, replacement=replacement)
+    return text
+
+
+def _typed_datetimes(resource, field, arr, empty, bad, report) -> pa.Array:
+    """Datetimes as UTC timestamps; an impossible date (Feb 30) or one outside
+    PLAUSIBLE_DATETIMES is reported and made null."""
+    try:
+        typed = pc.cast(_nulled(arr, empty | bad), _TIMESTAMP)
+    except pa.ArrowInvalid:
+        for i in np.flatnonzero(~(empty | bad)):
+            try:
+                pc.cast(arr[i:i + 1], _TIMESTAMP)
+            except pa.ArrowInvalid:
+                bad[i] = True
+                report.add("type-error", f"{arr[i].as_py()!r} is not a valid date and time",
+                           resource=resource, row=int(i) + 2, field=field.name)
+        typed = pc.cast(_nulled(arr, empty | bad), _TIMESTAMP)
+    low, high = (int(t.timestamp()) * 1_000_000 for t in PLAUSIBLE_DATETIMES)
+    micros = arrays.values(typed)
+    implausible = arrays.valid(typed) & ((micros < low) | (micros >= high))
+    for i in np.flatnonzero(implausible):
+        bad[i] = True
+        report.add("constraint-error", f"{arr[i].as_py()!r} is not a plausible date "
+                   f"(from {PLAUSIBLE_DATETIMES[0].year} to {PLAUSIBLE_DATETIMES[1].year - 1})",
+                   resource=resource, row=int(i) + 2, field=field.name)
+    return _nulled(typed, implausible)
+
+
+def _check_constraints(schema: TableSchema, typed: dict[str, pa.Array], bad: dict[str, np.ndarray],
+                       report: Report) -> None:
+    """The Table Schema's constraints on the typed columns: required, range, enum, pattern, unique.
+
+    A cell that failed its type is reported once, as a type error, not again here."""
+    for name, column in typed.items():
+        for code, row, message in _constraint_failures(schema.field(name), column, bad[name]):
+            report.add(code, message, resource=schema.name, row=row, field=name)
+
+
+def _constraint_failures(field, column: pa.Array, bad: np.ndarray):
+    """(code, row, message) for each cell of `column` that breaks one of `field`'s constraints."""
+    present = arrays.valid(column)
+    if field.required:
+        for i in np.flatnonzero(~present & ~bad):
+            yield "constraint-error", int(i) + 2, "a value is required"
+    if field.minimum is not None or field.maximum is not None:
+        number = arrays.values(column)
+        for limit, broken in ((field.minimum, np.less), (field.maximum, np.greater)):
+            if limit is not None:
+                for i in np.flatnonzero(present & broken(number, limit)):
+                    yield ("constraint-error", int(i) + 2, f"{number[i].item()!r} breaks the "
+                           f"constraint: {'minimum' if broken is np.less else 'maximum'} {limit}")
+    if field.enum is None and field.pattern is None and not field.unique:
+        return
+    index, distinct = arrays.codes(column)
+    rules = []
+    if field.enum is not None:
+        rules.append((lambda v: v in field.enum, f"one of {', '.join(field.enum)}"))
+    if field.pattern is not None:
+        pattern = re.compile(field.pattern)
+        rules.append((lambda v: pattern.fullmatch(v) is not None, f"pattern {field.pattern}"))
+    for allowed, rule in rules:
+        broken = np.isin(index, [k for k, value in enumerate(distinct) if not allowed(value)])
+        for i in np.flatnonzero(broken):
+            yield ("constraint-error", int(i) + 2,
+                   f"{distinct[index[i]]!r} breaks the constraint: {rule}")
+    if field.unique:
+        for i in np.flatnonzero(arrays.repeats(index)):
+            yield ("unique-error", int(i) + 2,
+                   f"{distinct[index[i]]!r} repeats in a unique column")
+
+
+def _key_index(columns: dict[str, pa.Array], key: list[str]) -> np.ndarray:
+    """One dense code per distinct primary key (several columns combined)."""
+    combined = np.zeros(len(columns[key[0]]), dtype=np.int64)
+    for col in key:
+        index, distinct = arrays.codes(columns[col])
+        combined = np.unique(combined * (len(distinct) + 1) + index + 1, return_inverse=True)[1]
+    return combined
+
+
+def _check_order(schema: TableSchema, typed: dict[str, pa.Array], report: Report) -> None:
+    """Rows must be in primary-key order (enums by their order in the schema): the one
+    canonical order of a table."""
+    ranks = []
+    for col in schema.primary_key:
+        field, column = schema.field(col), typed[col]
+        if field.type in ("integer", "number", "datetime"):
+            ranks.append(arrays.values(column))
+            continue
+        index, distinct = arrays.codes(column)
+        rank = {v: i for i, v in enumerate(field.enum if field.enum is not None else sorted(distinct))}
+        ranks.append(np.array([rank[v] for v in distinct], dtype=np.int64)[index])
+    order = np.lexsort(ranks[::-1])
     moved = np.flatnonzero(order != np.arange(len(order)))
     if len(moved):
         report.add("row-order", "rows are not in primary-key order ("
                    + ", ".join(schema.primary_key) + "); first misplaced row",
                    resource=schema.name, row=int(moved[0]) + 2)
-
-
-def canonical_order(schema: TableSchema, typed: pd.DataFrame) -> np.ndarray:
-    """Row positions that put a typed table in its canonical (primary-key) order."""
-    key = _sort_key(schema, typed)
-    return key.sort_values(list(key.columns), kind="stable").index.to_numpy()
 
 
 def _check_foreign_keys(tables: tuple[str, ...], keys: dict[str, dict], report: Report) -> None:
@@ -358,7 +429,7 @@ def _check_foreign_keys(tables: tuple[str, ...], keys: dict[str, dict], report: 
                     or any(f not in keys[ref] for f in ref_fields):
                 continue
             child, parent = _joined(keys[name], fields), _joined(keys[ref], ref_fields)
-            dangling = ~pc.is_in(child, value_set=parent).to_numpy(zero_copy_only=False)
+            dangling = ~arrays.mask(pc.is_in(child, value_set=parent))
             for i in np.flatnonzero(dangling):
                 report.add("foreign-key-error", f"{', '.join(fields)}={child[i].as_py()} "
                            f"refers to no row of {ref}", resource=name, row=int(i) + 2,
@@ -373,7 +444,7 @@ def _check_runs_complete(keys: dict[str, dict], report: Report) -> None:
     for child in RUN_CHILDREN:
         if "run_id" not in keys.get(child, {}):
             continue
-        absent = ~pc.is_in(run_ids, value_set=keys[child]["run_id"]).to_numpy(zero_copy_only=False)
+        absent = ~arrays.mask(pc.is_in(run_ids, value_set=keys[child]["run_id"]))
         for i in np.flatnonzero(absent):
             report.add("incomplete-run", f"run_id={run_ids[i].as_py()} has no row in {child}",
                        resource="runs", row=int(i) + 2, field="run_id")

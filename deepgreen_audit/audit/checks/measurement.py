@@ -51,26 +51,26 @@ def counter_recompute(ctx):
     ra0, ra1, rng = (_split(b[c]) for c in ("rapl_start_uj", "rapl_end_uj", "rapl_max_energy_range_uj"))
     gpu = b["gpu_energy_j"].to_numpy(dtype=float, na_value=np.nan)
     cpu = b["cpu_energy_j"].to_numpy(dtype=float, na_value=np.nan)
-    bad = np.zeros(len(b), dtype=bool)
+    incomplete = np.zeros(len(b), dtype=bool)
+    gpu_again, cpu_again = np.full(len(b), np.nan), np.full(len(b), np.nan)
     wraps = 0
     for i in range(len(b)):
         if nv0[i] is not None or nv1[i] is not None or not np.isnan(gpu[i]):
-            if nv0[i] is None or nv1[i] is None or len(nv0[i]) != len(nv1[i]) or np.isnan(gpu[i]):
-                bad[i] = True
+            if nv0[i] is None or nv1[i] is None or len(nv0[i]) != len(nv1[i]) or np.isnan(gpu[i]) \
+                    or any(e < s for s, e in zip(nv0[i], nv1[i])):
+                incomplete[i] = True
             else:
-                again = sum((e - s) / 1000 for s, e in zip(nv0[i], nv1[i]))
-                bad[i] |= relative_difference(again, gpu[i]) > tol or min(
-                    e - s for s, e in zip(nv0[i], nv1[i])) < 0
+                gpu_again[i] = sum((e - s) / 1000 for s, e in zip(nv0[i], nv1[i]))
         if ra0[i] is not None or ra1[i] is not None or not np.isnan(cpu[i]):
             if ra0[i] is None or ra1[i] is None or rng[i] is None or np.isnan(cpu[i]) or \
                     not len(ra0[i]) == len(ra1[i]) == len(rng[i]):
-                bad[i] = True
+                incomplete[i] = True
             else:
-                again = 0.0
-                for s, e, r in zip(ra0[i], ra1[i], rng[i]):
-                    wraps += e < s
-                    again += ((e - s) % r) / 1e6
-                bad[i] |= relative_difference(again, cpu[i]) > tol
+                wraps += sum(e < s for s, e in zip(ra0[i], ra1[i]))
+                cpu_again[i] = sum(((e - s) % r) / 1e6 for s, e, r in zip(ra0[i], ra1[i], rng[i]))
+    with np.errstate(invalid="ignore"):
+        differs = (relative_difference(gpu_again, gpu) > tol) | (relative_difference(cpu_again, cpu) > tol)
+    bad = incomplete | differs
     n = int(bad.sum())
     if n:
         return Outcome.failed(f"{n:,} block(s) whose energy differs from their raw counter "
