@@ -292,11 +292,13 @@ def _check_canonical_numbers(resource, field, arr, judged: np.ndarray, report) -
     repr's layout, are judged by repr itself."""
     distinct = pc.unique(pc.filter(arr, arrays.from_mask(judged)))
     try:
-        differs = pc.not_equal(_repr_layout(pc.cast(pc.cast(distinct, pa.float64()), pa.string())),
-                               distinct)
-        distinct = pc.filter(distinct, differs)
+        shortest = pc.cast(pc.cast(distinct, pa.float64()), pa.string())
     except pa.ArrowInvalid:
-        pass  # a number arrow cannot hold (overflow): repr judges every text
+        shortest = None  # a number arrow cannot hold (overflow): repr judges every text
+    if shortest is not None:
+        differs = pc.not_equal(shortest, distinct)
+        distinct, shortest = pc.filter(distinct, differs), pc.filter(shortest, differs)
+        distinct = pc.filter(distinct, pc.not_equal(_repr_layout(shortest), distinct))
     odd = [text for text in distinct.to_pylist() if repr(float(text)) != text]
     if not odd:
         return
@@ -371,24 +373,33 @@ def _constraint_failures(field, column: pa.Array, bad: np.ndarray):
                 for i in np.flatnonzero(present & broken(number, limit)):
                     yield ("constraint-error", int(i) + 2, f"{number[i].item()!r} breaks the "
                            f"constraint: {'minimum' if broken is np.less else 'maximum'} {limit}")
-    if field.enum is None and field.pattern is None and not field.unique:
+    if field.pattern is not None:
+        for i in np.flatnonzero(present & ~_matches(column, field.pattern)):
+            yield ("constraint-error", int(i) + 2,
+                   f"{column[int(i)].as_py()!r} breaks the constraint: pattern {field.pattern}")
+    if field.enum is None and not field.unique:
         return
     index, distinct = arrays.codes(column)
-    rules = []
     if field.enum is not None:
-        rules.append((lambda v: v in field.enum, f"one of {', '.join(field.enum)}"))
-    if field.pattern is not None:
-        pattern = re.compile(field.pattern)
-        rules.append((lambda v: pattern.fullmatch(v) is not None, f"pattern {field.pattern}"))
-    for allowed, rule in rules:
-        broken = np.isin(index, [k for k, value in enumerate(distinct) if not allowed(value)])
-        for i in np.flatnonzero(broken):
-            yield ("constraint-error", int(i) + 2,
-                   f"{distinct[index[i]]!r} breaks the constraint: {rule}")
+        outside = np.isin(index, [k for k, value in enumerate(distinct) if value not in field.enum])
+        for i in np.flatnonzero(outside):
+            yield ("constraint-error", int(i) + 2, f"{distinct[index[i]]!r} breaks the "
+                   f"constraint: one of {', '.join(field.enum)}")
     if field.unique:
         for i in np.flatnonzero(arrays.repeats(index)):
             yield ("unique-error", int(i) + 2,
                    f"{distinct[index[i]]!r} repeats in a unique column")
+
+
+def _matches(column: pa.Array, pattern: str) -> np.ndarray:
+    """Where each cell matches the whole of `pattern` (as `re.fullmatch`): with arrow's RE2,
+    or, for a pattern RE2 does not support, with Python's `re` on each distinct value."""
+    try:
+        return arrays.mask(pc.match_substring_regex(column, f"^(?:{pattern})$"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        index, distinct = arrays.codes(column)
+        compiled = re.compile(pattern)
+        return np.isin(index, [k for k, value in enumerate(distinct) if compiled.fullmatch(value)])
 
 
 def _key_index(columns: dict[str, pa.Array], key: list[str]) -> np.ndarray:
