@@ -124,6 +124,14 @@ class Report:
         self.findings.append(Finding(id=code, status="fail", message=message, section="integrity",
                                      resource=resource, row=row, field=field))
 
+    def merge(self, other: "Report") -> None:
+        """Take in the findings, suppressed counts and statistics of a report on a part of
+        this one's subject (one table of a package)."""
+        self.findings.extend(other.findings)
+        for key, count in other.suppressed.items():
+            self.suppressed[key] = self.suppressed.get(key, 0) + count
+        self.stats.update(other.stats)
+
     @property
     def counts(self) -> dict[str, int]:
         """Findings per status; suppressed validation errors count as fails."""

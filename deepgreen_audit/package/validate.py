@@ -14,7 +14,9 @@ conformance audit (the experiment specification) is `deepgreen audit`.
 from __future__ import annotations
 
 import io
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -81,35 +83,48 @@ def validate_tables(location: str | Path | None = None, tables: tuple[str, ...] 
     keys: dict[str, dict] = {}
     typed_tables: dict[str, pa.Table] = {}
     total_bytes = 0
-    for name in tables:
-        schema = load_schema(name)
-        try:
-            path = package.table_path(name)
-            resource = package.resource(name)
-        except UserError as exc:
-            report.add(exc.code, exc.message, resource=name)
-            continue
-        if resource.get("schema") != schema.descriptor:
-            report.add("schema-mismatch", "the descriptor's schema differs from "
-                       f"schemas/{name}.json; regenerate the descriptor", resource=name)
-        if path.is_symlink():
-            report.add("symlink", f"{path} is a symbolic link", resource=name)
-            continue
-        if not path.is_file():
-            report.add("missing-table", f"{path} does not exist", resource=name)
-            continue
-        data = path.read_bytes()
-        total_bytes += len(data)
-        _check_hashes(name, path, data, resource, sums, report)
-        checked = _check_table(schema, data, report)
-        if checked is not None:
-            keys[name], typed = checked
-            if typed is not None and not report.findings_for(name):
+    # The tables are checked side by side (pyarrow and numpy release the GIL), each into a
+    # report of its own, merged in table order so the report reads the same every time.
+    with ThreadPoolExecutor(max_workers=min(len(tables), os.cpu_count() or 1) or 1) as pool:
+        checked = list(pool.map(lambda name: _check_resource(package, name, sums, report.subject),
+                                tables))
+    for name, (table_report, table_keys, typed, size) in zip(tables, checked):
+        report.merge(table_report)
+        total_bytes += size
+        if table_keys is not None:
+            keys[name] = table_keys
+            if typed is not None and table_report.valid:
                 typed_tables[name] = typed
     _check_foreign_keys(tables, keys, report)
     _check_runs_complete(keys, report)
     report.stats["bytes"] = total_bytes
     return report, typed_tables
+
+
+def _check_resource(package: Package, name: str, sums: dict | None, subject: str):
+    """One table's findings (a report of its own), its key columns, its typed table and size."""
+    report = Report(subject, "validate")
+    schema = load_schema(name)
+    try:
+        path = package.table_path(name)
+        resource = package.resource(name)
+    except UserError as exc:
+        report.add(exc.code, exc.message, resource=name)
+        return report, None, None, 0
+    if resource.get("schema") != schema.descriptor:
+        report.add("schema-mismatch", "the descriptor's schema differs from "
+                   f"schemas/{name}.json; regenerate the descriptor", resource=name)
+    if path.is_symlink():
+        report.add("symlink", f"{path} is a symbolic link", resource=name)
+        return report, None, None, 0
+    if not path.is_file():
+        report.add("missing-table", f"{path} does not exist", resource=name)
+        return report, None, None, 0
+    data = path.read_bytes()
+    _check_hashes(name, path, data, resource, sums, report)
+    checked = _check_table(schema, data, report)
+    keys, typed = checked if checked is not None else (None, None)
+    return report, keys, typed, len(data)
 
 
 def _check_checksums(package: Package, report: Report) -> dict[str, str] | None:
@@ -250,6 +265,9 @@ def _typed_column(resource, field, arr: pa.StringArray, report):
     """Type-check text cells; returns the typed column (bad and empty cells null) and the bad mask."""
     empty = arrays.values(pc.utf8_length(arr)) == 0
     bad = np.zeros(len(arr), dtype=bool)
+    typed = _all_canonical(field, arr, empty)
+    if typed is not None:
+        return typed, bad
     if field.type in _TYPE_RE:
         ok = arrays.mask(pc.match_substring_regex(arr, "^(?:" + _TYPE_RE[field.type].pattern + ")$"))
         bad = ~ok & ~empty
@@ -277,6 +295,24 @@ def _typed_column(resource, field, arr: pa.StringArray, report):
     return typed, bad
 
 
+def _all_canonical(field, arr: pa.StringArray, empty: np.ndarray) -> pa.Array | None:
+    """The typed column of a number or integer column whose every cell is already the
+    canonical text of its value (the common case: the type's pattern need not run, as
+    canonical texts match it); None otherwise, and the cell-by-cell checks say what is wrong."""
+    if field.type not in ("number", "integer"):
+        return None
+    try:
+        typed = pc.cast(_nulled(arr, empty), field.arrow_type)
+    except pa.ArrowInvalid:
+        return None
+    if field.type == "integer":
+        canonical = arrays.mask(pc.equal(pc.cast(typed, pa.string()), arr)) | empty
+    else:
+        canonical = (arrays.mask(pc.is_finite(typed)) | empty).all() and \
+            not _non_canonical_numbers(arr, ~empty)
+    return typed if np.all(canonical) else None
+
+
 def _nulled(arr: pa.Array, where: np.ndarray) -> pa.Array:
     """`arr` with the cells `where` is True made null."""
     if not where.any():
@@ -285,7 +321,19 @@ def _nulled(arr: pa.Array, where: np.ndarray) -> pa.Array:
 
 
 def _check_canonical_numbers(resource, field, arr, judged: np.ndarray, report) -> None:
-    """A number is written in its shortest round-trip form (Python's repr), nothing else.
+    """A number is written in its shortest round-trip form (Python's repr), nothing else."""
+    odd = _non_canonical_numbers(arr, judged)
+    if not odd:
+        return
+    hits = arrays.mask(pc.is_in(arr, value_set=pa.array(odd))) & judged
+    for i in np.flatnonzero(hits):
+        text = arr[int(i)].as_py()
+        report.add("non-canonical-cell", f"{text!r} is written {repr(float(text))!r} "
+                   "in canonical form", resource=resource, row=int(i) + 2, field=field.name)
+
+
+def _non_canonical_numbers(arr: pa.StringArray, judged: np.ndarray) -> list[str]:
+    """The distinct texts among the cells `judged` that are not repr of their number.
 
     Each distinct text is judged once (a column repeats its values many times): arrow
     writes the shortest digits too, so only texts that differ from arrow's, put in
@@ -299,14 +347,7 @@ def _check_canonical_numbers(resource, field, arr, judged: np.ndarray, report) -
         differs = pc.not_equal(shortest, distinct)
         distinct, shortest = pc.filter(distinct, differs), pc.filter(shortest, differs)
         distinct = pc.filter(distinct, pc.not_equal(_repr_layout(shortest), distinct))
-    odd = [text for text in distinct.to_pylist() if repr(float(text)) != text]
-    if not odd:
-        return
-    hits = arrays.mask(pc.is_in(arr, value_set=pa.array(odd))) & judged
-    for i in np.flatnonzero(hits):
-        text = arr[int(i)].as_py()
-        report.add("non-canonical-cell", f"{text!r} is written {repr(float(text))!r} "
-                   "in canonical form", resource=resource, row=int(i) + 2, field=field.name)
+    return [text for text in distinct.to_pylist() if repr(float(text)) != text]
 
 
 #: Where arrow's shortest text of a float differs from Python's repr in layout only
