@@ -170,7 +170,7 @@ def _split_columns(data: bytes, text: str, name: str, report: Report):
             try:
                 table = pcsv.read_csv(
                     io.BytesIO(data),
-                    read_options=pcsv.ReadOptions(use_threads=True, block_size=1 << 26),
+                    read_options=pcsv.ReadOptions(use_threads=False, block_size=1 << 26),
                     parse_options=pcsv.ParseOptions(quote_char=False, ignore_empty_lines=False),
                     convert_options=pcsv.ConvertOptions(
                         column_types={c: pa.string() for c in header}, strings_can_be_null=False))
