@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 CODES = {
     "missing-descriptor": "no datapackage.json where the package was expected",
     "descriptor-error": "datapackage.json is unreadable or malformed",
+    "unknown-kind": "the descriptor's deepgreen:package names no kind of package deepgreen knows",
     "unsafe-path": "a path leaves the package folder (directly or through a symbolic link)",
     "symlink": "a symbolic link where a plain file is required",
     "missing-resource": "the descriptor lacks one of the four tables",
@@ -43,6 +44,7 @@ CODES = {
     "foreign-key-error": "a key refers to no row of the referenced table",
     "incomplete-run": "a run lacks its environment row or its blocks",
     "row-order": "rows are not in primary-key order",
+    "frictionless-error": "a foreign package breaks a rule of frictionless (its type in the message)",
 }
 
 
