@@ -203,6 +203,13 @@ def test_a_foreign_package_stays_on_this_machine_and_in_its_folder(tmp_path):
     assert _where(validate_package(remote), "unsafe-path") == [("rain", None, None)]
     outside = _foreign_package(tmp_path / "outside", "", path="../rain.csv")
     assert _where(validate_package(outside), "unsafe-path") == [("rain", None, None)]
+    schema = _foreign_package(tmp_path / "schema", "", schema="https://example.org/rain.json")
+    assert _where(validate_package(schema), "unsafe-path") == [("rain", None, None)]
+
+
+def test_a_foreign_package_without_resources_is_not_valid(tmp_path):
+    (tmp_path / "datapackage.json").write_text(json.dumps({"name": "empty", "resources": []}))
+    assert [f.code for f in validate_package(tmp_path).findings] == ["descriptor-error"]
 
 
 def test_export_and_audit_refuse_a_foreign_package(tmp_path, capsys):

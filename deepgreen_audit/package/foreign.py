@@ -30,7 +30,10 @@ def validate_foreign(package: Package, report: Report) -> None:
     """Add frictionless's findings on `package` to `report`, and each resource's rows and bytes.
 
     Resource paths must stay inside the package folder and on this machine: a
-    remote or escaping path is reported and nothing is read."""
+    remote or escaping path (or a remote schema or dialect) is reported and nothing is read."""
+    if not package.descriptor["resources"]:
+        report.add("descriptor-error", "lists no resources: there is nothing to validate")
+        return
     if not _paths_confined(package, report):
         return
     import frictionless
@@ -61,15 +64,17 @@ def _paths_confined(package: Package, report: Report) -> bool:
     confined = True
     for resource in package.descriptor["resources"]:
         name = resource.get("name") if isinstance(resource, dict) else None
-        if not isinstance(name, str) or not isinstance(resource.get("path"), str):
-            continue  # frictionless reports a resource without a name or a path
-        try:
-            if "://" in resource["path"]:
-                raise UserError(f"resource path {resource['path']!r} is remote; deepgreen "
-                                "validates the files of a package on this machine only",
-                                path=package.descriptor_path, code="unsafe-path")
-            package.table_path(name)
-        except UserError as exc:
-            report.add(exc.code, exc.message, resource=name)
-            confined = False
+        if not isinstance(name, str):
+            continue  # frictionless reports a resource without a name
+        for key in ("path", "schema", "dialect"):
+            if isinstance(resource.get(key), str) and "://" in resource[key]:
+                report.add("unsafe-path", f"{key} {resource[key]!r} is remote; deepgreen "
+                           "validates the files of a package on this machine only", resource=name)
+                confined = False
+        if isinstance(resource.get("path"), str) and "://" not in resource["path"]:
+            try:
+                package.table_path(name)
+            except UserError as exc:
+                report.add(exc.code, exc.message, resource=name)
+                confined = False
     return confined
