@@ -22,9 +22,11 @@ from deepgreen_audit.errors import BUG_EXIT, Terminated, UserError
 
 EPILOG = """\
 The replication package is four tables (runs, blocks, samples, environment)
-plus SHA256SUMS, described by datapackage.json. PKG is a folder holding
-datapackage.json, or the descriptor itself; by default the shipped package
-described by ./datapackage.json.
+plus SHA256SUMS, described by datapackage.json, which declares the package's
+kind (deepgreen:package: replication, or api-profiles for the API-level
+package of 'import greenlight'); each verb says when it does not apply to a
+kind. PKG is a folder holding datapackage.json, or the descriptor itself; by
+default the shipped package described by ./datapackage.json.
 
 Typical use:
   deepgreen validate                      check the shipped package
@@ -57,18 +59,21 @@ def _notice_for(location) -> None:
 
 
 def cmd_validate(args) -> int:
-    from deepgreen_audit.package.validate import validate
+    from deepgreen_audit.package.dispatch import validate_package
 
-    report = validate(args.package)
+    report = validate_package(args.package)
     if args.json:
         _say(report.to_json())
         return 0 if report.valid else 1
     _say(report.format_text())
     if report.valid:
         stats = report.stats
-        _say(f"  runs: {stats['runs']['rows']:,}   blocks: {stats['blocks']['rows']:,}   "
-             f"samples: {stats['samples']['rows']:,}   environment: {stats['environment']['rows']:,}")
-        _say(f"  bytes: {stats['bytes']:,} in four tables; SHA256SUMS and descriptor hashes match")
+        tables = stats["tables"]
+        _say("  " + "   ".join(f"{name}: {stats[name]['rows']:,}" for name in tables))
+        checked = (f"checked by {stats['checked_by']} (a package not of a deepgreen kind)"
+                   if "checked_by" in stats else "SHA256SUMS and descriptor hashes match")
+        _say(f"  kind: {stats['kind']}; bytes: {stats['bytes']:,} in {len(tables)} "
+             f"table{'' if len(tables) == 1 else 's'}; {checked}")
         prov = stats.get("provenance", {})
         if prov.get("title"):
             _say(f"  title: {prov['title']}")
@@ -89,8 +94,10 @@ def cmd_flatten(args) -> int:
 
 
 def cmd_restore(args) -> int:
+    from deepgreen_audit.package.dispatch import check_verb
     from deepgreen_audit.package.rundirs import restore
 
+    check_verb(args.package, "restore")
     _notice_for(args.package)
     summary = restore(args.package, Path(args.out), overwrite=args.overwrite, dry_run=args.dry_run)
     verb = "would write" if args.dry_run else "wrote"
@@ -150,10 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
         return sub
 
     p = verb("validate", cmd_validate, "check a package's integrity (checksums, schemas, keys)",
-             "Check a replication package: the descriptor, SHA256SUMS and each resource's "
+             "Check a package of any kind its descriptor declares (a replication package, an "
+             "API-level package): the descriptor, SHA256SUMS and each resource's "
              "bytes and hash, every row against its Table Schema (types, constraints, canonical "
-             "form), primary keys and foreign keys. Exit 0 when valid, 1 with a report naming "
-             "resource, row and field otherwise.")
+             "form), primary keys and foreign keys. A Frictionless data package not written by "
+             "deepgreen is checked by frictionless itself. Exit 0 when valid, 1 with a report "
+             "naming resource, row and field otherwise.")
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -171,15 +180,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("restore", cmd_restore, "turn a package back into run directories",
              "Validate PKG, then write one directory per run (manifest.json, blocks.csv, "
              "codecarbon.csv, metrics.csv, samples.csv) under OUT/<campaign>/<run_id>/. "
-             "Flattening the result gives back the package byte for byte.")
+             "Flattening the result gives back the package byte for byte. Only a replication "
+             "package has runs; other kinds are refused.")
     p.add_argument("package", metavar="PKG", help="package folder or its datapackage.json")
     p.add_argument("--out", required=True, metavar="RUNS", help="folder to write the runs to")
     p.add_argument("--overwrite", action="store_true", help="replace RUNS if it exists")
     p.add_argument("--dry-run", action="store_true", help="say what would be written; write nothing")
 
     p = verb("export", cmd_export, "export a package's tables for fast analysis (Parquet)",
-             "Write each table, typed from its schema, as OUT/<table>.parquet. The CSV "
-             "tables remain the archive format.")
+             "Write each table of the package (of whichever deepgreen kind), typed from its "
+             "schema, as OUT/<table>.parquet. The CSV tables remain the archive format.")
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG")
     p.add_argument("--parquet", action="store_true", help="write Parquet files")
     p.add_argument("--out", required=True, metavar="DIR")

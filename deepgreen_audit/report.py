@@ -27,9 +27,10 @@ KINDS = {"validate": ("VALID", "INVALID"), "audit": ("PASSED", "FAILED"),
 CODES = {
     "missing-descriptor": "no datapackage.json where the package was expected",
     "descriptor-error": "datapackage.json is unreadable or malformed",
+    "unknown-kind": "the descriptor's deepgreen:package names no kind of package deepgreen knows",
     "unsafe-path": "a path leaves the package folder (directly or through a symbolic link)",
     "symlink": "a symbolic link where a plain file is required",
-    "missing-resource": "the descriptor lacks one of the four tables",
+    "missing-resource": "the descriptor lacks one of the tables of its kind of package",
     "missing-table": "a table file is missing",
     "schema-mismatch": "a resource's schema differs from schemas/",
     "checksum-missing": "SHA256SUMS is missing or lacks a table",
@@ -56,6 +57,7 @@ CODES = {
     "foreign-key-error": "a key refers to no row of the referenced table",
     "incomplete-run": "a run lacks its environment row or its blocks",
     "row-order": "rows are not in primary-key order",
+    "frictionless-error": "a foreign package breaks a rule of frictionless (its type in the message)",
 }
 
 

@@ -24,6 +24,10 @@ def cmd_audit(args) -> int:
         for c in registered_checks():
             print(f"{c.id:<30} {c.section:<9} {c.severity:<7} {c.doc}")
         return 0
+    from deepgreen_audit.audit.driver import resolve_package
+    from deepgreen_audit.package.dispatch import check_verb
+
+    check_verb(resolve_package(args.package), "audit")
     report, ctx = audit_with_context(args.package, spec_path=args.spec, select=args.select,
                                      sources_root=Path(args.sources) if args.sources else None)
     from deepgreen_audit.package import atomic
@@ -68,7 +72,8 @@ def register(verb) -> None:
              "Each finding has an id, a section, a status (pass/fail/warn/skip), a message and "
              "the rows it concerns; the report ends with the counts. A skipped check means the "
              "audit did not finish. Exit 1 when the package does not validate, or with --strict "
-             "on any fail. See docs/audit.md.")
+             "on any fail. An API-level package is audited by 'api-audit' instead. See "
+             "docs/audit.md.")
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
     p.add_argument("--strict", action="store_true", help="exit 1 on any failed check")

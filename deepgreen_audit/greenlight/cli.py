@@ -29,7 +29,9 @@ def cmd_api_audit(args) -> int:
     from deepgreen_audit.greenlight.importer import records_from_package
     from deepgreen_audit.greenlight.package import open_api_package, validate_api_package
     from deepgreen_audit.greenlight.summary import REASON_UNEXPLAINED, compare_published
+    from deepgreen_audit.package.dispatch import check_verb
 
+    check_verb(args.package, "api-audit")
     report = validate_api_package(args.package)
     if not report.valid:
         print(report.format_text())

@@ -1,31 +1,23 @@
 """The API-level data package: `api_calls` and `api_samples`, plus SHA256SUMS.
 
 Same format as the replication package (canonical CSV, SHA256SUMS, a Data
-Package descriptor with inline schemas from `schemas/`) but with its own
-table list, so the writer and the validator here are the shared ones
-parameterised by `API_TABLES`; the per-table checks are
-`deepgreen_audit.package.validate`'s, unchanged.
+Package descriptor with inline schemas from `schemas/`) but of its own kind,
+`kinds.API_PROFILES`, which names its tables; the writer and the validator
+are the shared ones parameterised by that kind.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package import atomic, descriptor as _descriptor
 from deepgreen_audit.package import validate as _validate
-from deepgreen_audit.package.checksums import FILENAME as SUMS_NAME, format_sums, sha256_bytes
 from deepgreen_audit.package.descriptor import Package
+from deepgreen_audit.package.kinds import API_PROFILES, KIND_KEY
 from deepgreen_audit.report import Report
 from deepgreen_audit.package.schema import load_schema
-from deepgreen_audit.package.tables import TextTable, canonical_bytes, rows_from_columns
-
-#: The tables of an API-level package, in the order they are written.
-API_TABLES: tuple[str, ...] = ("api_calls", "api_samples")
-#: The descriptor key that says which kind of package this is.
-KIND_KEY = "deepgreen:package"
-KIND = "api-profiles"
+from deepgreen_audit.package.tables import TextTable, rows_from_columns
+from deepgreen_audit.package.writer import write_package
 
 
 def text_table(name: str, columns: dict[str, list]) -> TextTable:
@@ -49,39 +41,18 @@ def write_api_package(tables: dict[str, TextTable], out: Path, meta: dict, *,
     """Write the API tables under `out` atomically and describe them; returns the descriptor.
 
     `inputs` are what the caller read, which `out` must not overlap."""
-    out = Path(out)
-    data = {}
-    for name in API_TABLES:
-        expected = load_schema(name).field_names
-        if tables[name].header != expected:
-            raise ValueError(f"{name}: header {tables[name].header} is not the schema's {expected}")
-        data[name] = canonical_bytes(tables[name])
-    sums = {f"{name}.csv": sha256_bytes(data[name]) for name in API_TABLES}
-    descriptor = {"$schema": _descriptor.PACKAGE_PROFILE, KIND_KEY: KIND}
-    descriptor.update({k: v for k, v in meta.items() if k not in _descriptor.GENERATED_KEYS})
-    descriptor["checksums"] = SUMS_NAME
-    descriptor["resources"] = [{
-        "name": name, "type": "table", "path": f"{name}.csv", "format": "csv",
-        "mediatype": "text/csv", "encoding": "utf-8", "bytes": len(data[name]),
-        "hash": "sha256:" + sums[f"{name}.csv"], "schema": load_schema(name).descriptor,
-    } for name in API_TABLES]
-    with atomic.StagedDirectory(out, overwrite, inputs=inputs) as staged:
-        for name in API_TABLES:
-            (staged.path / f"{name}.csv").write_bytes(data[name])
-        (staged.path / SUMS_NAME).write_text(format_sums(sums), encoding="utf-8")
-        (staged.path / _descriptor.DESCRIPTOR_NAME).write_text(_descriptor.dumps(descriptor),
-                                                               encoding="utf-8")
-    return out / _descriptor.DESCRIPTOR_NAME
+    return write_package(tables, out, meta, overwrite=overwrite, inputs=inputs, kind=API_PROFILES)
 
 
 def validate_api_package(location: str | Path) -> Report:
     """Integrity of an API-level package: checksums, schemas, keys, canonical form."""
-    return _validate.validate(location, API_TABLES, descriptor_check=_is_api_package)
+    return _validate.validate(location, API_PROFILES.tables, descriptor_check=_is_api_package)
 
 
 def _is_api_package(package: Package, report: Report) -> bool:
-    if package.descriptor.get(KIND_KEY) != KIND:
-        report.add("descriptor-error", f"not an API-level package ({KIND_KEY} is not {KIND!r})")
+    if package.descriptor.get(KIND_KEY) != API_PROFILES.name:
+        report.add("descriptor-error",
+                   f"not an API-level package ({KIND_KEY} is not {API_PROFILES.name!r})")
         return False
     return True
 

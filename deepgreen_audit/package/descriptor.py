@@ -1,7 +1,8 @@
 """`datapackage.json`: generated from the tables and the schemas, never edited by hand.
 
-A package is a folder of four canonical CSV tables and SHA256SUMS, described
-by a Data Package (v2) descriptor.  The descriptor usually lies in that
+A package is a folder of canonical CSV tables and SHA256SUMS, described
+by a Data Package (v2) descriptor that declares its kind (`kinds.KIND_KEY`:
+which tables it holds, which verbs read it).  The descriptor usually lies in that
 folder; the shipped package is described by the top-level
 `datapackage.json` of the project, whose resource paths start with
 `replication/`.  Each resource carries its `bytes` and `hash`
@@ -20,18 +21,21 @@ import pyarrow as pa
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import tables as _tables
 from deepgreen_audit.package.checksums import FILENAME as SUMS_NAME
+from deepgreen_audit.package.kinds import KIND_KEY, REPLICATION, Kind, kind_of
 from deepgreen_audit.package.schema import TABLES, load_schema
 
 DESCRIPTOR_NAME = "datapackage.json"
 PACKAGE_PROFILE = "https://datapackage.org/profiles/2.0/datapackage.json"
 #: Descriptor keys that are generated; everything else is package metadata.
-GENERATED_KEYS = ("$schema", "checksums", "resources")
+GENERATED_KEYS = ("$schema", KIND_KEY, "checksums", "resources")
 
 
-def build(meta: dict, table_bytes: dict[str, bytes], tables_rel: str, sums_hashes: dict[str, str]) -> dict:
-    """The descriptor for tables written under `tables_rel` (relative to the descriptor)."""
+def build(meta: dict, table_bytes: dict[str, bytes], tables_rel: str, sums_hashes: dict[str, str],
+          kind: Kind = REPLICATION) -> dict:
+    """The descriptor of a `kind` package whose tables lie under `tables_rel` (relative to the
+    descriptor)."""
     prefix = "" if tables_rel in ("", ".") else tables_rel.rstrip("/") + "/"
-    descriptor = {"$schema": PACKAGE_PROFILE}
+    descriptor = {"$schema": PACKAGE_PROFILE, KIND_KEY: kind.name}
     descriptor.update({k: v for k, v in meta.items() if k not in GENERATED_KEYS})
     descriptor["checksums"] = prefix + SUMS_NAME
     descriptor["resources"] = [{
@@ -44,7 +48,7 @@ def build(meta: dict, table_bytes: dict[str, bytes], tables_rel: str, sums_hashe
         "bytes": len(table_bytes[name]),
         "hash": "sha256:" + sums_hashes[f"{name}.csv"],
         "schema": load_schema(name).descriptor,
-    } for name in TABLES]
+    } for name in kind.tables]
     return descriptor
 
 
@@ -114,6 +118,11 @@ class Package:
         return {k: v for k, v in self.descriptor.items() if k not in GENERATED_KEYS}
 
     @property
+    def kind(self) -> Kind:
+        """The kind the descriptor declares (see `kinds.kind_of`)."""
+        return kind_of(self.descriptor, self.descriptor_path)
+
+    @property
     def synthetic(self) -> bool:
         return bool(self.descriptor.get("synthetic", False))
 
@@ -147,7 +156,7 @@ class Package:
     def input_paths(self) -> list[Path]:
         """What a command reading this package reads: no output may overlap these."""
         return [self.descriptor_path, self.checksums_path,
-                *{self.table_path(name).parent for name in TABLES}]
+                *{self.table_path(name).parent for name in self.kind.tables}]
 
     @property
     def checksums_path(self) -> Path:

@@ -1,7 +1,8 @@
 """Parquet export of a package: typed tables for fast analysis elsewhere.
 
 Parquet is an export, not the archive format: the CSV tables and their
-checksums stay the reference.  The package is validated before export.
+checksums stay the reference.  The package is validated before export; any
+kind of ours exports its own tables.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ import pyarrow.parquet as pq
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.descriptor import Package
-from deepgreen_audit.package.schema import TABLES
 
 
 def export_parquet(location, out: Path, *, overwrite: bool = False) -> dict[str, int]:
     """Write <table>.parquet for each table into `out`; returns rows per table."""
-    from deepgreen_audit.package.validate import validate
+    from deepgreen_audit.package.dispatch import check_verb, validate_package
 
-    report = validate(location)
+    check_verb(location, "export")
+    report = validate_package(location)
     if not report.valid:
         raise UserError(f"the package is not valid ({report.error_count} error(s)); run "
                         "'deepgreen validate' for the report", path=report.subject,
@@ -28,7 +29,7 @@ def export_parquet(location, out: Path, *, overwrite: bool = False) -> dict[str,
     package = Package.open(location)
     counts = {}
     with atomic.StagedDirectory(Path(out), overwrite, inputs=package.input_paths()) as staged:
-        for name in TABLES:
+        for name in package.kind.tables:
             table = package.table(name)
             table = table.replace_schema_metadata({
                 "deepgreen.source": str(package.table_path(name)),

@@ -19,7 +19,9 @@ def _render(args) -> None:
     from deepgreen_audit.render import render
 
     from deepgreen_audit.render.build import default_pilot
+    from deepgreen_audit.package.dispatch import check_verb
 
+    check_verb(args.package, args.verb)
     _notice(args.package)
     pilot = args.pilot or default_pilot()
     if pilot:

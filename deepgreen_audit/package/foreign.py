@@ -1,0 +1,80 @@
+"""Validation of a foreign Frictionless data package, by frictionless itself.
+
+A package that is not of a deepgreen kind has tables whose schemas are its
+own, not `schemas/`, so deepgreen's checks do not apply; frictionless checks
+what the Data Package standard defines (descriptor, Table Schema types and
+constraints, keys, bytes and hashes).  Its errors enter deepgreen's report
+with the resource, row and field they name.  frictionless is imported here
+only, so validating a package of ours never pays its import.
+"""
+
+from __future__ import annotations
+
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.package.descriptor import Package
+from deepgreen_audit.report import Report
+
+#: frictionless error types that mean what a deepgreen code means; any other is
+#: `frictionless-error`, its type named in the message.
+SHARED_CODES = {
+    "type-error": "type-error", "constraint-error": "constraint-error",
+    "unique-error": "unique-error", "primary-key": "primary-key-error",
+    "foreign-key": "foreign-key-error", "encoding-error": "encoding-error",
+    "hash-count": "hash-mismatch", "byte-count": "bytes-mismatch",
+    "missing-label": "missing-column", "extra-label": "extra-column",
+    "missing-cell": "field-count", "extra-cell": "field-count",
+}
+
+
+def validate_foreign(package: Package, report: Report) -> None:
+    """Add frictionless's findings on `package` to `report`, and each resource's rows and bytes.
+
+    Resource paths must stay inside the package folder and on this machine: a
+    remote or escaping path (or a remote schema or dialect) is reported and nothing is read."""
+    if not package.descriptor["resources"]:
+        report.add("descriptor-error", "lists no resources: there is nothing to validate")
+        return
+    if not _paths_confined(package, report):
+        return
+    import frictionless
+
+    result = frictionless.validate(str(package.descriptor_path))
+    report.stats["checked_by"] = f"frictionless {frictionless.__version__}"
+    for error in result.errors:
+        _add(report, error, resource=None)
+    names = []
+    for task in result.tasks:
+        names.append(task.name)
+        report.stats[task.name] = {"rows": task.stats.get("rows", 0),
+                                   "bytes": task.stats.get("bytes", 0)}
+        for error in task.errors:
+            _add(report, error, resource=task.name)
+    report.stats["tables"] = names
+    report.stats["bytes"] = sum(report.stats[name]["bytes"] for name in names)
+
+
+def _add(report: Report, error, resource: str | None) -> None:
+    code = SHARED_CODES.get(error.type, "frictionless-error")
+    message = error.message if code != "frictionless-error" else f"[{error.type}] {error.message}"
+    report.add(code, message, resource=resource, row=getattr(error, "row_number", None),
+               field=getattr(error, "field_name", None))
+
+
+def _paths_confined(package: Package, report: Report) -> bool:
+    confined = True
+    for resource in package.descriptor["resources"]:
+        name = resource.get("name") if isinstance(resource, dict) else None
+        if not isinstance(name, str):
+            continue  # frictionless reports a resource without a name
+        for key in ("path", "schema", "dialect"):
+            if isinstance(resource.get(key), str) and "://" in resource[key]:
+                report.add("unsafe-path", f"{key} {resource[key]!r} is remote; deepgreen "
+                           "validates the files of a package on this machine only", resource=name)
+                confined = False
+        if isinstance(resource.get("path"), str) and "://" not in resource["path"]:
+            try:
+                package.table_path(name)
+            except UserError as exc:
+                report.add(exc.code, exc.message, resource=name)
+                confined = False
+    return confined
