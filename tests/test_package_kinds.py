@@ -55,6 +55,11 @@ def _set_cell(pkg: Path, table: str, row: int, field: str, text: str) -> None:
     path.write_text(out.getvalue(), encoding="utf-8")
 
 
+def _line_with(text: str, *parts: str) -> bool:
+    """Some line of the printed report holds every part (ids are padded to one width)."""
+    return any(all(part in line for part in parts) for line in text.splitlines())
+
+
 def _where(report, code: str) -> list[tuple]:
     return [(f.resource, f.row, f.field) for f in report.findings if f.id == code]
 
@@ -117,7 +122,7 @@ def test_a_broken_cell_with_consistent_checksums_names_resource_row_and_field(
     assert (table, 3, field) in _where(report, code), report.format_text()
     assert not _where(report, "checksum-mismatch")
     assert main(["validate", str(api_package)]) == 1
-    assert f"[{code}] {table}, row 3, field '{field}'" in capsys.readouterr().out
+    assert _line_with(capsys.readouterr().out, "FAIL", code, f"{table}, row 3, field '{field}'")
 
 
 def test_a_checksum_break_names_the_resource(api_package, capsys):
@@ -126,7 +131,7 @@ def test_a_checksum_break_names_the_resource(api_package, capsys):
     assert {f.id for f in report.findings} == {"checksum-mismatch", "hash-mismatch"}
     assert {f.resource for f in report.findings} == {"api_samples"}
     assert main(["validate", str(api_package)]) == 1
-    assert "[checksum-mismatch] api_samples" in capsys.readouterr().out
+    assert _line_with(capsys.readouterr().out, "FAIL", "checksum-mismatch", "api_samples")
 
 
 def test_verbs_that_need_runs_refuse_an_api_package_and_name_the_verb_to_use(api_package, tmp_path,
@@ -195,7 +200,7 @@ def test_a_broken_foreign_package_fails_with_row_and_field(tmp_path, capsys):
     assert ("rain", 3, "rain_mm") in _where(report, "constraint-error"), report.format_text()
     assert ("rain", 4, "day") in _where(report, "type-error"), report.format_text()
     assert main(["validate", str(pkg)]) == 1
-    assert "[type-error] rain, row 4, field 'day'" in capsys.readouterr().out
+    assert _line_with(capsys.readouterr().out, "FAIL", "type-error", "rain, row 4, field 'day'")
 
 
 def test_a_foreign_package_stays_on_this_machine_and_in_its_folder(tmp_path):

@@ -463,7 +463,8 @@ def _check_order(schema: TableSchema, typed: dict[str, pa.Array], report: Report
             continue
         index, distinct = arrays.codes(column)
         rank = {v: i for i, v in enumerate(field.enum if field.enum is not None else sorted(distinct))}
-        ranks.append(np.array([rank[v] for v in distinct], dtype=np.int64)[index])
+        # a value outside the enum (reported as a constraint error) sorts last
+        ranks.append(np.array([rank.get(v, len(rank)) for v in distinct], dtype=np.int64)[index])
     order = np.lexsort(ranks[::-1])
     moved = np.flatnonzero(order != np.arange(len(order)))
     if len(moved):
