@@ -45,7 +45,7 @@ def test_all_six_stacks_agree_on_resnet18(data_dir):
     assert {f.stack for f in report.findings} == {*parity.STACKS, "all"}
     assert report.passed, report.format_text()
     assert all(f.status == "pass" for f in report.findings), report.format_text()
-    train = [f for f in report.findings if f.check == "S1.logits-train" and f.stack != parity.REFERENCE]
+    train = [f for f in report.findings if f.check == "S1.logits-train" and f.stack != parity.reference_stack()]
     assert all(0 < f.measured <= f.tolerance for f in train)     # real float differences, within tolerance
     group = [f for f in report.findings if f.check == "S6.control-group" and f.stack in parity.TORCHSCRIPT_STACKS]
     assert len(group) == 2 and all(f.measured == 0.0 for f in group)   # same module, same LibTorch: bit-equal

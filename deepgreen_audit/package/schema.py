@@ -145,3 +145,9 @@ def pandera_schema(schema: TableSchema):
             None, checks=checks, nullable=not f.required, unique=f.unique, coerce=False,
             required=True, description=f.description)
     return pa_.DataFrameSchema(columns, strict=True, ordered=True, name=schema.name)
+
+
+def phases() -> tuple[str, ...]:
+    """The phases of a block in their order within an epoch (train, eval): the blocks schema's
+    enum is their one statement."""
+    return load_schema("blocks").field("phase").enum

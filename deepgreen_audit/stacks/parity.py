@@ -10,12 +10,12 @@ after the train-mode pass (BatchNorm running statistics), and the hashes it
 computed.  The Python stacks are probed in this process through their
 `probe`/`eval_batches` hooks; the C++ stack through its executable's `probe`
 mode, and likewise the Rust and Java stacks (`deepgreen_audit.stacks.native`).  The
-reference is the Python/PyTorch stack (the canonical layout).
+reference (the specification's `[parity] reference`) is the Python/PyTorch stack
+(the canonical layout).
 
-Stated float32 tolerances (`TOLERANCES`), from the observed differences on
-this CPU (~4e-7 eval, ~2e-5 train for ResNet-18 logits of magnitude ~2): a
-logit difference <= 1e-5 + 1e-4 * max|reference logit|, a loss difference
-<= 1e-4 * max(1, |reference loss|), a running statistic <= 1e-5 + 1e-4 *
+The float32 tolerances are the specification's `[parity]` section (`tolerances`):
+a logit difference <= abs + rel * max|reference logit|, a loss difference
+<= rel * max(1, |reference loss|), a running statistic <= abs + rel *
 max|reference|; the two stacks that run the same TorchScript module on the same LibTorch
 (C++ and Rust, with the Python/PyTorch stack the control group) must agree with each
 other exactly (`S6.control-group`).  A BatchNorm epsilon of 1e-3 instead of 1e-5, Keras' or Flax'
@@ -40,7 +40,6 @@ from deepgreen_audit.package.schema import project_root
 from deepgreen_audit.spec import load_spec, recipe, trainable_parameters
 from deepgreen_audit.stacks import data, weights
 
-REFERENCE = "python-pytorch"
 PYTHON_STACKS = {"python-pytorch": "stacks/python_pytorch/train.py",
                  "python-tensorflow": "stacks/python_tensorflow/train.py",
                  "python-jax": "stacks/python_jax/train.py"}
@@ -50,12 +49,23 @@ STACKS = (*PYTHON_STACKS, *EXTERNAL_STACKS)
 #: The stacks that run the same TorchScript module (the specification's LibTorch control group).
 TORCHSCRIPT_STACKS = ("cpp-libtorch", "rust-tch")
 
-TOLERANCES = {
-    "logits": {"atol": 1e-5, "rtol_of_max": 1e-4},
-    "loss": {"rtol_of_max_1": 1e-4},
-    "running_stats": {"atol": 1e-5, "rtol_of_max": 1e-4},
-    "weights": "exact", "pixels": "exact", "control_group": "exact",
-}
+
+
+def reference_stack(spec: dict | None = None) -> str:
+    """The stack every other is compared with: the specification's [parity] reference."""
+    return (spec or load_spec())["parity"]["reference"]
+
+
+def tolerances(spec: dict | None = None) -> dict:
+    """The specification's [parity] tolerances, grouped by what they bound (as reports print them)."""
+    p = (spec or load_spec())["parity"]
+    return {
+        "logits": {"atol": p["logits_abs_tolerance"], "rtol_of_max": p["logits_rel_tolerance_of_max"]},
+        "loss": {"rtol_of_max_1": p["loss_rel_tolerance_of_max_1"]},
+        "running_stats": {"atol": p["running_stats_abs_tolerance"],
+                          "rtol_of_max": p["running_stats_rel_tolerance_of_max"]},
+        **{name: "exact" for name in p["exact"]},
+    }
 
 
 # ---------------------------------------------------------------- probes
@@ -176,6 +186,7 @@ class Context:
     reference: Probe
     probe: Probe
     torchscript_peers: dict          # the other probed stacks that run the same TorchScript module
+    tolerances: dict                 # `tolerances()`: the specification's, read once per run
 
 
 def _max_abs(a, b) -> float:
@@ -215,9 +226,10 @@ def initial_weights(ctx: Context):
 
 def _compare_logits(ctx: Context, mode: str):
     ref, got = ctx.reference.logits[mode], ctx.probe.logits[mode]
-    tol = TOLERANCES["logits"]["atol"] + TOLERANCES["logits"]["rtol_of_max"] * float(np.max(np.abs(ref)))
+    logits, loss = ctx.tolerances["logits"], ctx.tolerances["loss"]
+    tol = logits["atol"] + logits["rtol_of_max"] * float(np.max(np.abs(ref)))
     diff = _max_abs(ref, got)
-    loss_tol = TOLERANCES["loss"]["rtol_of_max_1"] * max(1.0, abs(ctx.reference.loss[mode]))
+    loss_tol = loss["rtol_of_max_1"] * max(1.0, abs(ctx.reference.loss[mode]))
     loss_diff = abs(ctx.reference.loss[mode] - ctx.probe.loss[mode])
     return diff <= tol and loss_diff <= loss_tol, (
         f"{mode} logits differ by {diff:.3g} (tolerance {tol:.3g}), loss by {loss_diff:.3g} "
@@ -245,10 +257,10 @@ def batchnorm_statistics(ctx: Context):
     names = [k for k in ctx.reference.state_after_train if k.endswith(("running_mean", "running_var"))]
     if not names:
         return True, "no BatchNorm in this architecture", 0.0, 0.0
-    rows = []
+    rows, bound = [], ctx.tolerances["running_stats"]
     for k in names:
         ref = ctx.reference.state_after_train[k]
-        tol = TOLERANCES["running_stats"]["atol"] + TOLERANCES["running_stats"]["rtol_of_max"] * float(np.max(np.abs(ref)))
+        tol = bound["atol"] + bound["rtol_of_max"] * float(np.max(np.abs(ref)))
         rows.append((_max_abs(ref, ctx.probe.state_after_train.get(k, np.full_like(ref, np.inf))), tol, k))
     diff, tol, name = max(rows, key=lambda row: row[0] / row[1])
     return diff <= tol, f"largest difference {diff:.3g} at {name} (tolerance {tol:.3g})", diff, tol
@@ -369,7 +381,7 @@ class ParityReport:
 
     def format_text(self) -> str:
         lines = [f"parity of {self.architecture} ({self.classes} classes, seed {self.seed}) on {self.count} "
-                 f"{self.dataset} test images; reference {REFERENCE}; tolerances {json.dumps(TOLERANCES)}"]
+                 f"{self.dataset} test images; reference {reference_stack()}; tolerances {json.dumps(tolerances())}"]
         for f in self.findings:
             lines.append(f"  {f.status.upper():4}  {f.check:26} {f.stack:18} {f.message}")
         failed = sum(f.status == "fail" for f in self.findings)
@@ -381,7 +393,7 @@ class ParityReport:
     def to_json(self) -> str:
         return json.dumps({"architecture": self.architecture, "classes": self.classes, "seed": self.seed,
                            "dataset": self.dataset, "count": self.count, "passed": self.passed,
-                           "tolerances": TOLERANCES, "findings": [asdict(f) for f in self.findings]}, indent=1)
+                           "tolerances": tolerances(), "findings": [asdict(f) for f in self.findings]}, indent=1)
 
 
 def default_executables() -> dict[str, Path]:
@@ -404,9 +416,10 @@ def run_parity(architecture: str, data_dir: Path, dataset: str = "digits", seed:
     export = weights.export(weights.weights_dir(data_dir), architecture, classes, seed,
                             torchscript=any(s in TORCHSCRIPT_STACKS for s in stacks))
     canonical, sha = weights.load(export.path)
+    reference_name, bounds = reference_stack(), tolerances()
     report = ParityReport(architecture, classes, seed, dataset, count)
     probes, missing = {}, {}
-    for stack in dict.fromkeys((REFERENCE, *stacks)):
+    for stack in dict.fromkeys((reference_name, *stacks)):
         try:
             if stack in EXTERNAL_STACKS:
                 executable = executables.get(stack)
@@ -420,16 +433,17 @@ def run_parity(architecture: str, data_dir: Path, dataset: str = "digits", seed:
             missing[stack] = ("skip", f"{type(exc).__name__}: {exc}")
         except Exception as exc:                              # the stack's own code broke: a failure
             missing[stack] = ("fail", f"the probe raised {type(exc).__name__}: {exc}")
-    reference = probes.get(REFERENCE)
+    reference = probes.get(reference_name)
     for stack in stacks:
         for chk in _CHECKS:
             if stack not in probes or reference is None:
-                status, why = missing.get(stack) or missing[REFERENCE]
+                status, why = missing.get(stack) or missing[reference_name]
                 report.findings.append(Finding(chk.id, chk.section, stack, status,
-                                               why if stack in missing else f"reference {REFERENCE}: {why}"))
+                                               why if stack in missing else f"reference {reference_name}: {why}"))
                 continue
             ctx = Context(architecture, classes, canonical, sha, store.fingerprint, reference, probes[stack],
-                          {k: v for k, v in probes.items() if k in TORCHSCRIPT_STACKS and k != stack})
+                          {k: v for k, v in probes.items() if k in TORCHSCRIPT_STACKS and k != stack},
+                          bounds)
             ok, message, measured, tolerance = chk.fn(ctx)
             report.findings.append(Finding(chk.id, chk.section, stack, "pass" if ok else "fail", message,
                                            measured, tolerance))
