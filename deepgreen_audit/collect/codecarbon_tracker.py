@@ -17,12 +17,12 @@ as `tdp-constant` or `load-model`, never passed off as `rapl`.
 from __future__ import annotations
 
 import configparser
-import hashlib
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from deepgreen_audit.collect.errors import CodeCarbonRefused
+from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.package.schema import project_root
 from deepgreen_audit.spec import load_spec
 
@@ -107,7 +107,7 @@ def load_config(path: Path | None = None) -> PinnedConfig:
     if "country_iso_code" not in kwargs:
         raise CodeCarbonRefused("offline tracking needs country_iso_code", path=path,
                                 field="country_iso_code", code="codecarbon-config")
-    return PinnedConfig(path=path, kwargs=kwargs, sha256=hashlib.sha256(data).hexdigest())
+    return PinnedConfig(path=path, kwargs=kwargs, sha256=sha256_bytes(data))
 
 
 def cpu_method(hardware: list[str]) -> str:

@@ -115,11 +115,6 @@ def load_schema(name: str) -> TableSchema:
     return _parse(name, descriptor)
 
 
-def schema_from_descriptor(name: str, descriptor: dict) -> TableSchema:
-    """A schema from an inline descriptor (a package's own copy)."""
-    return _parse(name, descriptor)
-
-
 def pandera_schema(schema: TableSchema):
     """A pandera DataFrameSchema derived from the Table Schema's constraints.
 
