@@ -201,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
              "defects, and write it as a package with its truth file (synth-truth.json). "
              "Its descriptor and every command that reads it say that it is synthetic.")
     p.add_argument("--out", required=True, metavar="PKG", help="package folder to write")
-    p.add_argument("--seed", type=int, default=20261202, help="master seed (default 20261202)")
+    p.add_argument("--seed", type=int, help="master seed (default: the specification's "
+                   "S6_replication.master_seed)")
     p.add_argument("--model", metavar="TOML", help="overrides of the generative model's parameters")
     p.add_argument("--defect", action="append", metavar="NAME",
                    help="plant a defect (repeatable); see deepgreen_audit/synth/model.py")

@@ -105,6 +105,13 @@ def short_section(key: str) -> str:
     return key.split("_", 1)[0]
 
 
+def master_seed(spec: dict | None = None) -> int:
+    """The study's one master seed (S6_replication.master_seed): the plan's seeds and order,
+    the synthetic generator's default seed and the analysis's bootstrap derive from it."""
+    spec = spec or load_spec()
+    return int(spec["S6_replication"]["master_seed"])
+
+
 def trainable_parameters(architecture: str, classes: int, spec: dict | None = None) -> int:
     """The specified trainable-parameter count of an architecture for `classes` classes."""
     spec = spec or load_spec()

@@ -48,7 +48,7 @@ def test_clopper_pearson_upper_bound_matches_statsmodels():
         upper = proportion_confint(k, n, alpha=0.10, method="beta")[1]
         assert stats.clopper_pearson_upper(k, n, 0.95) == pytest.approx(upper)
     with pytest.raises(ValueError):
-        stats.clopper_pearson_upper(0, 0)
+        stats.clopper_pearson_upper(0, 0, 0.95)
 
 
 def test_coefficient_of_variation_uses_ddof_one():
@@ -90,17 +90,17 @@ def test_a12_batch_equals_the_scalar_version():
 def test_bootstrap_interval_is_seeded_and_brackets_the_estimate():
     rng = np.random.default_rng(11)
     x, y = rng.normal(0, 1, 5), rng.normal(1, 1, 5)
-    first = stats.bootstrap_interval(stats.a12_batch, [x, y], seed=4, n_resamples=500)
-    again = stats.bootstrap_interval(stats.a12_batch, [x, y], seed=4, n_resamples=500)
+    first = stats.bootstrap_interval(stats.a12_batch, [x, y], seed=4, n_resamples=500, confidence=0.95)
+    again = stats.bootstrap_interval(stats.a12_batch, [x, y], seed=4, n_resamples=500, confidence=0.95)
     assert first == again
     mean = lambda s: s.mean(axis=1)  # noqa: E731
-    assert stats.bootstrap_interval(mean, [x], seed=4, n_resamples=500) != \
-        stats.bootstrap_interval(mean, [x], seed=5, n_resamples=500)
+    assert stats.bootstrap_interval(mean, [x], seed=4, n_resamples=500, confidence=0.95) != \
+        stats.bootstrap_interval(mean, [x], seed=5, n_resamples=500, confidence=0.95)
     assert first[0] <= stats.vargha_delaney_a12(x, y) <= first[1]
     # the mean of a large sample: the interval is close to the normal one
     big = rng.normal(10, 2, 400)
     low, high = stats.bootstrap_interval(lambda s: s.mean(axis=1), [big], seed=1,
-                                         n_resamples=2000)
+                                         n_resamples=2000, confidence=0.95)
     half = 1.96 * big.std(ddof=1) / 20
     assert low == pytest.approx(big.mean() - half, abs=0.05)
     assert high == pytest.approx(big.mean() + half, abs=0.05)

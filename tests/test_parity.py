@@ -45,7 +45,7 @@ def test_all_six_stacks_agree_on_resnet18(data_dir):
     assert {f.resource for f in report.findings} == {*parity.STACKS, "all"}
     assert report.valid, report.format_text()
     assert all(f.status == "pass" for f in report.findings), report.format_text()
-    train = [f for f in report.findings if f.id == "S1.logits-train" and f.resource != parity.REFERENCE]
+    train = [f for f in report.findings if f.id == "S1.logits-train" and f.resource != parity.reference_stack()]
     assert all(0 < f.details["measured"] <= f.details["tolerance"] for f in train)     # real float differences, within tolerance
     group = [f for f in report.findings if f.id == "S6.control-group" and f.resource in parity.TORCHSCRIPT_STACKS]
     assert len(group) == 2 and all(f.details["measured"] == 0.0 for f in group)   # same module, same LibTorch: bit-equal

@@ -13,6 +13,7 @@ import pytest
 
 from deepgreen_audit.collect.driver import collect
 from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
+from deepgreen_audit.package.checksums import sha256_file
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.rundirs import flatten
 from deepgreen_audit.package.validate import validate
@@ -57,7 +58,7 @@ def check_runs(plan, package, architectures):
         assert run["status"] == "completed" and run["missing_reason"] is None, run
         assert run["data_fingerprint_sha256"] == store.fingerprint          # the same pixels everywhere
         export = weights.Export.at(weights.weights_dir(job.data_dir), job.architecture, job.classes, job.seed)
-        assert run["initial_weights_sha256"] == weights.sha256_file(export.path)
+        assert run["initial_weights_sha256"] == sha256_file(export.path)
         assert run["learning_rate"] == job.recipe["learning_rate"] and run["batch_size"] == job.recipe["batch_size"]
         assert environment["framework"] == frameworks[job.ecosystem]
         release = environment["framework_version"].split("+")[0]          # torch: 2.13.0+cu130

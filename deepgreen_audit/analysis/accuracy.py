@@ -2,10 +2,11 @@
 
 A run's final accuracy is the test accuracy of the evaluation block of its
 last planned epoch (a run whose last evaluation is missing has none).  A
-training *collapse* is a final accuracy within `COLLAPSE_MARGIN` of chance
-(1 / classes, classes from the specification, S3); its rate is bounded
-above with an exact one-sided 95% Clopper-Pearson interval, which stays
-informative when no collapse is seen.
+training *collapse* is a final accuracy within the specification's
+`analysis.collapse_margin_fraction` of chance (1 / classes, classes from S3);
+its rate is bounded above with an exact one-sided Clopper-Pearson interval
+(confidence `analysis.collapse_confidence`), which stays informative when no
+collapse is seen.
 """
 
 from __future__ import annotations
@@ -14,11 +15,6 @@ import pandas as pd
 
 from deepgreen_audit.analysis import stats
 from deepgreen_audit.analysis.data import CampaignTables, Design, MissingValue
-
-#: A final accuracy at most this far above chance (absolute, as a fraction) is a collapse.
-COLLAPSE_MARGIN = 0.02
-#: Confidence of the one-sided upper bound on the collapse rate.
-COLLAPSE_CONFIDENCE = 0.95
 
 
 def final_accuracy(tables: CampaignTables) -> pd.DataFrame:
@@ -52,7 +48,7 @@ def collapses(final: pd.DataFrame, design: Design) -> dict:
     if judged.empty:
         raise MissingValue("no run has a final test accuracy, so the collapse rate is missing")
     chance = judged["dataset"].map(lambda d: 1.0 / design.classes[d])
-    collapsed = int((judged["test_accuracy"] <= chance + COLLAPSE_MARGIN).sum())
+    collapsed = int((judged["test_accuracy"] <= chance + design.collapse_margin_fraction).sum())
     return {"collapsed": collapsed, "runs": len(judged),
             "upper_bound": stats.clopper_pearson_upper(collapsed, len(judged),
-                                                       COLLAPSE_CONFIDENCE)}
+                                                       design.collapse_confidence)}

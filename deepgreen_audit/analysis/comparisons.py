@@ -19,15 +19,11 @@ import pandas as pd
 from deepgreen_audit.analysis import stats
 from deepgreen_audit.analysis.data import PHASES, Design
 
-ALPHA = 0.05
-#: Seed of every bootstrap in the analysis (the intervals are part of the paper).
-BOOTSTRAP_SEED = 20261202
-BOOTSTRAP_RESAMPLES = 2000
 
-
-def pair_seed(*labels: str) -> int:
-    """A stable per-comparison seed, so adding a cell does not move the others' intervals."""
-    return BOOTSTRAP_SEED ^ zlib.crc32("/".join(labels).encode())
+def pair_seed(design: Design, *labels: str) -> int:
+    """A stable per-comparison seed from the design's bootstrap seed (the study's master seed),
+    so adding a cell does not move the others' intervals."""
+    return design.bootstrap_seed ^ zlib.crc32("/".join(labels).encode())
 
 
 def pairwise(totals: pd.DataFrame, design: Design) -> pd.DataFrame:
@@ -42,28 +38,29 @@ def pairwise(totals: pd.DataFrame, design: Design) -> pd.DataFrame:
         for a, b in itertools.combinations(design.ecosystems, 2):
             x, y = energy[a], energy[b]
             low, high = stats.bootstrap_interval(stats.a12_batch, [x, y],
-                                                 seed=pair_seed(arch, ds, phase, a, b),
-                                                 n_resamples=BOOTSTRAP_RESAMPLES)
+                                                 seed=pair_seed(design, arch, ds, phase, a, b),
+                                                 n_resamples=design.bootstrap_resamples,
+                                                 confidence=design.bootstrap_confidence)
             rows.append({"architecture": arch, "dataset": ds, "phase": phase,
                          "ecosystem_a": a, "ecosystem_b": b, "n_a": len(x), "n_b": len(y),
                          "p": stats.mann_whitney_exact(x, y),
                          "a12": stats.vargha_delaney_a12(x, y), "a12_low": low, "a12_high": high})
     table = pd.DataFrame(rows)
-    reject, adjusted = stats.holm(table["p"].to_numpy(), ALPHA)
+    reject, adjusted = stats.holm(table["p"].to_numpy(), design.alpha)
     return table.assign(p_holm=adjusted, survives=reject)
 
 
-def summary(table: pd.DataFrame) -> dict:
-    """What the text quotes about the family of comparisons."""
+def summary(table: pd.DataFrame, design: Design) -> dict:
+    """What the text quotes about the family of comparisons (at the design's alpha)."""
     n = int(table[["n_a", "n_b"]].min().min())
     separated = (table["a12"] == 0.0) | (table["a12"] == 1.0)
     return {
         "comparisons": len(table),
         "survive_holm": int(table["survives"].sum()),
-        "uncorrected_below_alpha": int((table["p"] < ALPHA).sum()),
+        "uncorrected_below_alpha": int((table["p"] < design.alpha).sum()),
         "smallest_p": float(table["p"].min()),
         "smallest_attainable_p": stats.smallest_exact_p(n, n),
-        "holm_first_threshold": ALPHA / len(table),
+        "holm_first_threshold": design.alpha / len(table),
         "complete_separation": int(separated.sum()),
         "median_effect": float((table["a12"] - 0.5).abs().median() * 2.0),
         "repetitions": n,

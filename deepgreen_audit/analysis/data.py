@@ -23,10 +23,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package.schema import load_schema
-from deepgreen_audit.spec import load_spec
+from deepgreen_audit.package.schema import load_schema, phases
+from deepgreen_audit.spec import load_spec, master_seed
 
-PHASES = ("train", "eval")
+PHASES = phases()
 
 #: What the analysis reads from each table (and nothing more).
 REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -49,7 +49,7 @@ class MissingValue(UserError):
 
 @dataclass(frozen=True)
 class Design:
-    """The planned campaign, from the experiment specification."""
+    """The planned campaign and the analysis constants, from the experiment specification."""
 
     ecosystems: tuple[str, ...]
     architectures: tuple[str, ...]
@@ -58,12 +58,22 @@ class Design:
     classes: dict
     codecarbon_interval_s: float
     repetitions: int
+    #: [analysis]: family-wise significance level, bootstrap resamples and confidence, the
+    #: collapse margin above chance (accuracy fraction) and the confidence of its bound
+    alpha: float
+    bootstrap_resamples: int
+    bootstrap_confidence: float
+    collapse_margin_fraction: float
+    collapse_confidence: float
+    #: S6_replication.master_seed: the seed of every bootstrap
+    bootstrap_seed: int
 
     @classmethod
     def from_spec(cls, spec: dict | None = None, **narrow) -> "Design":
         """The specification's design; `narrow` replaces ecosystems/architectures/datasets."""
         spec = spec or load_spec()
         ecosystems = tuple(narrow.get("ecosystems") or spec["S6_replication"]["ecosystems"])
+        constants = spec["analysis"]
         return cls(
             ecosystems=ecosystems,
             architectures=tuple(narrow.get("architectures") or spec["S1_model"]["architectures"]),
@@ -73,6 +83,12 @@ class Design:
             classes=dict(spec["S3_data"]["classes"]),
             codecarbon_interval_s=float(spec["S5_measurement"]["codecarbon_interval_s"]),
             repetitions=int(narrow.get("repetitions") or spec["S6_replication"]["repetitions"]),
+            alpha=float(constants["alpha"]),
+            bootstrap_resamples=int(constants["bootstrap_resamples"]),
+            bootstrap_confidence=float(constants["bootstrap_confidence"]),
+            collapse_margin_fraction=float(constants["collapse_margin_fraction"]),
+            collapse_confidence=float(constants["collapse_confidence"]),
+            bootstrap_seed=master_seed(spec),
         )
 
     @property

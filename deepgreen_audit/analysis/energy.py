@@ -81,7 +81,8 @@ def cell_spreads(medians: pd.DataFrame, design: Design) -> pd.DataFrame:
 
 
 def spread_interval(totals: pd.DataFrame, architecture: str, dataset: str, phase: str,
-                    ecosystems, *, seed: int, n_resamples: int = 2000) -> tuple[float, float]:
+                    ecosystems, *, seed: int, n_resamples: int,
+                    confidence: float) -> tuple[float, float]:
     """Bootstrap interval of a cell's spread, resampling repetitions within each ecosystem."""
     cell = totals[(totals["architecture"] == architecture) & (totals["dataset"] == dataset)
                   & (totals["phase"] == phase)].dropna(subset=["energy_j"])
@@ -91,7 +92,8 @@ def spread_interval(totals: pd.DataFrame, architecture: str, dataset: str, phase
         medians = np.stack([np.median(r, axis=1) for r in resampled], axis=1)
         return medians.max(axis=1) / medians.min(axis=1)
 
-    return stats.bootstrap_interval(spread, samples, seed=seed, n_resamples=n_resamples)
+    return stats.bootstrap_interval(spread, samples, seed=seed, n_resamples=n_resamples,
+                                    confidence=confidence)
 
 
 def variability(totals: pd.DataFrame) -> pd.DataFrame:

@@ -16,8 +16,7 @@ import pandas as pd
 from deepgreen_audit.analysis import accuracy, comparisons, energy, hosts, instruments, utilisation
 from deepgreen_audit.analysis.data import PHASES, CampaignTables, Design, MissingValue
 from deepgreen_audit.spec import load_spec
-
-J_PER_KWH = 3.6e6
+from deepgreen_audit.units import J_PER_KWH
 
 
 @dataclass(frozen=True)
@@ -181,17 +180,18 @@ def _spreads(r: Results, design: Design) -> None:
         for _, row in rows.iterrows():
             low, high = energy.spread_interval(
                 r.totals, row["architecture"], row["dataset"], phase, design.ecosystems,
-                seed=comparisons.pair_seed(row["architecture"], row["dataset"], phase),
-                n_resamples=comparisons.BOOTSTRAP_RESAMPLES)
+                seed=comparisons.pair_seed(design, row["architecture"], row["dataset"], phase),
+                n_resamples=design.bootstrap_resamples, confidence=design.bootstrap_confidence)
             intervals.append({"architecture": row["architecture"], "dataset": row["dataset"],
                               "phase": phase, "spread_low": low, "spread_high": high})
         widest = rows.loc[rows["spread"].idxmax()]
         (low, high), = [(i["spread_low"], i["spread_high"]) for i in intervals
                         if (i["architecture"], i["dataset"], i["phase"])
                         == (widest["architecture"], widest["dataset"], phase)]
-        r.number(f"Spread{w}MaxLow", low, 2, f"bootstrap 95% interval of the largest {phase} "
+        level = f"{100 * design.bootstrap_confidence:g}%"
+        r.number(f"Spread{w}MaxLow", low, 2, f"bootstrap {level} interval of the largest {phase} "
                  "spread, lower end")
-        r.number(f"Spread{w}MaxHigh", high, 2, f"bootstrap 95% interval of the largest {phase} "
+        r.number(f"Spread{w}MaxHigh", high, 2, f"bootstrap {level} interval of the largest {phase} "
                  "spread, upper end")
         r.text(f"Spread{w}MaxArchitecture", widest["architecture"],
                f"architecture of the cell with the largest {phase} spread", kind="label")
@@ -242,21 +242,21 @@ def _accuracy(r: Results, tables: CampaignTables, design: Design) -> None:
     r.number("CollapseRuns", c["runs"], 0, "runs judged for collapse")
     r.number("CollapseUpperPct", 100 * c["upper_bound"], 1,
              "exact one-sided upper confidence bound on the collapse rate", r"\percent")
-    r.number("CollapseMarginPp", 100 * accuracy.COLLAPSE_MARGIN, 0,
+    r.number("CollapseMarginPp", 100 * design.collapse_margin_fraction, 0,
              "collapse margin above chance, percentage points")
-    r.number("CollapseConfidencePct", 100 * accuracy.COLLAPSE_CONFIDENCE, 0,
+    r.number("CollapseConfidencePct", 100 * design.collapse_confidence, 0,
              "confidence of the collapse-rate bound", r"\percent")
 
 
 def _comparisons(r: Results, design: Design) -> None:
     r.pairwise = comparisons.pairwise(r.totals, design)
-    s = comparisons.summary(r.pairwise)
+    s = comparisons.summary(r.pairwise, design)
     r.number("ComparisonsTotal", s["comparisons"], 0, "pairwise comparisons in the family")
     r.number("ComparisonsSurviveHolm", s["survive_holm"], 0,
              "comparisons significant after Holm's correction")
     r.number("ComparisonsUncorrected", s["uncorrected_below_alpha"], 0,
              "comparisons with an uncorrected p below alpha")
-    r.number("ComparisonsAlpha", comparisons.ALPHA, 2, "family-wise significance level")
+    r.number("ComparisonsAlpha", design.alpha, 2, "family-wise significance level")
     r.number("SmallestAttainableP", s["smallest_attainable_p"], 4,
              "smallest exact two-sided Mann-Whitney p-value with these repetitions")
     r.number("HolmFirstThreshold", s["holm_first_threshold"], 5,
@@ -266,7 +266,7 @@ def _comparisons(r: Results, design: Design) -> None:
              "comparisons whose repetitions do not overlap at all (A12 of 0 or 1)")
     r.number("MedianEffectSize", s["median_effect"], 2,
              "median |Cliff's delta| = 2|A12 - 0.5| over the comparisons")
-    r.number("BootstrapResamples", comparisons.BOOTSTRAP_RESAMPLES, 0,
+    r.number("BootstrapResamples", design.bootstrap_resamples, 0,
              "bootstrap resamples per interval")
 
 

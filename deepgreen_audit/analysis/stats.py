@@ -23,7 +23,7 @@ def coefficient_of_variation(values: Sequence[float]) -> float:
     return float(np.std(x, ddof=1) / np.mean(x))
 
 
-def holm(p_values: Sequence[float], alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+def holm(p_values: Sequence[float], alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """Holm's step-down correction: (reject, adjusted p) in the input order.
 
     Adjusted p_(i) = max_{j<=i} min(1, (m - j + 1) p_(j)) over the sorted p-values.
@@ -65,7 +65,7 @@ def cliffs_delta(x: Sequence[float], y: Sequence[float]) -> float:
     return 2.0 * vargha_delaney_a12(x, y) - 1.0
 
 
-def clopper_pearson_upper(successes: int, trials: int, confidence: float = 0.95) -> float:
+def clopper_pearson_upper(successes: int, trials: int, confidence: float) -> float:
     """Exact one-sided upper confidence bound on a binomial proportion.
 
     For 0 of n it is 1 - (1 - confidence) ** (1 / n).
@@ -86,13 +86,14 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
 
 
 def bootstrap_interval(statistic: Callable[..., np.ndarray], samples: Sequence[Sequence[float]], *,
-                       seed: int, n_resamples: int = 2000,
-                       confidence: float = 0.95) -> tuple[float, float]:
+                       seed: int, n_resamples: int,
+                       confidence: float) -> tuple[float, float]:
     """Percentile bootstrap interval of a statistic, resampling each sample on its own.
 
     `statistic` is vectorised: it receives one array per sample, each of shape
     (n_resamples, sample size), and returns n_resamples values.  Seeded, so the
-    paper's intervals are the same on every build.
+    paper's intervals are the same on every build; the resamples and confidence are the
+    specification's ([analysis], through `Design`).
     """
     rng = np.random.default_rng(seed)
     resampled = []

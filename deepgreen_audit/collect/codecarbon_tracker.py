@@ -7,22 +7,27 @@ block is one CodeCarbon task: `start_task` at the opening boundary,
 `stop_task` at the closing one.  CodeCarbon 2.x is refused at start-up (it
 falls back to a constant modelled CPU power without saying so).
 
-How CodeCarbon obtained each device's power is read from CodeCarbon's own
-description of the hardware it measured with (`tracker._conf["hardware"]`,
-e.g. `CPU(Intel Rapl)`, `CPU(Cpu Load)`, `CPU(AMD EPYC > 8W)`), per block,
-and mapped onto the blocks schema's enums: a modelled CPU power is recorded
-as `tdp-constant` or `load-model`, never passed off as `rapl`.
+How CodeCarbon obtained each device's power is derived, per block, from what it
+publishes (CodeCarbon 3 has no public attribute for it): the CPU mode is the one it
+states in the line it logs for every measurement ("Delta energy consumed for CPU with
+intel_rapl : ..."; `cpu_load`, `constant`), heard by a handler on its logger while the
+block is open, its own handlers kept at the pinned log level; the GPU method follows
+from the GPUs its reading reports (`gpu_count`, `gpu_model`).  Both are mapped onto the
+blocks schema's enums: a modelled CPU power is recorded as `tdp-constant` or
+`load-model`, never passed off as `rapl`, and a mode it did not state is `unknown`.
 """
 
 from __future__ import annotations
 
 import configparser
-import hashlib
 import importlib
+import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from deepgreen_audit.collect.errors import CodeCarbonRefused
+from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.resources import project_file
 from deepgreen_audit.spec import load_spec
 
@@ -107,26 +112,57 @@ def load_config(path: Path | None = None) -> PinnedConfig:
     if "country_iso_code" not in kwargs:
         raise CodeCarbonRefused("offline tracking needs country_iso_code", path=path,
                                 field="country_iso_code", code="codecarbon-config")
-    return PinnedConfig(path=path, kwargs=kwargs, sha256=hashlib.sha256(data).hexdigest())
+    return PinnedConfig(path=path, kwargs=kwargs, sha256=sha256_bytes(data))
 
 
-def cpu_method(hardware: list[str]) -> str:
-    """The blocks-schema label of how CodeCarbon got CPU power, from its hardware descriptions."""
-    for item in hardware:
-        if not item.startswith("CPU("):
-            continue
-        if item in ("CPU(Intel Rapl)", "CPU(Windows Emi)"):
-            return "rapl"
-        if item == "CPU(Cpu Load)":
-            return "load-model"
-        if ">" in item and item.rstrip(")").endswith(("W", "W [generic]")):
-            return "tdp-constant"
-        return "unknown"
-    return "unknown"
+#: CodeCarbon's name of the CPU mode it measured with -> the blocks schema's label.
+CPU_MODES = {"intel_rapl": "rapl", "windows_emi": "rapl", "cpu_load": "load-model",
+             "constant": "tdp-constant"}
+_CPU_MODE_LINE = re.compile(r"Delta energy consumed for CPU with (\S+) :")
 
 
-def gpu_method(hardware: list[str]) -> str:
-    return "nvml" if any(item.startswith("GPU(") for item in hardware) else "none"
+def cpu_method(log_lines: list[str]) -> str:
+    """The blocks-schema label of how CodeCarbon got CPU power, from the lines it logged
+    while measuring the block (one mode for the whole block, else unknown)."""
+    modes = {m.group(1) for line in log_lines if (m := _CPU_MODE_LINE.match(line))}
+    labels = {CPU_MODES.get(mode, "unknown") for mode in modes}
+    return labels.pop() if len(labels) == 1 else "unknown"
+
+
+def gpu_method(gpu_count, gpu_model) -> str:
+    """nvml when CodeCarbon's reading covers GPUs (on NVIDIA systems it reads them through
+    NVML), none when it reports no GPU; AMD GPUs (read through AMD SMI) are unknown here."""
+    if not gpu_count:
+        return "none"
+    return "unknown" if "AMD" in str(gpu_model).upper() else "nvml"
+
+
+class _HeardLines(logging.Handler):
+    """CodeCarbon's log lines from `start` to `stop`, heard at INFO (where it states its CPU
+    mode) while its own handlers stay at the pinned log level, so nothing more is printed."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self._logger = logging.getLogger("codecarbon")
+        self._restore: list = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    def start(self) -> None:
+        pinned = self._logger.getEffectiveLevel()
+        self._restore = [(self._logger, self._logger.level)] + [(h, h.level) for h in self._logger.handlers]
+        for handler in self._logger.handlers:
+            handler.setLevel(max(handler.level, pinned))
+        self._logger.addHandler(self)
+        self._logger.setLevel(min(pinned, logging.INFO))
+
+    def stop(self) -> list[str]:
+        self._logger.removeHandler(self)
+        for item, level in self._restore:
+            item.setLevel(level)
+        return self.lines
 
 
 @dataclass(frozen=True)
@@ -188,26 +224,27 @@ class CodeCarbonTracker:
         self._tracker.start_task("deepgreen-setup")
         self.host = CodeCarbonHost.from_data(self._tracker.stop_task("deepgreen-setup"))
         self._task = None
-
-    @property
-    def hardware(self) -> list[str]:
-        return [str(h) for h in self._tracker._conf.get("hardware", [])]
+        self._heard = _HeardLines()
 
     def start_block(self, name: str) -> None:
         self._task = name
+        self._heard = _HeardLines()
+        self._heard.start()
         self._tracker.start_task(name)
 
     def stop_block(self) -> CodeCarbonBlock:
-        data = self._tracker.stop_task(self._task)
-        self._task = None
+        try:
+            data = self._tracker.stop_task(self._task)
+        finally:
+            lines = self._heard.stop()
+            self._task = None
         if data is None:
             raise RuntimeError("CodeCarbon returned no reading for the block")
-        hardware = self.hardware
         return CodeCarbonBlock(
             duration_s=float(data.duration), energy_kwh=float(data.energy_consumed),
             cpu_energy_kwh=float(data.cpu_energy), gpu_energy_kwh=float(data.gpu_energy),
             ram_energy_kwh=float(data.ram_energy), cpu_power_w=float(data.cpu_power),
             gpu_power_w=float(data.gpu_power), ram_power_w=float(data.ram_power),
-            cpu_method=cpu_method(hardware), gpu_method=gpu_method(hardware),
+            cpu_method=cpu_method(lines), gpu_method=gpu_method(data.gpu_count, data.gpu_model),
             emissions_kg=float(data.emissions), emissions_rate_kg_per_s=float(data.emissions_rate),
             country_iso_code=_text_or_none(data.country_iso_code), region=_text_or_none(data.region))

@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from deepgreen_audit.collect.codecarbon_tracker import CodeCarbonBlock
 from deepgreen_audit.collect.errors import ProtocolViolation
 from deepgreen_audit.package.canonical import format_value, is_canonical, parse_value
-from deepgreen_audit.package.schema import load_schema
+from deepgreen_audit.package.schema import load_schema, phases
 from deepgreen_audit.spec import recipe
 
 #: Phases in their order within an epoch, from the blocks schema.
-PHASES: tuple[str, ...] = load_schema("blocks").field("phase").enum
+PHASES: tuple[str, ...] = phases()
 #: Run facts a stack reports (runs and environment columns), from the schemas.
 RUN_KEYS: tuple[str, ...] = (*recipe().keys(), "initial_weights_sha256", "data_fingerprint_sha256")
 ENVIRONMENT_KEYS: tuple[str, ...] = ("framework", "framework_version", "cudnn_available", "cuda_version")

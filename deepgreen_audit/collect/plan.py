@@ -3,7 +3,8 @@
 `collect/plan.toml` says how each stack runs; what runs comes from the
 experiment specification (configurations, repetitions, recipe).  An optional
 `[scope]` table narrows it (a smoke run on digits, one stack).  The schedule
-is deterministic from `master_seed`: each repetition is one round over every
+is deterministic from `master_seed` (the plan's, else the specification's
+S6_replication.master_seed): each repetition is one round over every
 configuration in a seeded shuffled order, and no configuration runs twice in
 a row across a round boundary.  Seeds are derived per run from the master
 seed and the run id, and checked distinct.
@@ -22,6 +23,7 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.schema import load_schema
 from deepgreen_audit.resources import project_file, require_checkout
 from deepgreen_audit.spec import SCOPE_KEYS, load_spec, read_toml, recipe
+from deepgreen_audit.spec import master_seed as spec_master_seed
 
 PLAN_KEYS = {"campaign", "master_seed", "run_timeout_s", "data_dir", "stacks", "scope", "hosts"}
 STACK_KINDS = ("python", "external")
@@ -180,7 +182,7 @@ def load_plan(path: Path | None = None) -> Plan:
                                                          campaign):
         raise UserError(f"{campaign!r} is not a safe campaign name", path=path, field="campaign",
                         code="plan-error")
-    master_seed = data.get("master_seed")
+    master_seed = data.get("master_seed", spec_master_seed(spec))
     if isinstance(master_seed, bool) or not isinstance(master_seed, int) or master_seed < 0:
         raise UserError("must be an integer >= 0", path=path, field="master_seed", code="plan-error")
     scope = data.get("scope", {})

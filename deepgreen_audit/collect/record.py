@@ -1,11 +1,12 @@
-"""A finished run as a run directory, in exactly the format of package.rundirs.
+"""A finished run as a run directory, written by package.rundirs (the format's one writer).
 
-The files are canonical serialisations of the run's rows: block columns split
-over blocks.csv / codecarbon.csv / metrics.csv by the `rundir` property of the
-blocks schema, the runs and environment rows in manifest.json, the samples in
-samples.csv.  Energies are computed here from the raw readings, the way the
-audit recomputes them (docs/collection.md); a missing counter leaves its
-cells empty and says why in energy_missing_reason.
+This module turns what the harness measured into the run's rows (canonical cells);
+`rundirs.run_dir_files` serialises them: block columns split over blocks.csv /
+codecarbon.csv / metrics.csv by the `rundir` property of the blocks schema, the runs
+and environment rows in manifest.json, the samples in samples.csv.  Energies are
+computed here from the raw readings, the way the audit recomputes them
+(docs/collection.md); a missing counter leaves its cells empty and says why in
+energy_missing_reason.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from deepgreen_audit.collect.harness import BlockRecord
 from deepgreen_audit.collect.rapl import package_energy_j
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.canonical import parse_value
-from deepgreen_audit.package.rundirs import BLOCK_KEY, MANIFEST, SAMPLES_FILE, block_files
+from deepgreen_audit.package.rundirs import MANIFEST, manifest_bytes, run_dir_files
 from deepgreen_audit.package.schema import load_schema
-from deepgreen_audit.package.tables import canonical_text, rows_from_columns
+from deepgreen_audit.package.tables import rows_from_columns
 from deepgreen_audit.units import J_PER_KWH
 
 
@@ -64,11 +65,6 @@ def block_row(block: BlockRecord, run_id: str, rapl_max_energy_range_uj, missing
     return row
 
 
-def _json_text(obj) -> bytes:
-    """As package.rundirs writes manifests, so that restore(flatten(tree)) is the tree."""
-    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-
-
 def _row_object(table: str, values: dict, skip: int = 0) -> dict:
     """{column: JSON value whose canonical text is the cell}, in the schema's order."""
     schema = load_schema(table)
@@ -79,28 +75,14 @@ def _row_object(table: str, values: dict, skip: int = 0) -> dict:
 def run_files(run: dict, environment: dict, block_rows: list[dict], samples: list[dict]) -> dict[str, bytes]:
     """{file name: bytes} of one run directory."""
     blocks_schema, samples_schema = load_schema("blocks"), load_schema("samples")
-    files = {MANIFEST: _json_text({"run": _row_object("runs", run),
-                                   "environment": _row_object("environment", environment, skip=1)})}
-    columns = {f.name: [r.get(f.name) for r in block_rows] for f in blocks_schema.fields}
-    rows = rows_from_columns(blocks_schema, columns)
-    index = {name: i for i, name in enumerate(blocks_schema.field_names)}
-    for name, cols in block_files().items():
-        header = list(BLOCK_KEY) + list(cols)
-        files[name] = canonical_text(header, [[r[index[c]] for c in header] for r in rows]).encode()
+    rows = rows_from_columns(blocks_schema, {f.name: [r.get(f.name) for r in block_rows]
+                                             for f in blocks_schema.fields})
     run_id = run["run_id"]
-    sample_cols = {f.name: [run_id if f.name == "run_id" else s.get(f.name) for s in samples]
-                   for f in samples_schema.fields}
-    sample_rows = rows_from_columns(samples_schema, sample_cols)
-    files[SAMPLES_FILE] = canonical_text(samples_schema.field_names[1:],
-                                         [r[1:] for r in sample_rows]).encode()
-    return files
-
-
-def write_run_dir(target: Path, files: dict[str, bytes]) -> None:
-    """Write the files into a fresh folder (the caller stages it and renames it into place)."""
-    target.mkdir(parents=True)
-    for name, data in files.items():
-        (target / name).write_bytes(data)
+    sample_rows = rows_from_columns(samples_schema, {
+        f.name: [run_id if f.name == "run_id" else s.get(f.name) for s in samples]
+        for f in samples_schema.fields})
+    return run_dir_files(_row_object("runs", run), _row_object("environment", environment, skip=1),
+                         rows, sample_rows)
 
 
 def record_slurm_energy(run_dir: Path, joules: float | None, reason: str | None) -> None:
@@ -110,5 +92,4 @@ def record_slurm_energy(run_dir: Path, joules: float | None, reason: str | None)
     path = run_dir / MANIFEST
     manifest = json.loads(path.read_text(encoding="utf-8"))
     run = dict(manifest["run"], slurm_consumed_energy_j=joules, slurm_energy_missing_reason=reason)
-    manifest["run"] = _row_object("runs", run)
-    atomic.write_bytes(path, _json_text(manifest))
+    atomic.write_bytes(path, manifest_bytes(_row_object("runs", run), manifest["environment"]))

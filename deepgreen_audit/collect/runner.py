@@ -25,10 +25,11 @@ from pathlib import Path
 from deepgreen_audit.collect.harness import Harness, PHASES, RUN_KEYS
 from deepgreen_audit.collect.instruments import Instruments
 from deepgreen_audit.collect.plan import Job, Plan, Stack, load_plan
-from deepgreen_audit.collect.record import block_row, run_files, write_run_dir
+from deepgreen_audit.collect.record import block_row, run_files
 from deepgreen_audit.collect.sampler import Sampler
 from deepgreen_audit.collect.slurm_accounting import ENERGY_NOT_READ_YET, LOCAL_EXECUTOR
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.package.rundirs import write_files
 from deepgreen_audit.spec import load_spec
 
 FAILURE_FILE = "failure.txt"
@@ -160,7 +161,8 @@ def execute(plan: Plan, job: Job, work: Path, allow_missing_counters: bool,
     files = run_files(run_row(job, harness, started, ended, slurm_job),
                       environment_row(job.run_id, instruments, harness), blocks, samples)
     target = work / "tree" / job.campaign / job.run_id
-    write_run_dir(target, files)
+    target.mkdir(parents=True)              # a fresh folder; the caller stages it into place
+    write_files(target, files)
     instruments.close()
     return target
 

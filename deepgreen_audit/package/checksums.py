@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
+from typing import Iterable
 
 from deepgreen_audit.errors import UserError
 
@@ -12,16 +13,23 @@ FILENAME = "SHA256SUMS"
 _LINE = re.compile(r"([0-9a-f]{64}) [ *](.+)")
 
 
+def sha256_chunks(chunks: Iterable[bytes]) -> str:
+    """SHA-256 (hex) of the chunks one after the other: the project's one hashing helper, for
+    bytes, files read piecewise and several arrays hashed as one."""
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
 def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    return sha256_chunks((data,))
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
+    """SHA-256 (hex) of a file, read in 1 MiB pieces."""
     with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return sha256_chunks(iter(lambda: handle.read(1 << 20), b""))
 
 
 def format_sums(sums: dict[str, str]) -> str:

@@ -13,7 +13,9 @@ Which block column goes to which file is the `rundir` property of the field
 in `schemas/blocks.json`.  Every file is a canonical serialisation of cells
 of the tables (CSV cells verbatim; JSON values whose text is the cell's
 canonical text), so `restore(flatten(tree))` is the tree byte for byte and
-`flatten(restore(package))` the package byte for byte.
+`flatten(restore(package))` the package byte for byte.  This module is the one writer
+of the format (`run_dir_files`, `write_files`): restore uses it, and so does collection
+(`deepgreen_audit.collect.record`) for each run it measures.
 """
 
 from __future__ import annotations
@@ -54,6 +56,44 @@ def _json_text(obj) -> bytes:
     return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+def manifest_bytes(run: dict, environment: dict) -> bytes:
+    """manifest.json of a run directory: the runs row and the environment row (without its
+    run_id), each as {column: JSON value whose canonical text is the cell}."""
+    return _json_text({"run": run, "environment": environment})
+
+
+def run_dir_files(run: dict, environment: dict, block_rows: list[list[str]],
+                  sample_rows: list[list[str]]) -> dict[str, bytes]:
+    """{file name: bytes} of one run directory, the one serialisation of the format.
+
+    `run` and `environment` are as `manifest_bytes` takes them; `block_rows` and
+    `sample_rows` are the run's rows of the blocks and samples tables as canonical text
+    cells, in the schemas' column order (run_id first).
+    """
+    files = {MANIFEST: manifest_bytes(run, environment)}
+    col = {name: i for i, name in enumerate(load_schema("blocks").field_names)}
+    for name, cols in block_files().items():
+        header = list(BLOCK_KEY) + list(cols)
+        idx = [col[c] for c in header]
+        files[name] = canonical_text(header, [[r[i] for i in idx] for r in block_rows]).encode()
+    files[SAMPLES_FILE] = canonical_text(load_schema("samples").field_names[1:],
+                                         [r[1:] for r in sample_rows]).encode()
+    return files
+
+
+def write_files(root: Path, files: dict[str, bytes]) -> None:
+    """Write {relative posix path: bytes} under `root` (a fresh or staged folder), refusing a
+    path that would land outside it."""
+    resolved = Path(root).resolve()
+    for rel, data in files.items():
+        target = (resolved / rel).resolve()
+        if resolved not in target.parents:
+            raise UserError(f"{rel!r} would be written outside the output folder", path=root,
+                            code="unsafe-path")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
 def _check_id(value: str, what: str, where) -> str:
     """A campaign or run id that is one safe path component."""
     pattern = load_schema("runs").field("run_id").pattern
@@ -81,7 +121,6 @@ def _restore_files(package: Package) -> dict[str, bytes]:
     env_by_run = {row[0]: row for row in env.rows}
     blocks_by_run = _group(blocks)
     samples_by_run = _group(samples)
-    col = {name: i for i, name in enumerate(blocks.header)}
     for row in runs.rows:
         run = {f.name: parse_value(cell, f.type) for f, cell in zip(runs_schema.fields, row)}
         run_id = _check_id(run["run_id"], "run_id", package.table_path("runs"))
@@ -89,15 +128,9 @@ def _restore_files(package: Package) -> dict[str, bytes]:
         env_row = env_by_run[run_id]
         environment = {f.name: parse_value(cell, f.type)
                        for f, cell in zip(env_schema.fields[1:], env_row[1:])}
-        base = f"{campaign}/{run_id}/"
-        files[base + MANIFEST] = _json_text({"run": run, "environment": environment})
-        run_blocks = blocks_by_run.get(run_id, [])
-        for name, cols in block_files().items():
-            header = list(BLOCK_KEY) + list(cols)
-            idx = [col[c] for c in header]
-            files[base + name] = canonical_text(header, [[r[i] for i in idx] for r in run_blocks]).encode()
-        files[base + SAMPLES_FILE] = canonical_text(
-            samples.header[1:], [r[1:] for r in samples_by_run.get(run_id, [])]).encode()
+        run_files = run_dir_files(run, environment, blocks_by_run.get(run_id, []),
+                                  samples_by_run.get(run_id, []))
+        files.update((f"{campaign}/{run_id}/{name}", data) for name, data in run_files.items())
     return files
 
 
@@ -133,14 +166,7 @@ def restore(location, out: Path, *, overwrite: bool = False, dry_run: bool = Fal
         return summary
     out = Path(out)
     with atomic.StagedDirectory(out, overwrite, inputs=package.input_paths()) as staged:
-        root = staged.path.resolve()
-        for rel, data in files.items():
-            target = (staged.path / rel).resolve()
-            if root not in target.parents:
-                raise UserError(f"{rel!r} would be written outside the output folder",
-                                path=out, code="unsafe-path")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+        write_files(staged.path, files)
     return summary
 
 

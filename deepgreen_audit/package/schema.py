@@ -111,11 +111,6 @@ def load_schema(name: str) -> TableSchema:
     return _parse(name, descriptor)
 
 
-def schema_from_descriptor(name: str, descriptor: dict) -> TableSchema:
-    """A schema from an inline descriptor (a package's own copy)."""
-    return _parse(name, descriptor)
-
-
 def pandera_schema(schema: TableSchema):
     """A pandera DataFrameSchema derived from the Table Schema's constraints.
 
@@ -141,3 +136,9 @@ def pandera_schema(schema: TableSchema):
             None, checks=checks, nullable=not f.required, unique=f.unique, coerce=False,
             required=True, description=f.description)
     return pa_.DataFrameSchema(columns, strict=True, ordered=True, name=schema.name)
+
+
+def phases() -> tuple[str, ...]:
+    """The phases of a block in their order within an epoch (train, eval): the blocks schema's
+    enum is their one statement."""
+    return load_schema("blocks").field("phase").enum

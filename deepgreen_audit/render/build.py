@@ -12,7 +12,6 @@ mix.  The generated files are not committed (paper/generated/.gitignore);
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -83,7 +82,7 @@ def verified_package_header(package: Package) -> dict:
                                  ensure_ascii=False),
         "resources": resources,
         "checksums_sha256": sha256_file(sums),
-        "spec_sha256": hashlib.sha256(spec_path().read_bytes()).hexdigest(),
+        "spec_sha256": sha256_file(spec_path()),
         "renderer_version": deepgreen_audit.__version__,
         "runs_hash_short": resources[0]["hash"].removeprefix("sha256:")[:12],
     }

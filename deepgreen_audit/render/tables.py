@@ -7,7 +7,6 @@ reached a table is refused by the template's finalize hook with its name.
 from __future__ import annotations
 
 from deepgreen_audit.analysis import Design, Number, Results
-from deepgreen_audit.analysis.comparisons import ALPHA
 from deepgreen_audit.analysis.data import PHASES
 
 
@@ -55,7 +54,7 @@ def cells_context(results: Results, design: Design) -> dict:
             "high": Number(s["spread_high"], 2, f"bootstrap upper end of the spread of {key}"),
             "control": Number(s["control_spread"], 2, f"control-group spread of {key}"),
             "cheapest": s["cheapest"], "most_expensive": s["most_expensive"],
-            "uncorrected": Number(int((tests["p"] < ALPHA).sum()), 0, f"p<alpha count of {key}"),
+            "uncorrected": Number(int((tests["p"] < design.alpha).sum()), 0, f"p<alpha count of {key}"),
             "pairs": Number(len(tests), 0, f"comparisons in {key}"),
             "survive": Number(int(tests["survives"].sum()), 0, f"Holm survivors of {key}"),
             "accuracy_pp": Number(acc.loc[(s["architecture"], s["dataset"]), "spread_pp"], 1,

@@ -43,6 +43,7 @@ import numpy as np
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
+from deepgreen_audit.package.checksums import sha256_bytes, sha256_chunks, sha256_file
 from deepgreen_audit.spec import load_spec
 
 FORMAT = "deepgreen-data-store/1"
@@ -103,23 +104,19 @@ def resize_all(images, side: int) -> np.ndarray:
 
 def fingerprint(x_train, y_train, x_test, y_test) -> str:
     """SHA-256 over the pixels and labels (see the module docstring for the byte order)."""
-    digest = hashlib.sha256()
-    for x, y in ((x_train, y_train), (x_test, y_test)):
-        digest.update(np.ascontiguousarray(x, dtype=np.uint8).tobytes())
-        digest.update(np.ascontiguousarray(y, dtype="<i8").tobytes())
-    return digest.hexdigest()
+    return sha256_chunks(chunk for x, y in ((x_train, y_train), (x_test, y_test))
+                         for chunk in (np.ascontiguousarray(x, dtype=np.uint8).tobytes(),
+                                       np.ascontiguousarray(y, dtype="<i8").tobytes()))
 
 
 # ---------------------------------------------------------------- checksums
 
 
 def _digests(path: Path) -> tuple[str, str]:
-    md5, sha = hashlib.md5(), hashlib.sha256()
+    """The file's MD5 (what the datasets publish) and its SHA-256 (what the manifest records)."""
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            md5.update(chunk)
-            sha.update(chunk)
-    return md5.hexdigest(), sha.hexdigest()
+        md5 = hashlib.file_digest(fh, "md5").hexdigest()
+    return md5, sha256_file(path)
 
 
 def check_inputs(dataset: str, paths: list[Path], checksums: dict[str, str] | None) -> list[dict]:
@@ -373,7 +370,7 @@ def digits_parts() -> tuple[dict, list[str], list[dict]]:
                                                         stratify=labels)
     source = {"file": "sklearn.datasets.load_digits", "bytes": int(digits.images.nbytes),
               "md5": hashlib.md5(digits.images.tobytes()).hexdigest(),
-              "sha256": hashlib.sha256(digits.images.tobytes()).hexdigest(),
+              "sha256": sha256_bytes(digits.images.tobytes()),
               "version": f"scikit-learn {sklearn.__version__}"}
     return {"train": (x_train, y_train), "test": (x_test, y_test)}, [str(i) for i in range(10)], [source]
 

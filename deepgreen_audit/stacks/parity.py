@@ -10,12 +10,12 @@ after the train-mode pass (BatchNorm running statistics), and the hashes it
 computed.  The Python stacks are probed in this process through their
 `probe`/`eval_batches` hooks; the C++ stack through its executable's `probe`
 mode, and likewise the Rust and Java stacks (`deepgreen_audit.stacks.native`).  The
-reference is the Python/PyTorch stack (the canonical layout).
+reference (the specification's `[parity] reference`) is the Python/PyTorch stack
+(the canonical layout).
 
-Stated float32 tolerances (`TOLERANCES`), from the observed differences on
-this CPU (~4e-7 eval, ~2e-5 train for ResNet-18 logits of magnitude ~2): a
-logit difference <= 1e-5 + 1e-4 * max|reference logit|, a loss difference
-<= 1e-4 * max(1, |reference loss|), a running statistic <= 1e-5 + 1e-4 *
+The float32 tolerances are the specification's `[parity]` section (`tolerances`):
+a logit difference <= abs + rel * max|reference logit|, a loss difference
+<= rel * max(1, |reference loss|), a running statistic <= abs + rel *
 max|reference|; the two stacks that run the same TorchScript module on the same LibTorch
 (C++ and Rust, with the Python/PyTorch stack the control group) must agree with each
 other exactly (`S6.control-group`).  A BatchNorm epsilon of 1e-3 instead of 1e-5, Keras' or Flax'
@@ -41,7 +41,6 @@ from deepgreen_audit.resources import require_checkout, shipped_root
 from deepgreen_audit.spec import load_spec, recipe, trainable_parameters
 from deepgreen_audit.stacks import data, weights
 
-REFERENCE = "python-pytorch"
 PYTHON_STACKS = {"python-pytorch": "stacks/python_pytorch/train.py",
                  "python-tensorflow": "stacks/python_tensorflow/train.py",
                  "python-jax": "stacks/python_jax/train.py"}
@@ -51,12 +50,23 @@ STACKS = (*PYTHON_STACKS, *EXTERNAL_STACKS)
 #: The stacks that run the same TorchScript module (the specification's LibTorch control group).
 TORCHSCRIPT_STACKS = ("cpp-libtorch", "rust-tch")
 
-TOLERANCES = {
-    "logits": {"atol": 1e-5, "rtol_of_max": 1e-4},
-    "loss": {"rtol_of_max_1": 1e-4},
-    "running_stats": {"atol": 1e-5, "rtol_of_max": 1e-4},
-    "weights": "exact", "pixels": "exact", "control_group": "exact",
-}
+
+
+def reference_stack(spec: dict | None = None) -> str:
+    """The stack every other is compared with: the specification's [parity] reference."""
+    return (spec or load_spec())["parity"]["reference"]
+
+
+def tolerances(spec: dict | None = None) -> dict:
+    """The specification's [parity] tolerances, grouped by what they bound (as reports print them)."""
+    p = (spec or load_spec())["parity"]
+    return {
+        "logits": {"atol": p["logits_abs_tolerance"], "rtol_of_max": p["logits_rel_tolerance_of_max"]},
+        "loss": {"rtol_of_max_1": p["loss_rel_tolerance_of_max_1"]},
+        "running_stats": {"atol": p["running_stats_abs_tolerance"],
+                          "rtol_of_max": p["running_stats_rel_tolerance_of_max"]},
+        **{name: "exact" for name in p["exact"]},
+    }
 
 
 # ---------------------------------------------------------------- probes
@@ -158,6 +168,7 @@ class Context:
     reference: Probe
     probe: Probe
     torchscript_peers: dict          # the other probed stacks that run the same TorchScript module
+    tolerances: dict                 # `tolerances()`: the specification's, read once per run
 
 
 def _max_abs(a, b) -> float:
@@ -198,9 +209,10 @@ def initial_weights(ctx: Context):
 
 def _compare_logits(ctx: Context, mode: str):
     ref, got = ctx.reference.logits[mode], ctx.probe.logits[mode]
-    tol = TOLERANCES["logits"]["atol"] + TOLERANCES["logits"]["rtol_of_max"] * float(np.max(np.abs(ref)))
+    logits, loss = ctx.tolerances["logits"], ctx.tolerances["loss"]
+    tol = logits["atol"] + logits["rtol_of_max"] * float(np.max(np.abs(ref)))
     diff = _max_abs(ref, got)
-    loss_tol = TOLERANCES["loss"]["rtol_of_max_1"] * max(1.0, abs(ctx.reference.loss[mode]))
+    loss_tol = loss["rtol_of_max_1"] * max(1.0, abs(ctx.reference.loss[mode]))
     loss_diff = abs(ctx.reference.loss[mode] - ctx.probe.loss[mode])
     return _outcome(diff <= tol and loss_diff <= loss_tol,
                     f"{mode} logits differ by {diff:.3g} (tolerance {tol:.3g}), loss by {loss_diff:.3g} "
@@ -228,10 +240,10 @@ def batchnorm_statistics(ctx: Context):
     names = [k for k in ctx.reference.state_after_train if k.endswith(("running_mean", "running_var"))]
     if not names:
         return _outcome(True, "no BatchNorm in this architecture", 0.0, 0.0)
-    rows = []
+    rows, bound = [], ctx.tolerances["running_stats"]
     for k in names:
         ref = ctx.reference.state_after_train[k]
-        tol = TOLERANCES["running_stats"]["atol"] + TOLERANCES["running_stats"]["rtol_of_max"] * float(np.max(np.abs(ref)))
+        tol = bound["atol"] + bound["rtol_of_max"] * float(np.max(np.abs(ref)))
         rows.append((_max_abs(ref, ctx.probe.state_after_train.get(k, np.full_like(ref, np.inf))), tol, k))
     diff, tol, name = max(rows, key=lambda row: row[0] / row[1])
     return _outcome(diff <= tol, f"largest difference {diff:.3g} at {name} (tolerance {tol:.3g})", diff, tol)
@@ -375,13 +387,14 @@ def run_parity(architecture: str, data_dir: Path, dataset: str = "digits", seed:
     export = weights.export(weights.weights_dir(data_dir), architecture, classes, seed,
                             torchscript=any(s in TORCHSCRIPT_STACKS for s in stacks))
     canonical, sha = weights.load(export.path)
+    reference_name, bounds = reference_stack(), tolerances()
     report = Report(architecture, SUITE, notes=[
         f"{architecture} ({classes} classes, seed {seed}) on {count} {dataset} test images; "
-        f"reference {REFERENCE}; tolerances {json.dumps(TOLERANCES)}"], stats={
+        f"reference {reference_name}; tolerances {json.dumps(bounds)}"], stats={
         "architecture": architecture, "classes": classes, "seed": seed, "dataset": dataset,
-        "count": count, "reference": REFERENCE, "tolerances": TOLERANCES})
+        "count": count, "reference": reference_name, "tolerances": bounds})
     probes, missing = {}, {}
-    for stack in dict.fromkeys((REFERENCE, *stacks)):
+    for stack in dict.fromkeys((reference_name, *stacks)):
         try:
             if stack in EXTERNAL_STACKS:
                 executable = executables.get(stack)
@@ -395,19 +408,20 @@ def run_parity(architecture: str, data_dir: Path, dataset: str = "digits", seed:
             missing[stack] = ("skip", f"{type(exc).__name__}: {exc}")
         except Exception as exc:                              # the stack's own code broke: a failure
             missing[stack] = ("fail", f"the probe raised {type(exc).__name__}: {exc}")
-    reference = probes.get(REFERENCE)
+    reference = probes.get(reference_name)
     checks = registered_checks(SUITE)
     for stack in stacks:
         for chk in checks:
             if chk.id == RECIPE_CHECK:
                 continue
             if stack not in probes or reference is None:
-                status, why = missing.get(stack) or missing[REFERENCE]
+                status, why = missing.get(stack) or missing[reference_name]
                 report.findings.append(chk.finding(
-                    status, why if stack in missing else f"reference {REFERENCE}: {why}", resource=stack))
+                    status, why if stack in missing else f"reference {reference_name}: {why}", resource=stack))
                 continue
             ctx = Context(architecture, classes, canonical, sha, store.fingerprint, reference, probes[stack],
-                          {k: v for k, v in probes.items() if k in TORCHSCRIPT_STACKS and k != stack})
+                          {k: v for k, v in probes.items() if k in TORCHSCRIPT_STACKS and k != stack},
+                          bounds)
             report.findings.append(run_check(chk, ctx, resource=stack))
     recipe_check = next(c for c in checks if c.id == RECIPE_CHECK)
     report.findings.append(run_check(recipe_check, source_root, resource="all"))

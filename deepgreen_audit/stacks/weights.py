@@ -15,7 +15,6 @@ kernels [out, in] -> [in, out]; vectors unchanged.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import numpy as np
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
+from deepgreen_audit.package.checksums import sha256_bytes, sha256_file
 
 FORMAT = "deepgreen-initial-weights/1"
 
@@ -52,14 +52,6 @@ class Export:
         return cls(path, stem.with_suffix(".manifest.json"), "", stem.with_suffix(".torchscript.pt"))
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def canonical_tensors(architecture: str, classes: int, seed: int) -> dict[str, np.ndarray]:
     """Draw the canonical initial state (PyTorch layout) from `seed`."""
     import torch
@@ -82,7 +74,7 @@ def manifest_for(tensors: dict[str, np.ndarray], architecture: str, classes: int
         "initialisers": " ".join(canonical_init_.__doc__.split()),
         "file_sha256": file_sha256, "trainable_parameters": int(trainable),
         "tensors": [{"name": k, "dtype": str(a.dtype), "shape": list(a.shape),
-                     "sha256": hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()}
+                     "sha256": sha256_bytes(np.ascontiguousarray(a).tobytes())}
                     for k, a in sorted(tensors.items())],
     }
 
@@ -117,7 +109,7 @@ def export(directory: Path, architecture: str, classes: int, seed: int, torchscr
             and (target.torchscript_path.is_file() or not torchscript):
         return verified(target.path)
     tensors, blob = canonical_export_bytes(architecture, classes, seed)
-    file_sha = hashlib.sha256(blob).hexdigest()
+    file_sha = sha256_bytes(blob)
     manifest = manifest_for(tensors, architecture, classes, seed, file_sha)
     Path(directory).mkdir(parents=True, exist_ok=True)
     atomic.write_bytes(target.path, blob)
@@ -201,7 +193,7 @@ def ensure(data_dir: Path, architecture: str, classes: int, seed: int) -> tuple[
     if exp.path.is_file():
         return load(exp.path)
     tensors, blob = canonical_export_bytes(architecture, classes, seed)
-    return tensors, hashlib.sha256(blob).hexdigest()
+    return tensors, sha256_bytes(blob)
 
 
 def to_channels_last(array: np.ndarray) -> np.ndarray:

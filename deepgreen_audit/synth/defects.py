@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.units import J_PER_KWH
 
 #: Values the defects plant.
 MODELLED_CPU_POWER_W = 42.5
@@ -39,6 +40,10 @@ OTHER_WINDOW_DAYS = 30
 DRIFTED_WINDOW_FACTOR = 3.0
 BROKEN_IDENTITY_BLOCKS = 5
 BROKEN_INTENSITY_FACTOR = 1.3
+
+#: The random stream of the defects, apart from the generator's streams 1..7:
+#: default_rng([seed, DEFECT_STREAM, crc32(defect name)]).
+DEFECT_STREAM = 1000
 
 DEFECTS: dict[str, Callable] = {}
 
@@ -120,11 +125,11 @@ def modelled_cpu(c, rng) -> dict:
     dur = bl["codecarbon_duration_s"][runs]
     bl["codecarbon_cpu_method"][runs] = "tdp-constant"
     bl["codecarbon_cpu_power_w"][runs] = MODELLED_CPU_POWER_W
-    bl["codecarbon_cpu_energy_kwh"][runs] = MODELLED_CPU_POWER_W * dur / 3.6e6
+    bl["codecarbon_cpu_energy_kwh"][runs] = MODELLED_CPU_POWER_W * dur / J_PER_KWH
     kwh = (bl["codecarbon_gpu_energy_kwh"][runs] + bl["codecarbon_cpu_energy_kwh"][runs]
            + bl["codecarbon_ram_energy_kwh"][runs])
     bl["codecarbon_energy_kwh"][runs] = kwh
-    bl["codecarbon_energy_j"][runs] = kwh * 3.6e6
+    bl["codecarbon_energy_j"][runs] = kwh * J_PER_KWH
     c.refresh_emissions(runs)
     return {"ecosystem": eco, "cpu_power_w": MODELLED_CPU_POWER_W, "method": "tdp-constant",
             "_runs": runs, "_blocks": [(i, b) for i in runs for b in range(c.n_blocks_per_run)]}
@@ -253,10 +258,10 @@ def drifting_window(c, rng) -> dict:
     bl["duration_s"][i, b] *= DRIFTED_WINDOW_FACTOR
     bl["codecarbon_duration_s"][i, b] = bl["duration_s"][i, b] + overhang
     # CodeCarbon's modelled RAM energy covers its (longer) window; the totals follow
-    ram_kwh = bl["codecarbon_ram_power_w"][i, b] * bl["codecarbon_duration_s"][i, b] / 3.6e6
+    ram_kwh = bl["codecarbon_ram_power_w"][i, b] * bl["codecarbon_duration_s"][i, b] / J_PER_KWH
     bl["codecarbon_energy_kwh"][i, b] += ram_kwh - bl["codecarbon_ram_energy_kwh"][i, b]
     bl["codecarbon_ram_energy_kwh"][i, b] = ram_kwh
-    bl["codecarbon_energy_j"][i, b] = bl["codecarbon_energy_kwh"][i, b] * 3.6e6
+    bl["codecarbon_energy_j"][i, b] = bl["codecarbon_energy_kwh"][i, b] * J_PER_KWH
     c.refresh_emissions([i])
     return {"run_id": c.run_id(i), "epoch": epoch, "phase": "eval",
             "factor": DRIFTED_WINDOW_FACTOR, "_runs": [i], "_blocks": [(i, b - 1), (i, b)]}
@@ -280,6 +285,6 @@ def apply_defects(c, names: list[str], stage: str, entries: dict) -> None:
     """Apply the defects of `stage` among `names`, in registry order."""
     for name, fn in DEFECTS.items():
         if name in names and fn.stage == stage:
-            rng = np.random.default_rng([c.seed, 1000, zlib.crc32(name.encode())])
+            rng = np.random.default_rng([c.seed, DEFECT_STREAM, zlib.crc32(name.encode())])
             entry = fn(c, rng)
             entries[name] = {"description": _describe(fn), "stage": stage, **entry}

@@ -10,7 +10,6 @@ takes a few seconds.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,21 +19,21 @@ import numpy as np
 
 import deepgreen_audit
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package.schema import TABLES, load_schema
+from deepgreen_audit.package.checksums import sha256_bytes
+from deepgreen_audit.package.schema import TABLES, load_schema, phases
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
-from deepgreen_audit.spec import load_spec, recipe
+from deepgreen_audit.spec import load_spec, master_seed, recipe
 from deepgreen_audit.synth.model import CODECARBON_CONFIG_PLACEHOLDER, SynthModel
+from deepgreen_audit.units import J_PER_KWH
 
-DEFAULT_SEED = 20261202
 CAMPAIGN = "synthetic"
 TRUTH_FILE = "synth-truth.json"
-PHASES = ("train", "eval")
+PHASES = phases()
 #: the synthetic campaign is one Slurm job array, a task per run in schedule order
 SLURM_ARRAY_JOB = 7001
 
 # Independent random streams: default_rng([seed, stream, ...]).
 _S_SCHEDULE, _S_TIME, _S_POWER, _S_COUNTERS, _S_CODECARBON, _S_CURVES, _S_SAMPLES = range(1, 8)
-_S_DEFECT = 1000
 
 
 def _rng(seed: int, *keys: int) -> np.random.Generator:
@@ -42,7 +41,7 @@ def _rng(seed: int, *keys: int) -> np.random.Generator:
 
 
 def _sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256_bytes(text.encode("utf-8"))
 
 
 def initial_weights_sha256(architecture: str, classes: int, seed: int) -> str:
@@ -320,7 +319,7 @@ def _simulate(c: Campaign) -> None:
     cc_gpu_j = gpu_energy_j * f_gpu
     cc_cpu_j = cpu_energy_j * f_cpu
     cc_ram_j = m.codecarbon_ram_power_w * cc_dur
-    cc_gpu_kwh, cc_cpu_kwh, cc_ram_kwh = cc_gpu_j / 3.6e6, cc_cpu_j / 3.6e6, cc_ram_j / 3.6e6
+    cc_gpu_kwh, cc_cpu_kwh, cc_ram_kwh = cc_gpu_j / J_PER_KWH, cc_cpu_j / J_PER_KWH, cc_ram_j / J_PER_KWH
     cc_kwh = cc_gpu_kwh + cc_cpu_kwh + cc_ram_kwh
 
     # --- learning curves ---------------------------------------------------
@@ -380,7 +379,7 @@ def _simulate(c: Campaign) -> None:
         "energy_j": energy_j,
         "codecarbon_duration_s": cc_dur,
         "codecarbon_energy_kwh": cc_kwh,
-        "codecarbon_energy_j": cc_kwh * 3.6e6,
+        "codecarbon_energy_j": cc_kwh * J_PER_KWH,
         "codecarbon_cpu_energy_kwh": cc_cpu_kwh,
         "codecarbon_gpu_energy_kwh": cc_gpu_kwh,
         "codecarbon_ram_energy_kwh": cc_ram_kwh,
@@ -672,11 +671,12 @@ def _meta(seed: int, defects: list[str], truth_sha: str) -> dict:
     }
 
 
-def generate(seed: int = DEFAULT_SEED, model: SynthModel = SynthModel(), *,
+def generate(seed: int | None = None, model: SynthModel = SynthModel(), *,
              defects: Sequence[str] = (), ecosystems: Sequence[str] | None = None,
              architectures: Sequence[str] | None = None, datasets: Sequence[str] | None = None,
              repetitions: int | None = None, epochs: int | None = None) -> SynthResult:
-    """Generate a synthetic campaign, deterministically from `seed`.
+    """Generate a synthetic campaign, deterministically from `seed` (by default the
+    specification's master seed, S6_replication.master_seed).
 
     The overrides select a sub-campaign (labels must be in the experiment
     specification); by default the full campaign of the specification is
@@ -684,6 +684,7 @@ def generate(seed: int = DEFAULT_SEED, model: SynthModel = SynthModel(), *,
     """
     from deepgreen_audit.synth.defects import DEFECTS, apply_defects
 
+    seed = master_seed() if seed is None else seed
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise UserError(f"the seed must be a non-negative integer, not {seed!r}")
     seed = int(seed)
@@ -703,7 +704,7 @@ def generate(seed: int = DEFAULT_SEED, model: SynthModel = SynthModel(), *,
     entries = {name: _finish_entry(c, entry) for name, entry in entries.items()}
     tables, n_samples = _tables(c)
     truth = _truth(c, entries, n_samples)
-    meta = _meta(seed, wanted, hashlib.sha256(truth_bytes(truth)).hexdigest())
+    meta = _meta(seed, wanted, sha256_bytes(truth_bytes(truth)))
     return SynthResult(tables=tables, truth=truth, meta=meta)
 
 
@@ -721,7 +722,7 @@ def _finish_entry(c: Campaign, entry: dict) -> dict:
     return entry
 
 
-def write_synthetic(out, seed: int = DEFAULT_SEED, model: SynthModel = SynthModel(),
+def write_synthetic(out, seed: int | None = None, model: SynthModel = SynthModel(),
                     defects: Sequence[str] = (), descriptor_path=None, overwrite: bool = False,
                     progress: Callable[[str], None] | None = None, **overrides):
     """Generate a campaign and write it as a package under `out`; returns the descriptor path.
@@ -733,6 +734,7 @@ def write_synthetic(out, seed: int = DEFAULT_SEED, model: SynthModel = SynthMode
     from deepgreen_audit.package.writer import write_package
 
     say = progress or (lambda _msg: None)
+    seed = master_seed() if seed is None else seed
     say(f"generating a synthetic campaign (seed {seed}"
         + (f", defects {', '.join(defects)}" if defects else "") + ")")
     result = generate(seed, model, defects=defects, **overrides)

@@ -111,7 +111,7 @@ audit recomputes them in float64::
 CodeCarbon
 ==========
 
-CodeCarbon 3.x (``codecarbon_version``, tracking mode ``machine``) is the
+CodeCarbon 3.x (``codecarbon_version``, the specification's tracking mode) is the
 second reading of each block.  Its tracker lives a little longer than the
 counter window::
 
@@ -120,11 +120,11 @@ counter window::
     cc_cpu_J = cpu_energy_j * (1 + codecarbon_energy_bias + codecarbon_energy_noise * z')
     cc_ram_J = codecarbon_ram_power_w * codecarbon_duration_s   (modelled RAM power)
 
-each reported in kWh (J / 3.6e6; ``codecarbon_energy_kwh`` is the sum of the
-three), ``codecarbon_energy_j = codecarbon_energy_kwh * 3.6e6``, powers are
+each reported in kWh (J / ``J_PER_KWH`` of `deepgreen_audit.units`; ``codecarbon_energy_kwh``
+is the sum of the three), ``codecarbon_energy_j = codecarbon_energy_kwh * J_PER_KWH``, powers are
 domain energy / ``codecarbon_duration_s`` (RAM: the modelled constant), and
 the methods are ``codecarbon_cpu_method`` / ``codecarbon_gpu_method``
-("rapl" / "nvml").  Emissions are ``codecarbon_energy_kwh *
+(the specification's: "rapl" / "nvml").  Emissions are ``codecarbon_energy_kwh *
 carbon_intensity_kg_per_kwh`` in ``codecarbon_country_iso_code`` (no region, as the offline
 tracker writes it), their rate is emissions / ``codecarbon_duration_s``; the environment
 carries ``codecarbon_ram_total_gb``, ``codecarbon_pue`` and no cloud.  The bias stands for CodeCarbon's interpolation of its
@@ -207,14 +207,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.spec import read_toml
+from deepgreen_audit.spec import load_spec, read_toml
 
-#: The fixed text whose SHA-256 stands for the pinned CodeCarbon configuration.
+
+def _measurement(key: str):
+    """A default drawn from the specification's S5_measurement (CodeCarbon's settings)."""
+    return field(default_factory=lambda: load_spec()["S5_measurement"][key])
+
+
+#: The fixed text whose SHA-256 stands for the pinned CodeCarbon configuration; its tracking
+#: mode and interval are the specification's (S5_measurement).
 CODECARBON_CONFIG_PLACEHOLDER = (
     "[codecarbon]\n"
     "# deepgreen synthetic campaign: placeholder for the pinned configuration\n"
-    "tracking_mode = machine\n"
-    "measure_power_secs = 1\n"
+    f"tracking_mode = {load_spec()['S5_measurement']['codecarbon_tracking_mode']}\n"
+    f"measure_power_secs = {load_spec()['S5_measurement']['codecarbon_interval_s']:g}\n"
     "save_to_file = true\n"
     "log_level = warning\n"
 )
@@ -314,16 +321,17 @@ class SynthModel:
 
     # --- CodeCarbon -------------------------------------------------------
     codecarbon_overhang_s: tuple = (0.2, 1.6)
-    #: a clean block lasts at least this (CodeCarbon's 1 s interval); a shorter one is the
+    #: a clean block lasts at least this (CodeCarbon's interval, S5); a shorter one is the
     #: short-blocks defect, never noise
-    min_block_s: float = 1.0
+    min_block_s: float = _measurement("codecarbon_interval_s")
     codecarbon_energy_bias: float = 0.02
     codecarbon_energy_noise: float = 0.01
     codecarbon_ram_power_w: float = 5.0
-    codecarbon_cpu_method: str = "rapl"
-    codecarbon_gpu_method: str = "nvml"
+    #: how CodeCarbon measured (S5's cpu_power_method / gpu_power_method), its version and mode
+    codecarbon_cpu_method: str = _measurement("cpu_power_method")
+    codecarbon_gpu_method: str = _measurement("gpu_power_method")
     codecarbon_version: str = "3.0.4"
-    codecarbon_tracking_mode: str = "machine"
+    codecarbon_tracking_mode: str = _measurement("codecarbon_tracking_mode")
     #: where CodeCarbon places every block (the pinned configuration's country; offline: no
     #: region), and the carbon intensity of that grid, kg CO2-eq per kWh
     codecarbon_country_iso_code: str = "DEU"

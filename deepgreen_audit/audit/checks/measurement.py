@@ -8,8 +8,8 @@ import pandas as pd
 
 from deepgreen_audit.audit.context import describe_counts, evidence, per_run_evidence, relative_difference
 from deepgreen_audit.registry import Outcome, Skip, check
-
 from deepgreen_audit.units import J_PER_KWH
+
 COUNTER_COLUMNS = ("nvml_start_mj", "nvml_end_mj", "rapl_start_uj", "rapl_end_uj",
                    "rapl_max_energy_range_uj")
 
@@ -93,7 +93,8 @@ def energy_domains(ctx):
     cc_parts = b[["codecarbon_cpu_energy_kwh", "codecarbon_gpu_energy_kwh",
                   "codecarbon_ram_energy_kwh"]]
     cc_known = cc.notna() & cc_parts.notna().all(axis=1)
-    cc_bad = cc_known & (relative_difference(cc, cc_parts.sum(axis=1)) > 1e-6)
+    cc_tol = float(ctx.tolerances["codecarbon_domain_sum_relative_tolerance"])
+    cc_bad = cc_known & (relative_difference(cc, cc_parts.sum(axis=1)) > cc_tol)
     if not (total.notna().any() or cc_known.any()):
         raise Skip("no block has an energy total with its domains")
     bad = counter_bad | cc_bad
@@ -109,9 +110,10 @@ def energy_domains(ctx):
 def units(ctx):
     """Energy in kWh under a joule label, found from magnitudes: a *_j column whose implied
     power (energy / duration) is below a plausible floor, or codecarbon_energy_j that is not
-    codecarbon_energy_kwh x 3.6e6."""
+    codecarbon_energy_kwh x J/kWh."""
     b = ctx.blocks
     floor = float(ctx.tolerances["kwh_suspect_power_w"])
+    conversion_tol = float(ctx.tolerances["kwh_conversion_relative_tolerance"])
     bad = pd.Series(False, index=b.index)
     found = []
     for col, dur in (("energy_j", "duration_s"), ("gpu_energy_j", "duration_s"),
@@ -124,16 +126,17 @@ def units(ctx):
         bad |= low
     known = b["codecarbon_energy_j"].notna() & b["codecarbon_energy_kwh"].notna()
     conv = known & (relative_difference(b["codecarbon_energy_j"],
-                                        b["codecarbon_energy_kwh"] * J_PER_KWH) > 1e-9)
+                                        b["codecarbon_energy_kwh"] * J_PER_KWH) > conversion_tol)
     if conv.any():
-        found.append(f"codecarbon_energy_j != codecarbon_energy_kwh x 3.6e6 in {int(conv.sum()):,}")
+        found.append(f"codecarbon_energy_j != codecarbon_energy_kwh x {J_PER_KWH:g} J/kWh in "
+                     f"{int(conv.sum()):,}")
     bad |= conv
     if not (b["energy_j"].notna().any() or known.any()):
         raise Skip("no energy cells to check")
     if bad.any():
         return Outcome.failed("energy in the wrong unit: " + "; ".join(found), rows=int(bad.sum()))
-    return Outcome.passed("every joule column has joule magnitudes and CodeCarbon's kWh x 3.6e6 "
-                          "equals its joules")
+    return Outcome.passed("every joule column has joule magnitudes and CodeCarbon's kWh x "
+                          f"{J_PER_KWH:g} J/kWh equals its joules")
 
 
 def device_powers(ctx) -> dict[str, pd.Series]:
@@ -253,7 +256,8 @@ def _mode_share(values: np.ndarray, rel: float) -> float:
     v = values[np.isfinite(values)]
     if not len(v):
         return 0.0
-    near = np.abs(v[:, None] - v[None, :]) <= rel * np.maximum(np.abs(v[None, :]), 1e-12)
+    scale = np.maximum(np.abs(v[None, :]), np.finfo(float).tiny)    # a zero is near only zeros
+    near = np.abs(v[:, None] - v[None, :]) <= rel * scale
     return float(near.sum(axis=0).max() / len(v))
 
 
@@ -261,8 +265,9 @@ def _mode_share(values: np.ndarray, rel: float) -> float:
 def modelled_cpu_power(ctx):
     """CodeCarbon's CPU power was modelled rather than measured: declared (method
     tdp-constant or load-model) or detected from the data: a run whose CPU power is one
-    constant (a TDP fallback), or sits on one value in most blocks to 0.1 % (a load model:
-    measured RAPL power never repeats like that), or reads exactly 0 W."""
+    constant (a TDP fallback), or sits on one value (to constant_power_relative_spread) in
+    most blocks (a load model: measured RAPL power never repeats like that), or reads exactly
+    0 W."""
     b = ctx.block_runs
     power = b["codecarbon_cpu_power_w"].astype(float)
     if power.isna().all():
@@ -396,7 +401,8 @@ def sampler(ctx):
     counts = s.groupby("run_id").size()
     without = ~runs["run_id"].isin(counts.index)
     steps = s.groupby("run_id")["t_s"].diff().dropna()
-    off = (steps - 1 / rate).abs() > 0.5 / rate
+    jitter = float(ctx.tolerances["sampler_step_tolerance_fraction"])
+    off = (steps - 1 / rate).abs() > jitter / rate
     irregular = set(s.loc[off[off].index, "run_id"])
     bad = without | runs["run_id"].isin(irregular)
     if bad.any():

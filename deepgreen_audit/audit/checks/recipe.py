@@ -14,6 +14,7 @@ def _recipe_outcome(ctx, section: str) -> Outcome:
     """Runs whose recorded recipe cells of `section` differ from the spec or are empty."""
     runs = ctx.runs
     wanted = recipe(ctx.spec)
+    rtol = float(ctx.tolerances["recipe_relative_tolerance"])
     bad = np.zeros(len(runs), dtype=bool)
     problems = []
     for col in RECIPE_SECTIONS[section]:
@@ -21,7 +22,7 @@ def _recipe_outcome(ctx, section: str) -> Outcome:
         missing = values.isna().to_numpy()
         if isinstance(wanted[col], float):
             differs = ~np.isclose(values.astype("Float64").to_numpy(dtype=float, na_value=np.nan),
-                                  wanted[col], rtol=1e-12, atol=0) & ~missing
+                                  wanted[col], rtol=rtol, atol=0) & ~missing
         else:
             differs = (values.astype(object) != wanted[col]).to_numpy() & ~missing
         if missing.any():

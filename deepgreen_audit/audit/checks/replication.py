@@ -207,7 +207,8 @@ def warmup(ctx):
     slow = first["ratio"] > float(ctx.tolerances["warmup_duration_ratio"])
     train = first["phase"] == "train"
     share = slow[train].mean() if train.any() else 0.0
-    no_warmup = train & ~slow if share > 0.5 else pd.Series(False, index=first.index)
+    most = float(ctx.tolerances["warmup_majority_share"])
+    no_warmup = train & ~slow if share > most else pd.Series(False, index=first.index)
     msg = (f"{int(slow.sum()):,} warm-up block(s) in epoch 1 ("
            + (describe_counts(first.loc[slow, "phase"]) if slow.any() else "none")
            + f"); median epoch-1 train ratio x{first.loc[train, 'ratio'].median():.2f}")
