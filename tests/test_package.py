@@ -216,3 +216,39 @@ def test_cli_runs_as_a_program(tiny_package):
     assert out.returncode == 0, out.stderr
     assert "VALID" in out.stdout and "SYNTHETIC" in out.stdout
     assert "runs: 2" in out.stdout
+
+
+def _break_cells(pkg: Path, table: str, edits: dict[tuple[int, str], str]) -> None:
+    """Rewrite `table` with the cells at (row index, column) replaced: types stay valid."""
+    from deepgreen_audit.package.tables import canonical_text, read_text
+
+    text = read_text(pkg / f"{table}.csv")
+    for (index, column), value in edits.items():
+        text.rows[index][text.header.index(column)] = value
+    (pkg / f"{table}.csv").write_text(canonical_text(text.header, text.rows), encoding="utf-8")
+
+
+def test_validation_and_the_pandera_schema_find_the_same_constraint_breaks(tiny_package):
+    """Two engines, one source: validation's vectorised constraints and the pandera schema
+    derived from the same Table Schema flag exactly the same cells."""
+    import pandera.errors
+
+    edits = {(0, "duration_s"): "-1.5", (3, "phase"): "warmup", (5, "samples_processed"): "-4"}
+    _break_cells(tiny_package, "blocks", edits)
+    found = {(f.row, f.field) for f in validate(tiny_package).findings if f.id == "constraint-error"}
+    assert found == {(index + 2, column) for index, column in edits}
+    frame = Package.open(tiny_package).table("blocks").to_pandas()
+    with pytest.raises(pandera.errors.SchemaErrors) as caught:
+        pandera_schema(load_schema("blocks")).validate(frame, lazy=True)
+    cases = caught.value.failure_cases
+    assert {(int(i) + 2, c) for i, c in zip(cases["index"], cases["column"])} == found
+
+
+def test_the_analysis_refuses_a_constraint_break_naming_row_and_column(tiny_package):
+    from deepgreen_audit.analysis.data import typed_columns
+    from deepgreen_audit.errors import UserError
+
+    _break_cells(tiny_package, "blocks", {(2, "duration_s"): "-2.0"})
+    with pytest.raises(UserError) as caught:
+        typed_columns(Package.open(tiny_package), "blocks", ("run_id", "epoch", "phase", "duration_s"))
+    assert (caught.value.row, caught.value.field, caught.value.code) == (4, "duration_s", "constraint-error")

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package.schema import load_schema, phases
+from deepgreen_audit.package.schema import load_schema, pandera_schema, phases
 from deepgreen_audit.spec import load_spec, master_seed
 
 PHASES = phases()
@@ -138,7 +138,29 @@ def typed_columns(package, table: str, columns: tuple[str, ...]) -> pd.DataFrame
         kind = schema.field(name)
         arrays[name] = pc.equal(raw, "true") if kind.type == "boolean" \
             else pc.cast(raw, kind.arrow_type)
-    return pa.table(arrays).to_pandas()
+    frame = pa.table(arrays).to_pandas()
+    _check_constraints(frame, schema, path)
+    return frame
+
+
+def _check_constraints(frame: pd.DataFrame, schema, path) -> None:
+    """The Table Schema's constraints on the columns the analysis reads, checked with the
+    pandera schema derived from it: a package that was never validated cannot feed a
+    negative energy or an unplanned ecosystem into a median."""
+    import pandera.errors
+
+    ordered = [name for name in schema.field_names if name in frame.columns]
+    try:
+        pandera_schema(schema).select_columns(ordered).validate(frame[ordered], lazy=True)
+    except pandera.errors.SchemaErrors as exc:
+        cases = exc.failure_cases
+        case = cases.iloc[0]
+        index = case.get("index")
+        row = None if index is None or pd.isna(index) else int(index) + 2
+        raise UserError(f"{case.get('failure_case')!r} breaks the Table Schema's constraint "
+                        f"{case.get('check')} ({len(cases):,} cell(s) in all); run 'deepgreen "
+                        "validate' for the full report", path=path, row=row,
+                        field=case.get("column"), code="constraint-error") from None
 
 
 def load_tables(package) -> CampaignTables:

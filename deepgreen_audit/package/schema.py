@@ -114,8 +114,9 @@ def load_schema(name: str) -> TableSchema:
 def pandera_schema(schema: TableSchema):
     """A pandera DataFrameSchema derived from the Table Schema's constraints.
 
-    Types are enforced earlier, on the text (see `validate`); this checks the
-    typed frame for required cells, ranges, enums, patterns and uniqueness.
+    The analysis checks the typed frames it reads with it (required cells, ranges, enums,
+    patterns, uniqueness); `validate` checks the same constraints, from the same schema,
+    vectorised over the pyarrow columns it has already read.
     """
     import pandera.pandas as pa_
 
