@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 _WRAPPER = r"""
 import json, resource, subprocess, sys, time
@@ -42,3 +43,10 @@ def row(label: str, result: dict, peer: dict | None = None) -> str:
 def timer():
     start = time.perf_counter()
     return lambda: time.perf_counter() - start
+
+
+def package_descriptor() -> Path:
+    """The descriptor of the package a benchmark reads: its first argument (a descriptor or
+    a package folder), by default the shipped package's."""
+    given = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1]
+    return given / "datapackage.json" if given.is_dir() else given

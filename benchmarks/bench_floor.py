@@ -15,9 +15,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import measure, row  # noqa: E402
+from _measure import measure, package_descriptor, row  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 GOALS = {"deepgreen validate": 1.5, "deepgreen audit": 3.0}
 
@@ -33,9 +32,7 @@ for name in ("runs", "blocks", "samples", "environment"):
 
 
 def main() -> None:
-    descriptor = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "datapackage.json"
-    if descriptor.is_dir():
-        descriptor = descriptor / "datapackage.json"
+    descriptor = package_descriptor()
     from deepgreen_audit.package.descriptor import Package
 
     tables_dir = Package.open(descriptor).tables_dir

@@ -17,16 +17,13 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import measure, row  # noqa: E402
+from _measure import measure, package_descriptor, row  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
 def main() -> None:
-    descriptor = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "datapackage.json"
-    if descriptor.is_dir():
-        descriptor = descriptor / "datapackage.json"
+    descriptor = package_descriptor()
     from deepgreen_audit.package.descriptor import Package
 
     package = Package.open(descriptor)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _measure import measure, row  # noqa: E402
+from _measure import measure, package_descriptor, row  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -29,7 +29,7 @@ def main() -> None:
     from deepgreen_audit.package.descriptor import Package
     from deepgreen_audit.render import build_pdf, render
 
-    location = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "datapackage.json"
+    location = package_descriptor()
     package = Package.open(location)
     print(f"package: {package.descriptor_path}")
     if package.synthetic:

@@ -81,13 +81,19 @@ def test_flatten_refuses_symlinks(tiny_package, tmp_path, capsys):
     assert tree_bytes(runs) == before
 
 
-def test_flatten_refuses_a_run_id_that_escapes(tiny_package, tmp_path, capsys):
+def _restored_with_run_field(package, tmp_path, name: str, value) -> Path:
+    """The package restored, with one field of one run's manifest replaced."""
     runs = tmp_path / "runs"
-    restore(tiny_package, runs)
+    restore(package, runs)
     manifest = runs / "tiny" / "r-torch.vgg16.cifar100.r1" / "manifest.json"
     data = json.loads(manifest.read_text())
-    data["run"]["run_id"] = "../../etc"
+    data["run"][name] = value
     manifest.write_text(json.dumps(data))
+    return runs
+
+
+def test_flatten_refuses_a_run_id_that_escapes(tiny_package, tmp_path, capsys):
+    runs = _restored_with_run_field(tiny_package, tmp_path, "run_id", "../../etc")
     assert main(["flatten", str(runs), "--out", str(tmp_path / "out")]) == 2
     assert "run_id" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
@@ -118,17 +124,14 @@ def test_flatten_names_the_file_and_row_of_a_bad_cell(tiny_package, tmp_path):
 
 
 def test_flatten_refuses_an_invalid_result_and_unexpected_files(tiny_package, tmp_path):
-    runs = tmp_path / "runs"
-    restore(tiny_package, runs)
-    manifest = runs / "tiny" / "r-torch.vgg16.cifar100.r1" / "manifest.json"
-    data = json.loads(manifest.read_text())
-    data["run"]["status"] = "exploded"
-    manifest.write_text(json.dumps(data))
+    runs = _restored_with_run_field(tiny_package, tmp_path, "status", "exploded")
     with pytest.raises(UserError, match="status"):
         flatten(runs, tmp_path / "out")
-    data["run"]["status"] = "completed"
-    manifest.write_text(json.dumps(data))
-    (manifest.parent / "notes.txt").write_text("hello")
+    run_dir = runs / "tiny" / "r-torch.vgg16.cifar100.r1"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["run"]["status"] = "completed"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    (run_dir / "notes.txt").write_text("hello")
     with pytest.raises(UserError, match="notes.txt"):
         flatten(runs, tmp_path / "out")
     assert not (tmp_path / "out").exists()

@@ -198,17 +198,19 @@ def ensure(data_dir: Path, architecture: str, classes: int, seed: int) -> tuple[
 
 def to_channels_last(array: np.ndarray) -> np.ndarray:
     """PyTorch layout -> TensorFlow/Flax layout: OIHW -> HWIO, [out, in] -> [in, out]."""
-    if array.ndim == 4:
-        return np.ascontiguousarray(array.transpose(2, 3, 1, 0))
-    if array.ndim == 2:
-        return np.ascontiguousarray(array.T)
-    return array
+    return _transposed(array, (2, 3, 1, 0))
 
 
 def to_channels_first(array: np.ndarray) -> np.ndarray:
     """The inverse of `to_channels_last`."""
+    return _transposed(array, (3, 2, 0, 1))
+
+
+def _transposed(array: np.ndarray, kernel_axes: tuple[int, ...]) -> np.ndarray:
+    """A convolution kernel with its axes in `kernel_axes` order, a dense matrix transposed,
+    anything else (biases, BatchNorm vectors) as it is."""
     if array.ndim == 4:
-        return np.ascontiguousarray(array.transpose(3, 2, 0, 1))
+        return np.ascontiguousarray(array.transpose(kernel_axes))
     if array.ndim == 2:
         return np.ascontiguousarray(array.T)
     return array

@@ -326,9 +326,7 @@ def codecarbon_version(ctx):
     majors = versions.map(lambda v: _major(v) if isinstance(v, str) else None)
     too_old = majors.notna() & (majors.astype(float) < minimum)
     missing = versions.isna()
-    current = versions[versions.notna() & ~too_old]
-    modal = current.mode() if len(current) else versions.mode()
-    odd = versions.notna() & ~too_old & (versions != modal.iloc[0]) if len(modal) else too_old
+    modal, odd = _campaign_value(versions, versions.notna() & ~too_old)
     bad = too_old | missing | odd
     if bad.any():
         return Outcome.failed(f"CodeCarbon versions {describe_counts(versions.fillna('none'))}"
@@ -336,7 +334,7 @@ def codecarbon_version(ctx):
                               f"{int(missing.sum())} unrecorded, {int(odd.sum())} on another {minimum}.x+ "
                               "version than the campaign's", rows=int(bad.sum()),
                               details=evidence(env.loc[bad, ["run_id", "codecarbon_version"]]))
-    return Outcome.passed(f"all {len(env):,} runs used CodeCarbon {modal.iloc[0]}")
+    return Outcome.passed(f"all {len(env):,} runs used CodeCarbon {modal}")
 
 
 @check("S5.codecarbon-config", "S5", table="environment")
@@ -345,15 +343,23 @@ def codecarbon_config(ctx):
     env = ctx.environment
     config = env["codecarbon_config_sha256"]
     missing = config.isna()
-    modal = config.mode()
-    odd = config.notna() & (config != modal.iloc[0]) if len(modal) else missing & False
+    modal, odd = _campaign_value(config, ~missing)
     bad = missing | odd
     if bad.any():
         return Outcome.failed(f"{int(missing.sum())} run(s) record no configuration hash, "
                               f"{int(odd.sum())} used another configuration than the "
                               "campaign's", rows=int(bad.sum()),
                               details=evidence(env.loc[bad, ["run_id", "codecarbon_config_sha256"]]))
-    return Outcome.passed(f"all {len(env):,} runs used configuration {modal.iloc[0][:12]}...")
+    return Outcome.passed(f"all {len(env):,} runs used configuration {modal[:12]}...")
+
+
+def _campaign_value(values: pd.Series, eligible: pd.Series):
+    """The campaign's value (the commonest among the `eligible` runs) and where an eligible
+    run differs from it."""
+    modal = values[eligible].mode()
+    if not len(modal):
+        return None, eligible & False
+    return modal.iloc[0], eligible & (values != modal.iloc[0])
 
 
 @check("S5.tracking-mode", "S5", table="environment")

@@ -62,30 +62,27 @@ def completeness_blocks(ctx):
 @check("S6.distinct-seeds", "S6", table="runs")
 def distinct_seeds(ctx):
     """Every run records its seed, and no two runs share one."""
-    runs = ctx.runs
-    missing = runs["seed"].isna()
-    dup = runs["seed"].notna() & runs["seed"].duplicated(keep=False)
-    bad = missing | dup
-    if bad.any():
-        return Outcome.failed(f"{int(missing.sum())} run(s) record no seed, {int(dup.sum())} "
-                              "share a seed with another run", rows=int(bad.sum()),
-                              details=evidence(runs.loc[bad, ["run_id", "ecosystem", "seed"]]))
-    return Outcome.passed(f"{len(runs):,} distinct seeds")
+    return _one_per_run(ctx, "seed", "seed", f"{len(ctx.runs):,} distinct seeds")
 
 
 @check("S6.independent-processes", "S6", table="runs")
 def independent_processes(ctx):
     """Every run was its own operating-system process: each records a process id, and no two
     runs share one."""
+    return _one_per_run(ctx, "process_id", "process id", f"{len(ctx.runs):,} runs in distinct processes")
+
+
+def _one_per_run(ctx, column: str, what: str, passed: str):
+    """Every run records `column`, and no two runs share a value of it."""
     runs = ctx.runs
-    missing = runs["process_id"].isna()
-    dup = runs["process_id"].notna() & runs["process_id"].duplicated(keep=False)
-    bad = missing | dup
+    missing = runs[column].isna()
+    shared = runs[column].notna() & runs[column].duplicated(keep=False)
+    bad = missing | shared
     if bad.any():
-        return Outcome.failed(f"{int(missing.sum())} run(s) record no process id, "
-                              f"{int(dup.sum())} share one", rows=int(bad.sum()),
-                              details=evidence(runs.loc[bad, ["run_id", "ecosystem", "process_id"]]))
-    return Outcome.passed(f"{len(runs):,} runs in distinct processes")
+        return Outcome.failed(f"{int(missing.sum())} run(s) record no {what}, {int(shared.sum())} "
+                              f"share a {what} with another run", rows=int(bad.sum()),
+                              details=evidence(runs.loc[bad, ["run_id", "ecosystem", column]]))
+    return Outcome.passed(passed)
 
 
 @check("S6.no-overlap", "S6", table="runs")
