@@ -73,8 +73,16 @@ def canonical_bytes(table: TextTable) -> bytes:
 
 
 def parse_text(text: str, path: Path | str) -> TextTable:
-    """Parse CSV text; rows with the wrong number of cells are kept for the validator."""
+    """Parse CSV text; rows with the wrong number of cells are kept for the validator.
+
+    Text without quotes, carriage returns or empty lines (canonical CSV, nearly always) is
+    split on commas and line feeds, which is what the csv module would make of it, at a
+    fraction of the cost; anything else goes through the csv module."""
     with cycle_collection_paused():
+        if text.endswith("\n") and not text.startswith("\n") and not any(
+                mark in text for mark in ('"', "\r", "\n\n")):
+            lines = text[:-1].split("\n")
+            return TextTable(header=lines[0].split(","), rows=[line.split(",") for line in lines[1:]])
         return _parse_rows(csv.reader(io.StringIO(text, newline=""), strict=True), path)
 
 
