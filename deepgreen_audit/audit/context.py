@@ -40,25 +40,16 @@ class AuditContext:
     def table(self, name: str) -> pd.DataFrame:
         """Table `name` as a pandas frame with the schema's types (cached)."""
         if name not in self._frames:
-            typed = self._typed_tables.pop(name, None) or self.package.table(name)
+            typed = self._typed_tables.pop(name, None)
+            if typed is None:
+                typed = self.package.table(name)
             self._frames[name] = typed.to_pandas(types_mapper=_NULLABLE.get)
         return self._frames[name]
 
-    @property
-    def runs(self) -> pd.DataFrame:
-        return self.table("runs")
-
-    @property
-    def blocks(self) -> pd.DataFrame:
-        return self.table("blocks")
-
-    @property
-    def environment(self) -> pd.DataFrame:
-        return self.table("environment")
-
-    @property
-    def samples(self) -> pd.DataFrame:
-        return self.table("samples")
+    runs = property(lambda self: self.table("runs"), doc="The runs table, typed.")
+    blocks = property(lambda self: self.table("blocks"), doc="The blocks table, typed.")
+    environment = property(lambda self: self.table("environment"), doc="The environment table, typed.")
+    samples = property(lambda self: self.table("samples"), doc="The samples table, typed.")
 
     @cached_property
     def config_of_run(self) -> pd.Series:

@@ -77,35 +77,37 @@ def negative_normalised(calls):
     return _outcome(problems, "with negative normalised energy")
 
 
-def _by_file(calls) -> list[list[dict]]:
-    """Calls grouped by experiment file, each group in start-time order."""
+def _each_with_later_calls(calls):
+    """Each call with the calls of its experiment file that start after it, in start order."""
     groups: dict[tuple, list[dict]] = {}
     for c in calls:
         groups.setdefault((c["source"], c["experiment_kind"], c["project"], c["experiment"]),
                           []).append(c)
-    return [sorted(g, key=lambda c: c["start_time_execution_ns"]) for g in groups.values()]
+    for group in groups.values():
+        group.sort(key=lambda c: c["start_time_execution_ns"])
+        for i, c in enumerate(group):
+            yield c, group[i + 1:]
 
 
 @api_check("S5.api-lag-overlaps-next-call")
 def lag_overlaps(calls):
     """A lag window that runs past the next call's start charges one call's tail to both."""
     problems = []
-    for group in _by_file(calls):
-        for i, c in enumerate(group):
-            nxt = next((n for n in group[i + 1:]
-                        if n["start_time_execution_ns"] >= c["end_time_execution_ns"]), None)
-            if nxt is None:
+    for c, later in _each_with_later_calls(calls):
+        nxt = next((n for n in later if n["start_time_execution_ns"] >= c["end_time_execution_ns"]),
+                   None)
+        if nxt is None:
+            continue
+        for d, end, base in (("cpu", "end_time_perf_s", "sys_start_time_perf_ns"),
+                             ("ram", "end_time_perf_s", "sys_start_time_perf_ns"),
+                             ("gpu", "end_time_nvidia_s", "sys_start_time_nvidia_ns")):
+            lag = c[f"{d}_lag_time_s"]
+            if not lag or c[end] is None or c[base] is None:
                 continue
-            for d, end, base in (("cpu", "end_time_perf_s", "sys_start_time_perf_ns"),
-                                 ("ram", "end_time_perf_s", "sys_start_time_perf_ns"),
-                                 ("gpu", "end_time_nvidia_s", "sys_start_time_nvidia_ns")):
-                lag = c[f"{d}_lag_time_s"]
-                if not lag or c[end] is None or c[base] is None:
-                    continue
-                over_s = (c[base] + (c[end] + lag) * 1e9 - nxt["start_time_execution_ns"]) / 1e9
-                if over_s > 0:
-                    problems.append((c["call_id"], f"{d.upper()} lag window ends {over_s:.2f} s "
-                                                   f"after the next call ({nxt['api_call']}) started"))
+            over_s = (c[base] + (c[end] + lag) * 1e9 - nxt["start_time_execution_ns"]) / 1e9
+            if over_s > 0:
+                problems.append((c["call_id"], f"{d.upper()} lag window ends {over_s:.2f} s "
+                                               f"after the next call ({nxt['api_call']}) started"))
     return _outcome(problems, "whose lag window runs into the next call")
 
 
@@ -113,14 +115,13 @@ def lag_overlaps(calls):
 def overlapping_calls(calls):
     """A call that starts before another ended (nested instrumented calls) is counted twice."""
     problems = []
-    for group in _by_file(calls):
-        for i, c in enumerate(group):
-            for other in group[i + 1:]:
-                if other["start_time_execution_ns"] >= c["end_time_execution_ns"]:
-                    break
-                problems.append((other["call_id"], f"runs inside the window of {c['call_id']} "
-                                                   f"({c['api_call']}): its energy is also part "
-                                                   "of that call's"))
+    for c, later in _each_with_later_calls(calls):
+        for other in later:
+            if other["start_time_execution_ns"] >= c["end_time_execution_ns"]:
+                break
+            problems.append((other["call_id"], f"runs inside the window of {c['call_id']} "
+                                               f"({c['api_call']}): its energy is also part "
+                                               "of that call's"))
     return _outcome(problems, "inside another call's window")
 
 
