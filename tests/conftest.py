@@ -12,6 +12,15 @@ from deepgreen_audit.package.tables import TextTable, rows_from_columns
 from deepgreen_audit.package.writer import write_package
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+def shared_data(*parts: str) -> Path:
+    """Data of an earlier study under ../shared, read where it lies; the test is skipped, with
+    the path named, where a checkout has no ../shared beside it."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is not here (../shared beside the checkout)")
+    return path
 SHA = "ab" * 32
 
 

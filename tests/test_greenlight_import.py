@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import shared_data
 from deepgreen_audit.cli import main
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.greenlight.discover import read_tree
@@ -39,7 +40,7 @@ def record(**override) -> dict:
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory):
     out = tmp_path_factory.mktemp("gl") / "pkg"
-    counts = import_greenlight(GREENLIGHT, out)
+    counts = import_greenlight(shared_data("greenlight"), out)
     return out, counts
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import shared_data
 from deepgreen_audit.greenlight.discover import read_tree
 from deepgreen_audit.greenlight.fecom import domain_figures
 from deepgreen_audit.greenlight.records import CallRecord, Series, function_name
@@ -60,7 +61,7 @@ def test_function_names_follow_fecom():
 
 @pytest.fixture(scope="module")
 def comparison():
-    return compare_published(GREENLIGHT, read_tree(GREENLIGHT))
+    return compare_published(shared_data("greenlight"), read_tree(GREENLIGHT))
 
 
 def test_fecom_rq2_rows_match_to_full_precision(comparison):

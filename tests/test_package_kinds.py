@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import SHARED
+from conftest import shared_data
 from package_edits import rehash
 
 from deepgreen_audit.cli import main
@@ -25,13 +25,13 @@ from deepgreen_audit.greenlight.importer import import_greenlight
 from deepgreen_audit.package.dispatch import validate_package
 from deepgreen_audit.package.kinds import KIND_KEY
 
-PROJECT = SHARED / "greenlight" / "SMART-Dal_greenlight" / "dataset" / "tensorflow_docs" / "1_Graph_and_Session"
+PROJECT = ("greenlight", "SMART-Dal_greenlight", "dataset", "tensorflow_docs", "1_Graph_and_Session")
 
 
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("kinds") / "api"
-    import_greenlight(PROJECT, out)
+    import_greenlight(shared_data(*PROJECT), out)
     return out
 
 
