@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from deepgreen_audit.cli import main
-from deepgreen_audit.stacks import models_flax, models_tf, native, parity, weights
+from deepgreen_audit.stacks import models_flax, models_tf, native, parity, sources, weights
 
 HEAVY = os.environ.get("DEEPGREEN_HEAVY_STACK_TESTS") == "1"
 heavy = pytest.mark.skipif(not HEAVY, reason="VGG-16 in every stack takes minutes on 2 cores; "
@@ -151,13 +151,13 @@ def test_java_stack_wrong_convention_is_caught(data_dir, tmp_path, replace, by, 
 
 
 def test_recipe_literals_are_found_and_the_stacks_have_none(tmp_path):
-    assert parity.recipe_literals() == []
+    assert sources.recipe_literals() == []
     stack = tmp_path / "stacks" / "python_x"
     stack.mkdir(parents=True)
     (stack / "train.py").write_text("LR = 1e-4\nBATCH = 128  # comment 256\nname = '30'\n"
                                     "bits = 32  # not-recipe: word size\n")
     (stack / "main.cpp").write_text("// eval batch 256\nint epochs = 30;\nauto s = \"128\";\n")
-    hits = {(p.name, line, key) for p, line, _, key in parity.recipe_literals(tmp_path / "stacks")}
+    hits = {(p.name, line, key) for p, line, _, key in sources.recipe_literals(tmp_path / "stacks")}
     assert hits == {("train.py", 1, "learning_rate"), ("train.py", 2, "batch_size"), ("main.cpp", 2, "epochs")}
 
 

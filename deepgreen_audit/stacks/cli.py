@@ -114,7 +114,7 @@ def register(verb) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--plan", help="prepare: the campaign plan (default collect/plan.toml)")
 
-    from deepgreen_audit.stacks.native import NATIVE_STACKS, UNAVAILABLE
+    from deepgreen_audit.stacks.native import NATIVE_STACKS
 
     p = verb("build", cmd_build, "build the C++/LibTorch, Rust/tch and Java/DL4J stacks",
              "Build the stacks that are compiled before they run, incrementally: C++/LibTorch "

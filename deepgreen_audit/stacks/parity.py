@@ -26,10 +26,8 @@ must be equal exactly.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import tempfile
-import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,8 +36,9 @@ import numpy as np
 from deepgreen_audit.registry import Outcome, check, registered_checks, run_check
 from deepgreen_audit.report import Report
 from deepgreen_audit.resources import require_checkout, shipped_root
-from deepgreen_audit.spec import load_spec, recipe, trainable_parameters
+from deepgreen_audit.spec import load_spec, trainable_parameters
 from deepgreen_audit.stacks import data, weights
+from deepgreen_audit.stacks.sources import recipe_literals, spec_owned_numbers
 
 PYTHON_STACKS = {"python-pytorch": "stacks/python_pytorch/train.py",
                  "python-tensorflow": "stacks/python_tensorflow/train.py",
@@ -286,66 +285,6 @@ def control_group(ctx: Context):
 
 
 # ---------------------------------------------------------------- recipe parity (sources)
-
-
-def spec_owned_numbers(spec: dict | None = None) -> dict[str, float]:
-    """The recipe's numbers that a stack must read rather than write (the distinctive ones:
-    non-zero floats and integers >= 8; 0, 1 and 2 occur in any code for other reasons)."""
-    values = {}
-    for key, value in recipe(spec).items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        if (isinstance(value, float) and value != 0.0) or (isinstance(value, int) and value >= 8):
-            values[key] = value
-    return values
-
-
-def stack_sources(root: Path | None = None) -> list[Path]:
-    root = Path(root or shipped_root() / "stacks")
-    suffixes = {".py", ".cpp", ".cc", ".h", ".hpp", ".rs", ".R", ".java"}
-    return sorted(p for p in root.rglob("*") if p.suffix in suffixes
-                  and not {"build", "target"} & set(p.relative_to(root).parts))
-
-
-_C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\])*\"", re.S)
-_NUMBER = re.compile(r"(?<![\w.])(\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)(?![\w.])")
-
-
-#: A line carrying this marker (in a comment, with its reason) holds a number that only
-#: looks like a recipe value (a file-format constant, a word size).
-NOT_RECIPE_MARKER = "not-recipe:"
-
-
-def _numbers_in(path: Path):
-    """(line, literal) of every numeric literal outside comments, strings and marked lines."""
-    text = path.read_text(encoding="utf-8", errors="replace")
-    marked = {i for i, line in enumerate(text.splitlines(), 1) if NOT_RECIPE_MARKER in line}
-    if path.suffix == ".py":
-        with open(path, "rb") as fh:
-            for tok in tokenize.tokenize(fh.readline):
-                if tok.type == tokenize.NUMBER and tok.start[0] not in marked:
-                    yield tok.start[0], tok.string
-        return
-    stripped = _C_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
-    for lineno, line in enumerate(stripped.splitlines(), 1):
-        for m in _NUMBER.finditer(line if lineno not in marked else ""):
-            yield lineno, m.group(1)
-
-
-def recipe_literals(root: Path | None = None, spec: dict | None = None) -> list[tuple[Path, int, str, str]]:
-    """Every place a stack source writes down a number the specification owns."""
-    owned = spec_owned_numbers(spec)
-    hits = []
-    for path in stack_sources(root):
-        for lineno, literal in _numbers_in(path):
-            try:
-                value = float(literal.replace("_", ""))
-            except ValueError:
-                continue
-            for key, spec_value in owned.items():
-                if value == float(spec_value):
-                    hits.append((path, lineno, literal, key))
-    return hits
 
 
 #: The check that reads the stacks' sources once, not a probe per stack.
