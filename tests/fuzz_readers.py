@@ -16,6 +16,7 @@ for as long as asked and reports the number of inputs tried.
 
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
 import tempfile
@@ -63,6 +64,7 @@ def seed_folder() -> Path:
         rows = [r for r in table.rows if r[0] == first]
         tables[name] = TextTable(table.header, rows[:SEED_SAMPLES] if name == "samples" else rows)
     out = Path(tempfile.mkdtemp(prefix="deepgreen-fuzz-seed-")) / "pkg"
+    atexit.register(shutil.rmtree, out.parent, ignore_errors=True)  # with the tree beside it
     write_package(tables, out, shipped.meta)
     return out
 
