@@ -221,7 +221,7 @@ def _cells_from_json(obj: dict, fields, path: Path, section: str) -> list[str]:
             ok = isinstance(value, _JSON_TYPES[f.type]) and not (
                 f.type in ("integer", "number") and isinstance(value, bool))
             if not ok:
-                raise UserError(f"{value!r} is not a {f.type}", path=path, field=f"{section}.{f.name}",
+                raise UserError(f"{value!r} is not a valid {f.type}", path=path, field=f"{section}.{f.name}",
                                 code="type-error")
         cell = format_value(value, f.type)
         if value is not None and f.type in ("string",) and cell == "":

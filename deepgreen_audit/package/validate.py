@@ -272,7 +272,7 @@ def _typed_column(resource, field, arr: pa.StringArray, report):
         ok = arrays.mask(pc.match_substring_regex(arr, "^(?:" + _TYPE_RE[field.type].pattern + ")$"))
         bad = ~ok & ~empty
         for i in np.flatnonzero(bad):
-            report.add("type-error", f"{arr[i].as_py()!r} is not a {field.type}" +
+            report.add("type-error", f"{arr[i].as_py()!r} is not a valid {field.type}" +
                        (" (canonical form: ISO 8601 UTC ending in Z)" if field.type == "datetime" else ""),
                        resource=resource, row=int(i) + 2, field=field.name)
     if field.type == "number":
