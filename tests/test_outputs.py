@@ -248,11 +248,30 @@ def test_sigkill_at_random_points_leaves_the_old_state_or_the_new(medium_package
     assert mid_write > 0, "no kill landed while a writer was staging: the test tested nothing"
 
 
+#: The command line on a disk that stalls for 0.3 s at its first write, so that a writer is
+#: caught mid-write however fast it writes (synth stages its files in about a millisecond).
+STALLING_DISK_CLI = [sys.executable, "-c", """
+import pathlib, sys, time
+from deepgreen_audit.cli import main
+def stalled_once(write):
+    def first_write_stalls(self, *args, **kwargs):
+        pathlib.Path.write_bytes, pathlib.Path.write_text = write_bytes, write_text
+        time.sleep(0.3)
+        return write(self, *args, **kwargs)
+    return first_write_stalls
+write_bytes, write_text = pathlib.Path.write_bytes, pathlib.Path.write_text
+pathlib.Path.write_bytes = stalled_once(write_bytes)
+pathlib.Path.write_text = stalled_once(write_text)
+sys.exit(main(sys.argv[1:]))
+"""]
+
+
 def _frozen_mid_write(argv: list, out: Path) -> subprocess.Popen | None:
     """A writer started and stopped (SIGSTOP) while it holds the output's lock, or None if
     it finished before it could be caught."""
     lock = out.with_name(f".{out.name}.lock")
-    proc = _start(*argv)
+    proc = subprocess.Popen([*STALLING_DISK_CLI, *map(str, argv)], env=ENV, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     while proc.poll() is None:
         if lock.exists():
             proc.send_signal(signal.SIGSTOP)
