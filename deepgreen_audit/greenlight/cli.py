@@ -36,7 +36,7 @@ def cmd_api_audit(args) -> int:
     if not report.valid:
         print(report.format_text())
         return 1
-    calls = open_api_package(args.package).table("api_calls").to_pylist()
+    calls = open_api_package(args.package, report).table("api_calls").to_pylist()
     checks = run_checks(calls, report.subject)
     comparison = None
     if args.published:

@@ -45,21 +45,24 @@ def write_api_package(tables: dict[str, TextTable], out: Path, meta: dict, *,
 
 
 def validate_api_package(location: str | Path) -> Report:
-    """Integrity of an API-level package: checksums, schemas, keys, canonical form."""
-    return _validate.validate(location, API_PROFILES.tables, descriptor_check=_is_api_package)
+    """Integrity of an API-level package: the shared validator over its kind's tables.  A
+    package of another kind (as `kinds` reads its descriptor) is one finding saying so."""
+    try:
+        kind = Package.open(location).kind
+    except UserError:
+        kind = API_PROFILES  # the validator reports the unreadable descriptor in its own words
+    if kind is not API_PROFILES:
+        report = Report(str(location), "validate")
+        report.add("descriptor-error", f"not an API-level package: it is {kind.title!r} "
+                   f"({KIND_KEY} is not {API_PROFILES.name!r})")
+        return report
+    return _validate.validate(location, API_PROFILES.tables)
 
 
-def _is_api_package(package: Package, report: Report) -> bool:
-    if package.descriptor.get(KIND_KEY) != API_PROFILES.name:
-        report.add("descriptor-error",
-                   f"not an API-level package ({KIND_KEY} is not {API_PROFILES.name!r})")
-        return False
-    return True
-
-
-def open_api_package(location: str | Path) -> Package:
-    """Open and validate an API-level package, or a UserError naming the first problem."""
-    report = validate_api_package(location)
+def open_api_package(location: str | Path, report: Report | None = None) -> Package:
+    """Open an API-level package that validates (`report`, when the caller has validated it
+    already), or a UserError naming the first problem."""
+    report = report or validate_api_package(location)
     if not report.valid:
         first = report.findings[0]
         raise UserError(f"is not a valid API-level package: [{first.id}] {first.where()}: "

@@ -45,23 +45,21 @@ _TIMESTAMP = pa.timestamp("us", tz="UTC")
 RUN_CHILDREN = ("environment", "blocks")
 
 
-def validate(location: str | Path | None = None, tables: tuple[str, ...] = TABLES,
-             descriptor_check=None) -> Report:
+def validate(location: str | Path | None = None, tables: tuple[str, ...] = TABLES) -> Report:
     """Validate the package at `location` (folder or descriptor); never raises for bad data
     (see `validate_tables`)."""
-    return validate_tables(location, tables, descriptor_check)[0]
+    return validate_tables(location, tables)[0]
 
 
-def validate_tables(location: str | Path | None = None, tables: tuple[str, ...] = TABLES,
-                    descriptor_check=None) -> tuple[Report, dict[str, pa.Table]]:
+def validate_tables(location: str | Path | None = None,
+                    tables: tuple[str, ...] = TABLES) -> tuple[Report, dict[str, pa.Table]]:
     """The validation report of the package at `location`, and the typed table (the schema's
     types) of each table that validates, so a caller that reads them next (the audit) need
     not parse them again.
 
     `tables` names the resources (and `schemas/<name>.json`) the package must
-    hold: the four campaign tables by default; other kinds of package (the
-    API-level profiles) pass their own, with `descriptor_check(package, report)`
-    returning False to stop when the descriptor is not of their kind.
+    hold: the four campaign tables by default; other kinds of package pass their
+    kind's tables (`package.kinds`, which also says what kind a descriptor is).
     """
     try:
         package = Package.open(location)
@@ -73,8 +71,6 @@ def validate_tables(location: str | Path | None = None, tables: tuple[str, ...] 
                     notice=package.notice())
     report.stats["provenance"] = {k: package.descriptor.get(k) for k in
                                   ("name", "title", "provenance") if k in package.descriptor}
-    if descriptor_check is not None and not descriptor_check(package, report):
-        return report, {}
     try:
         sums = _check_checksums(package, report)
     except UserError as exc:
