@@ -58,13 +58,17 @@ def recipe(spec: dict | None = None) -> dict:
 #: Keys of a plan's [scope] table: how a campaign may narrow the full design (a pilot, a smoke
 #: run); the batch limits are for smoke runs only.
 SCOPE_KEYS = ("ecosystems", "architectures", "datasets", "repetitions", "epochs",
-              "max_train_batches", "max_eval_batches")
+              "batch_size", "input_resolution_px", "device", "max_train_batches",
+              "max_eval_batches")
 #: Where each narrowing scope key replaces a value of the specification.
 _SCOPED_VALUES = {"ecosystems": ("S6_replication", "ecosystems"),
                   "architectures": ("S1_model", "architectures"),
                   "datasets": ("S3_data", "datasets"),
                   "repetitions": ("S6_replication", "repetitions"),
-                  "epochs": ("S2_optimisation", "epochs")}
+                  "epochs": ("S2_optimisation", "epochs"),
+                  "batch_size": ("S2_optimisation", "batch_size"),
+                  "input_resolution_px": ("S3_data", "input_resolution_px"),
+                  "device": ("S4_backend", "device")}
 
 
 def scoped(spec: dict, scope: dict | None, where: Path | str = "scope") -> dict:
@@ -103,6 +107,16 @@ def section_ids(spec: dict | None = None) -> list[str]:
 def short_section(key: str) -> str:
     """'S5_measurement' -> 'S5'."""
     return key.split("_", 1)[0]
+
+
+#: The devices a campaign may declare (S4_backend.device, or its [scope]).
+DEVICES = ("cuda", "cpu")
+
+
+def declared_device(spec: dict | None = None) -> str:
+    """The device the (scoped) specification says every run places its work on."""
+    spec = spec or load_spec()
+    return str(spec["S4_backend"]["device"])
 
 
 def master_seed(spec: dict | None = None) -> int:

@@ -22,7 +22,7 @@ from pathlib import Path
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.schema import load_schema
 from deepgreen_audit.resources import project_file, require_checkout
-from deepgreen_audit.spec import SCOPE_KEYS, load_spec, read_toml, recipe
+from deepgreen_audit.spec import DEVICES, SCOPE_KEYS, load_spec, read_toml, recipe
 from deepgreen_audit.spec import master_seed as spec_master_seed
 
 PLAN_KEYS = {"campaign", "master_seed", "run_timeout_s", "data_dir", "stacks", "scope", "hosts"}
@@ -93,6 +93,11 @@ class Plan:
     #: the plan's [hosts] table: the declared host design, the node of each repetition round
     #: (replicate_nodes, cycled), the GPUs one run asks for (Slurm --gres); recorded in the package
     hosts: dict = field(default_factory=dict, hash=False)
+
+    @property
+    def device(self) -> str:
+        """The device every run of this campaign is to place its work on (cuda or cpu)."""
+        return self.scope.get("device") or load_spec()["S4_backend"]["device"]
 
     @property
     def host_design(self) -> str:
@@ -199,6 +204,12 @@ def load_plan(path: Path | None = None) -> Plan:
     run_recipe = recipe(spec)
     epochs = _positive(scope, "epochs", run_recipe["epochs"], path, "scope.")
     run_recipe["epochs"] = epochs
+    for key in ("batch_size", "input_resolution_px"):
+        run_recipe[key] = _positive(scope, key, run_recipe[key], path, "scope.")
+    device = scope.get("device", spec["S4_backend"]["device"])
+    if device not in DEVICES:
+        raise UserError(f"{device!r} is not one of {', '.join(DEVICES)}", path=path,
+                        field="scope.device", code="plan-error")
     limits = {k: _positive(scope, k, None, path, "scope.") for k in ("max_train_batches", "max_eval_batches")}
     stacks = {}
     for eco, table in data.get("stacks", {}).items():
