@@ -117,16 +117,33 @@ def cmd_export(args) -> int:
     return 0
 
 
+def _plan_scope(path: Path) -> dict:
+    """The scope a campaign plan declares, as synth's overrides: the synthetic counterpart of
+    that campaign (its smoke-run batch limits do not apply; the synthetic host is a GPU host)."""
+    from deepgreen_audit.collect.plan import load_plan
+    from deepgreen_audit.spec import declared_device
+    from deepgreen_audit.synth.generate import SCOPE_OVERRIDES
+
+    scope = load_plan(path).scope
+    if scope.get("device", declared_device()) != declared_device():
+        raise UserError(f"declares device {scope['device']!r}; the synthetic host measures "
+                        f"{declared_device()!r} only", path=path, field="scope.device")
+    return {k: scope[k] for k in (*SCOPE_OVERRIDES, "reason") if k in scope}
+
+
 def cmd_synth(args) -> int:
     from deepgreen_audit.synth import write_synthetic
     from deepgreen_audit.synth.model import SynthModel
 
     model = SynthModel.from_toml(Path(args.model)) if args.model else SynthModel()
-    overrides = {k: v for k, v in {
+    overrides = _plan_scope(Path(args.plan)) if args.plan else {}
+    overrides.update({k: v for k, v in {
         "ecosystems": args.ecosystems.split(",") if args.ecosystems else None,
         "architectures": args.architectures.split(",") if args.architectures else None,
         "datasets": args.datasets.split(",") if args.datasets else None,
-        "repetitions": args.repetitions, "epochs": args.epochs}.items() if v is not None}
+        "repetitions": args.repetitions, "epochs": args.epochs, "batch_size": args.batch_size,
+        "input_resolution_px": args.input_resolution_px, "reason": args.reason}.items()
+        if v is not None})
     path = write_synthetic(Path(args.out), seed=args.seed, model=model,
                            defects=tuple(args.defect or ()),
                            descriptor_path=Path(args.descriptor) if args.descriptor else None,
@@ -211,6 +228,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--datasets", metavar="A,B")
     p.add_argument("--repetitions", type=int)
     p.add_argument("--epochs", type=int)
+    p.add_argument("--batch-size", type=int, metavar="N",
+                   help="training batch size (default: the spec's; time per sample follows it)")
+    p.add_argument("--input-resolution-px", type=int, metavar="PX",
+                   help="input side in pixels (default: the spec's; time per sample follows it)")
+    p.add_argument("--plan", metavar="TOML",
+                   help="draw the campaign a plan declares: its [scope] (labels, repetitions, "
+                        "epochs, batch size, resolution, reason), e.g. collect/contrast.toml; "
+                        "the options above override it")
+    p.add_argument("--reason", metavar="TEXT",
+                   help="why the campaign narrows the design, for its declared scope (the paper "
+                        "quotes it)")
     p.add_argument("--descriptor", metavar="FILE", help="write datapackage.json here instead")
     p.add_argument("--overwrite", action="store_true", help="replace PKG if it exists")
     for module in VERB_MODULES:

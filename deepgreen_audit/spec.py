@@ -56,12 +56,13 @@ def recipe(spec: dict | None = None) -> dict:
 
 
 #: Keys of a plan's [scope] table: how a campaign may narrow the full design (a pilot, a smoke
-#: run); the batch limits are for smoke runs only.
+#: run, a re-collection on the hardware a user has, the contrast cell); `reason` says why, in
+#: one sentence the paper quotes; the batch limits are for smoke runs only.
 SCOPE_KEYS = ("ecosystems", "architectures", "datasets", "repetitions", "epochs",
-              "batch_size", "input_resolution_px", "device", "max_train_batches",
+              "batch_size", "input_resolution_px", "device", "reason", "max_train_batches",
               "max_eval_batches")
 #: Where each narrowing scope key replaces a value of the specification.
-_SCOPED_VALUES = {"ecosystems": ("S6_replication", "ecosystems"),
+SCOPED_VALUES = {"ecosystems": ("S6_replication", "ecosystems"),
                   "architectures": ("S1_model", "architectures"),
                   "datasets": ("S3_data", "datasets"),
                   "repetitions": ("S6_replication", "repetitions"),
@@ -81,7 +82,7 @@ def scoped(spec: dict, scope: dict | None, where: Path | str = "scope") -> dict:
         raise UserError(f"the declared scope must be a table of {', '.join(SCOPE_KEYS)}; got "
                         f"{scope!r}", path=where, field="scope", code="scope-error")
     narrowed = {key: dict(value) if isinstance(value, dict) else value for key, value in spec.items()}
-    for key, (section, name) in _SCOPED_VALUES.items():
+    for key, (section, name) in SCOPED_VALUES.items():
         if key in scope:
             narrowed[section] = {**narrowed[section], name: scope[key]}
     narrowed["scope"] = dict(scope)

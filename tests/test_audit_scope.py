@@ -32,8 +32,13 @@ def _with_meta(src, out, **meta):
     return out
 
 
-def test_the_full_design_fails_a_small_campaign_that_declares_no_scope(small):
-    report = audit(small, select=list(SCOPED_CHECKS))
+def test_the_full_design_fails_a_small_campaign_that_declares_no_scope(small, tmp_path):
+    package = Package.open(small)
+    assert package.descriptor["scope"] == SCOPE          # synth declares what it narrowed
+    unscoped = tmp_path / "unscoped"
+    write_package({name: package.text(name) for name in TABLES}, unscoped,
+                  {k: v for k, v in package.meta.items() if k != "scope"})
+    report = audit(unscoped, select=list(SCOPED_CHECKS))
     assert "scope" not in report.stats
     assert all(report.finding(c).status == "fail" for c in SCOPED_CHECKS)
 

@@ -139,7 +139,7 @@ def test_imagenette_tgz_to_224_centre_crop(tmp_path):
     write_imagenette(path)
     store = converted(tmp_path, "imagenette", [path])
     assert store.x_train.shape == (4, 224, 224, 3) and store.x_test.shape == (2, 224, 224, 3)
-    assert store.side_px == data.CONTRAST_SIDE_PX and sorted(store.y_train.tolist()) == [0, 0, 1, 1]
+    assert store.side_px == data.side_px("imagenette") == 224 and sorted(store.y_train.tolist()) == [0, 0, 1, 1]
 
 
 def test_wrong_checksum_is_refused_before_reading(tmp_path):

@@ -35,7 +35,8 @@ class Text:
 
     value: str
     description: str
-    #: "label": a normalised label of the tables, shown by its display name; "plain": as is.
+    #: "label": a normalised label of the tables, shown by its display name; "labels": several,
+    #: joined by ";", shown as a list of display names; "plain": as is.
     kind: str = "plain"
 
 
@@ -55,6 +56,8 @@ class Results:
     utilisation: pd.DataFrame | None = None
     #: within-host beside across-host spread per configuration (None: one host)
     host_spread: pd.DataFrame | None = None
+    #: LaTeX conditionals (\ifName) the text branches on: what the declared design holds
+    flags: dict = field(default_factory=dict)
 
     def number(self, name: str, value: float, decimals: int, description: str,
                unit: str | None = None) -> None:
@@ -71,6 +74,15 @@ class Results:
         if value is None or value == "":
             raise MissingValue(f"the label \\{name} ({description}) is missing")
         self.values[name] = Text(str(value), description, kind)
+
+
+_COUNT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                "ten")
+
+
+def _count_word(count: int) -> str:
+    """A small count in words, as the text reads it ("seven deep-learning stacks")."""
+    return _COUNT_WORDS[count] if count < len(_COUNT_WORDS) else str(count)
 
 
 def _phase_word(phase: str) -> str:
@@ -123,6 +135,15 @@ def _campaign(r: Results, tables: CampaignTables, design: Design, spec: dict) ->
              "blocks without counter energy")
     r.number("SamplesTotal", len(tables.samples), 0, "1 Hz samples in the package")
     r.number("EcosystemsCount", len(design.ecosystems), 0, "ecosystems of the design")
+    r.text("EcosystemsCountWord", _count_word(len(design.ecosystems)),
+           "number of ecosystems of the design, in words")
+    for name, labels in (("Ecosystems", design.ecosystems), ("Architectures", design.architectures),
+                         ("Datasets", design.datasets)):
+        r.text(f"{name}List", ";".join(labels), f"{name.lower()} of the design", kind="labels")
+    r.flags["ControlGroup"] = len(design.control_group) >= 2
+    if r.flags["ControlGroup"]:
+        r.text("ControlGroupList", ";".join(design.control_group),
+               "the LibTorch control group's ecosystems in the design", kind="labels")
     r.number("ArchitecturesCount", len(design.architectures), 0, "architectures of the design")
     r.number("DatasetsCount", len(design.datasets), 0, "datasets of the design")
     r.number("ConfigurationsCount", len(design.configurations), 0, "configurations of the design")

@@ -25,7 +25,8 @@ from deepgreen_audit.resources import project_file, require_checkout
 from deepgreen_audit.spec import DEVICES, SCOPE_KEYS, load_spec, read_toml, recipe
 from deepgreen_audit.spec import master_seed as spec_master_seed
 
-PLAN_KEYS = {"campaign", "master_seed", "run_timeout_s", "data_dir", "stacks", "scope", "hosts"}
+PLAN_KEYS = {"campaign", "master_seed", "run_timeout_s", "data_dir", "stacks", "stacks_from",
+             "scope", "hosts"}
 STACK_KINDS = ("python", "external")
 #: How a campaign's runs may map to hosts (the plan's [hosts] design; the audit's S6.host-design):
 #: every compared run on one kind of hardware, or each repetition round whole on one host.
@@ -206,13 +207,16 @@ def load_plan(path: Path | None = None) -> Plan:
     run_recipe["epochs"] = epochs
     for key in ("batch_size", "input_resolution_px"):
         run_recipe[key] = _positive(scope, key, run_recipe[key], path, "scope.")
+    if not isinstance(scope.get("reason", ""), str):
+        raise UserError("must be a sentence saying why the campaign narrows the design", path=path,
+                        field="scope.reason", code="plan-error")
     device = scope.get("device", spec["S4_backend"]["device"])
     if device not in DEVICES:
         raise UserError(f"{device!r} is not one of {', '.join(DEVICES)}", path=path,
                         field="scope.device", code="plan-error")
     limits = {k: _positive(scope, k, None, path, "scope.") for k in ("max_train_batches", "max_eval_batches")}
     stacks = {}
-    for eco, table in data.get("stacks", {}).items():
+    for eco, table in _stack_tables(data, path).items():
         where = f"stacks.{eco}."
         if eco not in _enum("runs", "ecosystem"):
             raise UserError(f"{eco!r} is not an ecosystem", path=path, field=f"stacks.{eco}",
@@ -257,6 +261,25 @@ def load_plan(path: Path | None = None) -> Plan:
                         code="plan-error")
     return Plan(path=path, campaign=campaign, master_seed=master_seed, run_timeout_s=float(timeout),
                 stacks=stacks, jobs=tuple(jobs), scope=dict(scope), hosts=hosts)
+
+
+def _stack_tables(data: dict, path: Path) -> dict:
+    """The plan's [stacks] tables: those of the plan `stacks_from` names (a path relative to this
+    plan, e.g. "plan.toml": one definition of how each stack runs), then the plan's own."""
+    tables = {}
+    source = data.get("stacks_from")
+    if source is not None:
+        if not isinstance(source, str) or not source:
+            raise UserError("must be the path of another plan file", path=path,
+                            field="stacks_from", code="plan-error")
+        other = path.parent / source
+        if other.resolve() == path.resolve():
+            raise UserError("names this plan itself", path=path, field="stacks_from",
+                            code="plan-error")
+        tables.update(read_toml(other, missing="no such plan file (named by stacks_from)",
+                                code="plan-error").get("stacks", {}))
+    tables.update(data.get("stacks", {}))
+    return tables
 
 
 def _hosts(table: dict, path: Path) -> dict:

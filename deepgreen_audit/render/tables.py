@@ -52,7 +52,9 @@ def cells_context(results: Results, design: Design) -> dict:
             "spread": Number(s["spread"], 2, f"spread of {key}"),
             "low": Number(s["spread_low"], 2, f"bootstrap lower end of the spread of {key}"),
             "high": Number(s["spread_high"], 2, f"bootstrap upper end of the spread of {key}"),
-            "control": Number(s["control_spread"], 2, f"control-group spread of {key}"),
+            # a design with fewer than two control-group ecosystems has no control spread
+            "control": Number(s["control_spread"], 2, f"control-group spread of {key}")
+            if len(design.control_group) >= 2 else None,
             "cheapest": s["cheapest"], "most_expensive": s["most_expensive"],
             "uncorrected": Number(int((tests["p"] < design.alpha).sum()), 0, f"p<alpha count of {key}"),
             "pairs": Number(len(tests), 0, f"comparisons in {key}"),
@@ -60,7 +62,7 @@ def cells_context(results: Results, design: Design) -> dict:
             "accuracy_pp": Number(acc.loc[(s["architecture"], s["dataset"]), "spread_pp"], 1,
                                   f"final-accuracy spread of {s['architecture']}/{s['dataset']}"),
         })
-    return {"rows": rows}
+    return {"rows": rows, "control_group": len(design.control_group) >= 2}
 
 
 #: Generated table files and the functions that build their contexts.

@@ -10,7 +10,7 @@ store, one folder per dataset::
     <data_dir>/<dataset>/manifest.json  sources and their checksums, filter, counts, fingerprint
 
 S is the specification's ``S3_data.input_resolution_px`` (32), or
-`CONTRAST_SIDE_PX` for the contrast cell (Imagenette).  Every image is resized
+``S3_data.contrast_cell.input_resolution_px`` for the contrast cell (Imagenette).  Every image is resized
 once, here, with `RESIZE_FILTER` (Pillow's bilinear filter, which widens its
 support when downscaling, i.e. it antialiases); a non-square image is first
 scaled so its shorter side is S, then centre-cropped.  Grey images are
@@ -47,8 +47,6 @@ from deepgreen_audit.package.checksums import sha256_bytes, sha256_chunks, sha25
 from deepgreen_audit.spec import load_spec
 
 FORMAT = "deepgreen-data-store/1"
-#: Side of the contrast cell's images (DESIGN.md: Imagenette at 224x224).
-CONTRAST_SIDE_PX = 224
 RESIZE_FILTER = "PIL.Image.Resampling.BILINEAR"
 SPLITS = ("train", "test")
 
@@ -73,7 +71,12 @@ CONVERTIBLE = (*PUBLISHED_MD5, "digits")
 
 
 def side_px(dataset: str) -> int:
-    return CONTRAST_SIDE_PX if dataset == "imagenette" else int(load_spec()["S3_data"]["input_resolution_px"])
+    """The side a dataset is stored at: the contrast cell's (S3_data.contrast_cell) for its
+    dataset, the specification's input resolution for every other."""
+    s3 = load_spec()["S3_data"]
+    contrast = s3["contrast_cell"]
+    return int(contrast["input_resolution_px"] if dataset == contrast["dataset"]
+               else s3["input_resolution_px"])
 
 
 # ---------------------------------------------------------------- pixels

@@ -99,6 +99,8 @@ class Campaign:
     run_pid: np.ndarray
     phys_arch: list[str]            # architecture the run's time and power follow
     eval_fixed_s: np.ndarray        # nan, or a fixed eval-block duration
+    #: time per sample of each phase against the full design's recipe (resolution, batch size)
+    work_factor: dict[str, float] = field(default_factory=dict)
     runs: dict[str, list] = field(default_factory=dict)
     env: dict[str, list] = field(default_factory=dict)
     blocks: dict[str, np.ndarray] = field(default_factory=dict)
@@ -155,14 +157,22 @@ def _select(override, allowed: list[str], kind: str) -> list[str]:
 
 
 def _plan(seed: int, model: SynthModel, ecosystems, architectures, datasets, repetitions,
-          epochs) -> Campaign:
+          epochs, batch_size=None, input_resolution_px=None) -> Campaign:
     spec = load_spec()
     rec = recipe(spec)
+    full = dict(rec)
+    for key, value in (("batch_size", batch_size), ("input_resolution_px", input_resolution_px)):
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserError(f"{key.replace('_', ' ')} must be an integer >= 1, not {value!r}")
+            rec[key] = value
     s3 = spec["S3_data"]
     ecos = _select(ecosystems, spec["S6_replication"]["ecosystems"], "ecosystem")
     archs = _select(architectures, spec["S1_model"]["architectures"], "architecture")
-    dss = _select(datasets, [d for d in s3["datasets"]
-                             if d in s3["train_samples"] and d in s3["eval_samples"]], "dataset")
+    # a scope may name any dataset the specification sizes (the contrast cell's Imagenette)
+    sized = [d for d in s3["classes"] if d in s3["train_samples"] and d in s3["eval_samples"]]
+    dss = _select(datasets, sized, "dataset") if datasets is not None else \
+        _select(None, [d for d in s3["datasets"] if d in sized], "dataset")
     reps = int(spec["S6_replication"]["repetitions"] if repetitions is None else repetitions)
     n_epochs = int(rec["epochs"] if epochs is None else epochs)
     if reps < 1 or n_epochs < 1:
@@ -195,7 +205,8 @@ def _plan(seed: int, model: SynthModel, ecosystems, architectures, datasets, rep
         n_eval={d: int(s3["eval_samples"][d]) for d in dss},
         configs=configs, run_config=run_config, run_rep=np.array(rep_of, dtype=np.int64),
         run_seed=run_seed, run_pid=run_pid,
-        phys_arch=[configs[c][1] for c in order], eval_fixed_s=np.full(n, np.nan))
+        phys_arch=[configs[c][1] for c in order], eval_fixed_s=np.full(n, np.nan),
+        work_factor={phase: model.work_factor(phase, rec, full) for phase in PHASES})
 
 
 def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
@@ -220,6 +231,7 @@ def _simulate(c: Campaign) -> None:
     # --- time ------------------------------------------------------------
     t_tr = np.array([m.block_duration_s(eco[i], pa[i], "train", c.n_train[ds[i]]) for i in range(n)])
     t_ev = np.array([m.block_duration_s(eco[i], pa[i], "eval", c.n_eval[ds[i]]) for i in range(n)])
+    t_tr, t_ev = t_tr * c.work_factor["train"], t_ev * c.work_factor["eval"]
     rng = _rng(c.seed, _S_TIME)
     z_run = rng.standard_normal(n)
     z_blk = rng.standard_normal((n, B))
@@ -647,8 +659,8 @@ def _tables(c: Campaign) -> tuple[dict[str, TextTable], int]:
     return {name: tables[name] for name in TABLES}, len(scol["run_id"])
 
 
-def _meta(seed: int, defects: list[str], truth_sha: str) -> dict:
-    return {
+def _meta(seed: int, defects: list[str], truth_sha: str, scope: dict) -> dict:
+    meta = {
         "name": "deepgreen-synthetic-campaign",
         "title": "SYNTHETIC campaign (generated, not measured)",
         "description": (
@@ -669,18 +681,32 @@ def _meta(seed: int, defects: list[str], truth_sha: str) -> dict:
             "truth_sha256": truth_sha,
         },
     }
+    if scope:
+        # what the campaign set out to run: the audit, the analysis and the paper hold it to this
+        meta["scope"] = scope
+    return meta
+
+
+#: The overrides of `generate` a campaign declares as its scope, in the order a plan lists them.
+SCOPE_OVERRIDES = ("ecosystems", "architectures", "datasets", "repetitions", "epochs",
+                   "batch_size", "input_resolution_px")
 
 
 def generate(seed: int | None = None, model: SynthModel = SynthModel(), *,
              defects: Sequence[str] = (), ecosystems: Sequence[str] | None = None,
              architectures: Sequence[str] | None = None, datasets: Sequence[str] | None = None,
-             repetitions: int | None = None, epochs: int | None = None) -> SynthResult:
+             repetitions: int | None = None, epochs: int | None = None,
+             batch_size: int | None = None, input_resolution_px: int | None = None,
+             reason: str | None = None) -> SynthResult:
     """Generate a synthetic campaign, deterministically from `seed` (by default the
     specification's master seed, S6_replication.master_seed).
 
     The overrides select a sub-campaign (labels must be in the experiment
-    specification); by default the full campaign of the specification is
-    drawn.  `defects` names planted defects of `deepgreen_audit.synth.defects.DEFECTS`.
+    specification; batch size and input resolution change the time per sample, see the
+    model); by default the full campaign of the specification is drawn.  A campaign drawn
+    with overrides declares them as its scope in the descriptor (with `reason`, why), as a
+    collected campaign declares its plan's.  `defects` names planted defects of
+    `deepgreen_audit.synth.defects.DEFECTS`.
     """
     from deepgreen_audit.synth.defects import DEFECTS, apply_defects
 
@@ -695,7 +721,15 @@ def generate(seed: int | None = None, model: SynthModel = SynthModel(), *,
         raise UserError(f"unknown defect(s) {', '.join(map(repr, unknown))}; known: "
                         + ", ".join(DEFECTS))
     wanted = [d for d in DEFECTS if d in set(defects)]
-    c = _plan(seed, model, ecosystems, architectures, datasets, repetitions, epochs)
+    c = _plan(seed, model, ecosystems, architectures, datasets, repetitions, epochs,
+              batch_size, input_resolution_px)
+    given = {"ecosystems": ecosystems, "architectures": architectures, "datasets": datasets,
+             "repetitions": repetitions, "epochs": epochs, "batch_size": batch_size,
+             "input_resolution_px": input_resolution_px}
+    scope = {k: list(v) if isinstance(v, (list, tuple)) else v
+             for k, v in given.items() if v is not None}
+    if scope and reason:
+        scope["reason"] = reason
     entries: dict = {}
     apply_defects(c, wanted, "physics", entries)
     _simulate(c)
@@ -704,7 +738,7 @@ def generate(seed: int | None = None, model: SynthModel = SynthModel(), *,
     entries = {name: _finish_entry(c, entry) for name, entry in entries.items()}
     tables, n_samples = _tables(c)
     truth = _truth(c, entries, n_samples)
-    meta = _meta(seed, wanted, sha256_bytes(truth_bytes(truth)))
+    meta = _meta(seed, wanted, sha256_bytes(truth_bytes(truth)), scope)
     return SynthResult(tables=tables, truth=truth, meta=meta)
 
 
@@ -728,7 +762,7 @@ def write_synthetic(out, seed: int | None = None, model: SynthModel = SynthModel
     """Generate a campaign and write it as a package under `out`; returns the descriptor path.
 
     `overrides` are those of `generate` (ecosystems, architectures, datasets,
-    repetitions, epochs).  The truth is written beside the tables as
+    repetitions, epochs, batch_size, input_resolution_px, reason).  The truth is written beside the tables as
     ``synth-truth.json``; the descriptor says the package is synthetic.
     """
     from deepgreen_audit.package.writer import write_package

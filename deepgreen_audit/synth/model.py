@@ -62,7 +62,10 @@ Counter-bracketed block durations (seconds)::
 ``s_train``/``s_eval`` are ``architecture_train_s_per_10k`` /
 ``architecture_eval_s_per_10k`` (PyTorch on the synthetic host), ``m_time``
 is ``ecosystem_time``.  ``z_r`` is one draw per run (run-to-run noise),
-``z_rb`` one per block.  No clean block lasts less than ``min_block_s`` (CodeCarbon's
+``z_rb`` one per block.  A campaign whose scope changes the recipe multiplies both by
+``work_factor``: ``(px / px_full) ** (2 * resolution_time_exponent)``, and for training also
+``(batch_full / batch) ** batch_time_exponent`` (the full design's values from the
+specification).  No clean block lasts less than ``min_block_s`` (CodeCarbon's
 interval: a shorter block is the short-blocks defect, never noise).
 
 Power and energy
@@ -312,6 +315,12 @@ class SynthModel:
     block_power_sigma: float = 0.01
     warmup_factor: float = 1.3
 
+    # --- a scope's recipe (the contrast cell: 224 px, batch 32) ----------------
+    #: time per sample grows as (pixels / full design's pixels) ** this (1: with the convolutions' work)
+    resolution_time_exponent: float = 1.0
+    #: training time per sample grows as (full design's batch / batch) ** this
+    batch_time_exponent: float = 0.15
+
     # --- learning curves ---------------------------------------------------
     accuracy_tau_epochs: float = 4.0
     run_accuracy_sigma: float = 0.006
@@ -466,6 +475,16 @@ class SynthModel:
         per_10k = (self.architecture_train_s_per_10k if phase == "train"
                    else self.architecture_eval_s_per_10k)[architecture]
         return per_10k * samples / 1e4 * self.ecosystem_time[ecosystem]
+
+    def work_factor(self, phase: str, recipe: dict, full_recipe: dict) -> float:
+        """Time per sample of a phase under `recipe` against the full design's `full_recipe`:
+        convolution work grows with the pixels of an input, and small training batches use the
+        GPU less well (evaluation keeps its own batch size)."""
+        pixels = (recipe["input_resolution_px"] / full_recipe["input_resolution_px"]) ** 2
+        factor = pixels ** self.resolution_time_exponent
+        if phase == "train":
+            factor *= (full_recipe["batch_size"] / recipe["batch_size"]) ** self.batch_time_exponent
+        return factor
 
     def gpu_power_w(self, ecosystem: str, architecture: str, phase: str) -> float:
         base = (self.architecture_gpu_train_w if phase == "train"
