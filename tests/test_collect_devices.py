@@ -75,7 +75,8 @@ def test_rapl_wraparound_difference(tmp_path):
                             wraps_between(start, end)) == pytest.approx(1000 / 1e6)
     assert package_energy_j((5,), (1_000_005,), (262_143_328_850,), (0,)) == 1.0
     # w observed wraps: end - start + w x range, whichever way the two readings lie
-    assert package_energy_j((100, 7), (50, 9), (1_000, 1_000), (2, 1)) == (50 - 100 + 2_000) / 1e6 + (9 - 7 + 1_000) / 1e6
+    assert package_energy_j((100, 7), (50, 9), (1_000, 1_000), (2, 1)) == \
+        (50 - 100 + 2_000) / 1e6 + (9 - 7 + 1_000) / 1e6
     assert fewest_wraps((100, 7), (50, 9)) == (1, 0)
 
 

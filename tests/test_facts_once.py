@@ -159,7 +159,8 @@ def test_the_phase_totals_leave_out_the_warmup_epochs_the_specification_names(ti
     totals = energy.phase_totals(tables, design)
     b = tables.blocks
     for _, row in totals.iterrows():
-        kept = b[(b["run_id"] == row["run_id"]) & (b["phase"] == row["phase"]) & (b["epoch"] > excluded)]
+        kept = b[(b["run_id"] == row["run_id"]) & (b["phase"] == row["phase"])
+                 & (b["epoch"] > excluded)]
         assert row["blocks"] == len(kept) == 2 - excluded
         assert row["duration_s"] == kept["duration_s"].sum()
     assert ("warm-up epoch included" in energy.counted_epochs_text(design.warmup_epochs_excluded)) \
