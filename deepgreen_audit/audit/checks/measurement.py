@@ -92,7 +92,8 @@ def counter_recompute(ctx):
                     inferred += sum(wraps)
                 else:
                     recorded += sum(wraps)
-                cpu_again[i] = sum((e - s + w * r) / 1e6 for s, e, r, w in zip(start, end, ranges, wraps))
+                cpu_again[i] = sum((e - s + w * r) / 1e6
+                                   for s, e, r, w in zip(start, end, ranges, wraps))
     with np.errstate(invalid="ignore"):
         differs = (relative_difference(gpu_again, gpu) > tol) | (relative_difference(cpu_again, cpu) > tol)
     bad = incomplete | differs
@@ -133,7 +134,7 @@ def rapl_wraps(ctx):
                 found.append((i, "the counter went down in a domain with 0 wraps recorded"))
             continue
         fewest = _fewest_wraps(start, end)
-        most_uj = duration_s[i] * max_power_w * 1e6     # NaN duration: nothing is provable
+        most_uj = duration_s[i] * max_power_w * 1e6     # the most the package could draw
         if any(e - s + w * r + r <= most_uj for s, e, r, w in zip(start, end, ranges, fewest)):
             found.append((i, f"no wraps recorded and long enough for one more at {max_power_w:g} W"))
         else:
