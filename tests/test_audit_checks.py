@@ -339,7 +339,7 @@ def test_counted_rapl_wraps_are_recomputed_and_uncounted_ones_judged_by_duration
     twice = edited(clean, tmp_path / "twice", lambda f: _set_rapl(
         f["blocks"], 0, (1_000, 5), (2_000, 5), "2;0", 2_400.0))
     assert run(twice, "S5.counter-recompute").status == "pass"
-    counted = [int(re.search(r"(\d+) RAPL wrap\(s\) counted", run(pkg, "S5.counter-recompute").message)[1])
+    counted = [int(re.search(r"(\d+) RAPL wrap\(s\) recorded", run(pkg, "S5.counter-recompute").message)[1])
                for pkg in (clean, twice)]
     assert counted[1] == counted[0] + 2
     assert run(twice, "S5.rapl-wraps").status == "pass"

@@ -102,8 +102,8 @@ def counter_recompute(ctx):
         return Outcome.failed(f"{n:,} block(s) whose energy differs from their raw counter "
                               "readings (or whose readings are incomplete)", rows=n)
     return Outcome.passed(f"{int(has_energy.sum()):,} blocks recomputed from raw readings "
-                          f"({recorded} RAPL wrap(s) counted by the harness, {inferred} inferred "
-                          "where none were recorded)")
+                          f"({recorded} RAPL wrap(s) recorded, {inferred} inferred where none "
+                          "were recorded)")
 
 
 @check("S5.rapl-wraps", "S5", table="blocks")
@@ -148,9 +148,10 @@ def rapl_wraps(ctx):
                               f"could have wrapped once more unobserved (at {max_power_w:g} W per "
                               f"package), {len(found) - missing:,} whose recorded wraps contradict "
                               "their readings", rows=len(found), details=evidence(pd.DataFrame(rows)))
-    return Outcome.passed(f"{counted:,} blocks with RAPL wraps counted and consistent, "
-                          f"{uncounted_short:,} without, too short to wrap unobserved at "
-                          f"{max_power_w:g} W per package")
+    return Outcome.passed(f"{counted:,} blocks with RAPL wraps recorded and consistent with their "
+                          "readings" + (f", {uncounted_short:,} without recorded wraps but too short "
+                                        f"to wrap unobserved at {max_power_w:g} W per package"
+                                        if uncounted_short else ""))
 
 
 @check("S5.energy-domains", "S5", table="blocks")
