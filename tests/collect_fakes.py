@@ -74,6 +74,29 @@ def set_energy(zone_path: Path, energy_uj: int) -> None:
     (zone_path / "energy_uj").write_text(f"{energy_uj}\n")
 
 
+class DrawingPackage:
+    """A fake package zone whose energy_uj follows a test clock: `power_w` drawn from
+    `start_uj`, wrapping at `max_uj`.  `advance(seconds)` moves the clock and rewrites the file,
+    so a test drives wraps deterministically, without sleeping; the clock is `now_s`."""
+
+    def __init__(self, root: Path, folder: str, name: str, *, power_w: int, start_uj: int, max_uj: int):
+        self.power_w, self.start_uj, self.max_uj = power_w, start_uj, max_uj
+        self.now_s = 0
+        self.path = zone(root, folder, name, start_uj, max_uj=max_uj)
+
+    @property
+    def drawn_uj(self) -> int:
+        """Energy drawn since the clock's zero, microjoules (integer seconds and watts: exact)."""
+        return self.power_w * self.now_s * 1_000_000
+
+    def clock(self) -> float:
+        return float(self.now_s)
+
+    def advance(self, seconds: int) -> None:
+        self.now_s += seconds
+        set_energy(self.path, (self.start_uj + self.drawn_uj) % self.max_uj)
+
+
 def fake_stack(interrupt_when: str, interrupt: str) -> str:
     """A Python stack program that trains nothing (two blocks an epoch).  Inside the first train
     block where `interrupt_when` holds, once per run (a marker file under $FAKE_STACK_MARKER),

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from deepgreen_audit.collect.harness import Harness
 from deepgreen_audit.collect.protocol import Session
+from deepgreen_audit.collect.rapl import RaplReading
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import rundirs
 from deepgreen_audit.package.descriptor import Package
@@ -226,7 +227,7 @@ class _Counters:
 
     def read(self):
         self.k += 1
-        return (1000 + self.k,), (5 + self.k,)
+        return (1000 + self.k,), RaplReading((5 + self.k,), (0,))
 
 
 TOKENS = ["HELLO", "SET", "BEGIN", "END", "PING", "BYE", "1", "0", "-1", "2", "train", "eval",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -281,7 +282,31 @@ def _other_hardware(frames, runs: int = 2):
     env.loc[env.index[:runs], ["host", "gpu_model"]] = ["node-b", "NVIDIA H200"]
 
 
+RANGE_UJ = 262143328850
+
+
+def _set_rapl(b, row, start, end, wraps, duration_s):
+    """Block `row` read `start` and `end` (two domains) with `wraps` recorded (None: not
+    counted) over `duration_s`; its energies follow the readings with those wraps."""
+    counted = [int(w) for w in wraps.split(";")] if wraps else [int(e < s) for s, e in zip(start, end)]
+    cpu_j = sum((e - s + w * RANGE_UJ) / 1e6 for s, e, w in zip(start, end, counted))
+    b.loc[row, ["rapl_start_uj", "rapl_end_uj", "rapl_wraps"]] = [
+        ";".join(map(str, start)), ";".join(map(str, end)), wraps]
+    b.loc[row, ["duration_s", "cpu_energy_j"]] = [duration_s, cpu_j]
+    b.loc[row, "energy_j"] = b.loc[row, "gpu_energy_j"] + cpu_j
+
+
+def _rapl_wraps_defect(frames):
+    """A 40-minute block whose wraps were not counted (it could have wrapped twice), and a
+    block whose counter went down with no wrap recorded."""
+    b = frames["blocks"]
+    _set_rapl(b, 0, (1_000, 5), (2_000, 5), None, 2_400.0)
+    _set_rapl(b, 1, (2_000, 5), (1_000, 5), "1;0", 10.0)
+    b.loc[1, "rapl_wraps"] = "0;0"
+
+
 EDITS.update({
+    "S5.rapl-wraps": (_rapl_wraps_defect, 2),
     "S5.slurm-energy": (_slurm_energy_defect, 3),
     "S6.host-design": (_other_hardware, 2),
     "S5.energy-domains": (_energy_sum_defect, 3),
@@ -304,6 +329,40 @@ def test_planted_defect_fails_its_check_with_the_right_rows(check_id, clean, tmp
     finding = run(pkg, check_id)
     assert finding.status == ("warn" if finding.severity == "warning" else "fail"), finding.message
     assert finding.rows_affected == rows, finding.message
+
+
+def test_counted_rapl_wraps_are_recomputed_and_uncounted_ones_judged_by_duration(clean, tmp_path):
+    """A 40-minute block wrapped twice: counted, its energy recomputes with both wraps; not
+    counted, the fewest wraps its readings allow (none) miss 524 kJ and the block is flagged.
+    Without recorded wraps, a block is judged by whether one more wrap fits its duration at
+    rapl_max_package_power_w, read from the specification."""
+    twice = edited(clean, tmp_path / "twice", lambda f: _set_rapl(
+        f["blocks"], 0, (1_000, 5), (2_000, 5), "2;0", 2_400.0))
+    assert run(twice, "S5.counter-recompute").status == "pass"
+    counted = [int(re.search(r"(\d+) RAPL wrap\(s\) recorded", run(pkg, "S5.counter-recompute").message)[1])
+               for pkg in (clean, twice)]
+    assert counted[1] == counted[0] + 2
+    assert run(twice, "S5.rapl-wraps").status == "pass"
+
+    def uncounted(frames):
+        _set_rapl(frames["blocks"], 0, (1_000, 5), (2_000, 5), "2;0", 2_400.0)
+        frames["blocks"].loc[0, "rapl_wraps"] = None
+    flagged = edited(clean, tmp_path / "uncounted", uncounted)
+    assert run(flagged, "S5.counter-recompute").status == "fail"
+    finding = run(flagged, "S5.rapl-wraps")
+    assert (finding.status, finding.rows_affected) == ("fail", 1), finding.message
+    assert finding.details["evidence"][0]["duration_s"] == 2_400.0
+    assert run(flagged, "S5.rapl-wraps",
+               spec=small_spec(**{"audit.rapl_max_package_power_w": 50.0})).status == "pass"
+
+    # 500 s at 600 W is 300 kJ: room for one more wrap of 262 kJ after a small difference,
+    # none in a domain whose counter went down (one wrap: nearly a whole range drawn already)
+    small_diff = edited(clean, tmp_path / "small", lambda f: _set_rapl(
+        f["blocks"], 0, (1_000, 5), (2_000, 5), None, 500.0))
+    assert run(small_diff, "S5.rapl-wraps").status == "fail"
+    large_diff = edited(clean, tmp_path / "large", lambda f: _set_rapl(
+        f["blocks"], 0, (2_000, 5), (1_000, 4), None, 500.0))
+    assert run(large_diff, "S5.rapl-wraps").status == "pass"
 
 
 def test_host_design_holds_a_package_to_the_replicates_it_declares(clean, tmp_path):

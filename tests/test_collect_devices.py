@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 import types
 
 import pytest
 
-from collect_fakes import FakeNvmlState, fake_pynvml, set_energy, zone
+from collect_fakes import DrawingPackage, FakeNvmlState, fake_pynvml, set_energy, zone
+from deepgreen_audit.collect import rapl as rapl_module
 from deepgreen_audit.collect import codecarbon_tracker
 from deepgreen_audit.collect.errors import (CodeCarbonRefused, EnergyNotSupported, NvmlUnavailable,
                                             RaplUnavailable)
 from deepgreen_audit.collect.instruments import CountersMissing, Instruments, probe
 from deepgreen_audit.collect.nvml import Nvml
-from deepgreen_audit.collect.rapl import Rapl, discover, package_energy_j
+from deepgreen_audit.collect.harness import Harness
+from deepgreen_audit.collect.rapl import Rapl, discover, fewest_wraps, package_energy_j, wraps_between
+from deepgreen_audit.collect.record import block_row
+from deepgreen_audit.collect.sampler import Sampler
 
 
 # ------------------------------------------------------------------ NVML
@@ -61,12 +67,89 @@ def test_fake_module_injected_through_sys_modules(monkeypatch):
 def test_rapl_wraparound_difference(tmp_path):
     z = zone(tmp_path, "intel-rapl:0", "package-0", 262_143_328_000, max_uj=262_143_328_850)
     rapl = Rapl(tmp_path)
-    start = rapl.read_uj()
+    start = rapl.read()
     set_energy(z, 150)
-    end = rapl.read_uj()
-    assert end[0] < start[0]
-    assert package_energy_j(start, end, rapl.max_energy_range_uj) == pytest.approx(1000 / 1e6)
-    assert package_energy_j((5,), (1_000_005,), (262_143_328_850,)) == 1.0
+    end = rapl.read()
+    assert end.energy_uj[0] < start.energy_uj[0] and wraps_between(start, end) == (1,)
+    assert package_energy_j(start.energy_uj, end.energy_uj, rapl.max_energy_range_uj,
+                            wraps_between(start, end)) == pytest.approx(1000 / 1e6)
+    assert package_energy_j((5,), (1_000_005,), (262_143_328_850,), (0,)) == 1.0
+    # w observed wraps: end - start + w x range, whichever way the two readings lie
+    assert package_energy_j((100, 7), (50, 9), (1_000, 1_000), (2, 1)) == \
+        (50 - 100 + 2_000) / 1e6 + (9 - 7 + 1_000) / 1e6
+    assert fewest_wraps((100, 7), (50, 9)) == (1, 0)
+
+
+def test_two_wraps_inside_one_block_are_counted_by_the_sampler_and_paid_for(tmp_path):
+    """A package drawing 200 W wraps its 1 kJ range every 5 s: over a 12 s block it wraps twice,
+    which two boundary readings alone would take for no wrap at all (the end reads above the
+    start).  The sampler's 1 s ticks see both wraps; the block records them and its energy is
+    what the package drew."""
+    drawing = DrawingPackage(tmp_path, "intel-rapl:0", "package-0", power_w=200,
+                             start_uj=300_000_000, max_uj=1_000_000_000)
+    zone(tmp_path, "intel-rapl:1", "package-1", 5_000, max_uj=1_000_000_000)   # idle: no wrap
+    instruments = Instruments(rapl=Rapl(tmp_path))
+    sampler = Sampler(rapl=instruments.rapl)
+    harness = Harness(instruments, clock=drawing.clock)
+    harness.begin(1, "train")
+    for _ in range(12):
+        drawing.advance(1)
+        sampler.sample()                        # a tick of the 1 Hz thread, driven by the test
+    block = harness.end(1, "train", samples_processed=10, loss=1.0)
+    assert block.rapl_start_uj == (300_000_000, 5_000) and block.rapl_end_uj == (700_000_000, 5_000)
+    assert block.rapl_wraps == (2, 0) and block.duration_s == 12.0
+    row = block_row(block, "r1", instruments.rapl.max_energy_range_uj, {})
+    assert row["rapl_wraps"] == "2;0"
+    assert row["cpu_energy_j"] == drawing.drawn_uj / 1e6 == 2_400.0
+
+
+def test_a_wrap_seen_only_by_a_boundary_read_counts_in_its_block(tmp_path):
+    """The boundary reads count wraps too: a wrap just before the opening read belongs to no
+    block, one after the last tick belongs to the block the closing read ends."""
+    drawing = DrawingPackage(tmp_path, "intel-rapl:0", "package-0", power_w=100,
+                             start_uj=900_000_000, max_uj=1_000_000_000)
+    instruments = Instruments(rapl=Rapl(tmp_path))
+    harness = Harness(instruments, clock=drawing.clock)
+    drawing.advance(2)                          # wraps before the block opens
+    harness.begin(1, "train")
+    drawing.advance(9)                          # wraps again, seen by the closing read alone
+    block = harness.end(1, "train", samples_processed=1, loss=1.0)
+    assert block.rapl_wraps == (1,)
+    assert block_row(block, "r1", instruments.rapl.max_energy_range_uj, {})["cpu_energy_j"] == 900.0
+
+
+def test_sampler_and_boundary_reads_of_a_counter_are_ordered(tmp_path, monkeypatch):
+    """Reads from several threads of a counter that only rises count no wrap: each read is
+    compared with the one before it under the lock.  (Unlocked, a thread that read 5 would
+    compare it after another thread stored 6, and count a wrap.)"""
+    zone(tmp_path, "intel-rapl:0", "package-0", 0)
+    rapl = Rapl(tmp_path)
+    ticks = iter(range(1, 10**9))
+    read_int = rapl_module._read_int
+
+    def rising(path):
+        value = next(ticks) if path.name == "energy_uj" else read_int(path)
+        time.sleep(0)                           # invite a thread switch between read and compare
+        return value
+
+    monkeypatch.setattr(rapl_module, "_read_int", rising)
+    threads = [threading.Thread(target=lambda: [rapl.read() for _ in range(300)]) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert rapl.read().wraps == (0,)
+
+
+def test_a_sampler_tick_that_fails_fails_the_run(tmp_path):
+    """A counter unreadable mid-run stops the wrap count: stop() raises the tick's error
+    rather than hand back samples from a run whose wraps went uncounted."""
+    z = zone(tmp_path, "intel-rapl:0", "package-0", 7)
+    sampler = Sampler(rapl=Rapl(tmp_path), interval_s=0.01).start()
+    (z / "energy_uj").unlink()
+    time.sleep(0.1)
+    with pytest.raises(RaplUnavailable, match="energy_uj"):
+        sampler.stop()
 
 
 def test_rapl_intel_two_packages_skip_subzones_and_psys(tmp_path):

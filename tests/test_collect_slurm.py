@@ -43,11 +43,11 @@ DIFFERING = {
     # outside it from the host: S6.constancy flags a campaign that mixes the two executors
     "environment": {"host", "ram_total_gb"},
     "blocks": {"started_at_utc", "duration_s", "nvml_start_mj", "nvml_end_mj", "rapl_start_uj",
-               "rapl_end_uj", "gpu_energy_j", "cpu_energy_j", "energy_j", "codecarbon_duration_s",
-               "codecarbon_energy_kwh", "codecarbon_cpu_energy_kwh", "codecarbon_gpu_energy_kwh",
-               "codecarbon_ram_energy_kwh", "codecarbon_cpu_power_w", "codecarbon_gpu_power_w",
-               "codecarbon_ram_power_w", "codecarbon_energy_j", "codecarbon_emissions_kg",
-               "codecarbon_emissions_rate_kg_per_s"},
+               "rapl_end_uj", "rapl_wraps", "gpu_energy_j", "cpu_energy_j", "energy_j",
+               "codecarbon_duration_s", "codecarbon_energy_kwh", "codecarbon_cpu_energy_kwh",
+               "codecarbon_gpu_energy_kwh", "codecarbon_ram_energy_kwh", "codecarbon_cpu_power_w",
+               "codecarbon_gpu_power_w", "codecarbon_ram_power_w", "codecarbon_energy_j",
+               "codecarbon_emissions_kg", "codecarbon_emissions_rate_kg_per_s"},
 }
 
 # ------------------------------------------------------------------ recorded sacct output

@@ -139,6 +139,44 @@ def test_the_analysis_follows_the_specification():
     assert accuracy.collapses(final, design)["collapsed"] == 0
 
 
+def test_every_analysis_constant_is_read_by_the_analysis():
+    text = "".join(p.read_text(encoding="utf-8") for p in (PACKAGE / "analysis").rglob("*.py"))
+    unread = [key for key, value in load_spec()["analysis"].items()
+              if not isinstance(value, (str, dict)) and f'"{key}"' not in text]
+    assert not unread
+
+
+@pytest.mark.parametrize("excluded", [0, 1])
+def test_the_phase_totals_leave_out_the_warmup_epochs_the_specification_names(tiny_package, excluded):
+    """Whatever [analysis] warmup_epochs_excluded says, the phase totals sum the epochs after
+    it, the paper's text says which, and so does S6.warmup."""
+    from deepgreen_audit.analysis import energy, load_tables
+    from deepgreen_audit.audit.checks.replication import _warmup_rule
+    from deepgreen_audit.package.descriptor import Package
+
+    tables = load_tables(Package.open(tiny_package))
+    design = Design.from_spec(_spec_with(**{"analysis.warmup_epochs_excluded": excluded}))
+    totals = energy.phase_totals(tables, design)
+    b = tables.blocks
+    for _, row in totals.iterrows():
+        kept = b[(b["run_id"] == row["run_id"]) & (b["phase"] == row["phase"])
+                 & (b["epoch"] > excluded)]
+        assert row["blocks"] == len(kept) == 2 - excluded
+        assert row["duration_s"] == kept["duration_s"].sum()
+    assert ("warm-up epoch included" in energy.counted_epochs_text(design.warmup_epochs_excluded)) \
+        == (excluded == 0)
+    ctx = SimpleNamespace(spec=_spec_with(**{"analysis.warmup_epochs_excluded": excluded}))
+    assert f"warmup_epochs_excluded = {excluded}" in _warmup_rule(ctx)
+    assert ("include every epoch" in _warmup_rule(ctx)) == (excluded == 0)
+
+
+def test_the_warmup_count_must_be_a_count():
+    from deepgreen_audit.errors import UserError
+
+    with pytest.raises(UserError, match="warmup_epochs_excluded must be an integer >= 0"):
+        Design.from_spec(_spec_with(**{"analysis.warmup_epochs_excluded": -1}))
+
+
 def test_parity_follows_the_specification(monkeypatch):
     from deepgreen_audit.stacks import parity
 

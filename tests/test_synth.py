@@ -120,9 +120,9 @@ def test_written_package_validates_and_says_it_is_synthetic(tmp_path):
 def _recompute(row):
     gpu = sum((int(e) - int(s)) / 1000 for s, e in
               zip(row["nvml_start_mj"].split(";"), row["nvml_end_mj"].split(";")))
-    cpu = sum(((int(e) - int(s)) % int(r)) / 1e6 for s, e, r in
+    cpu = sum((int(e) - int(s) + int(w) * int(r)) / 1e6 for s, e, r, w in
               zip(row["rapl_start_uj"].split(";"), row["rapl_end_uj"].split(";"),
-                  row["rapl_max_energy_range_uj"].split(";")))
+                  row["rapl_max_energy_range_uj"].split(";"), row["rapl_wraps"].split(";")))
     return gpu, cpu
 
 
@@ -138,6 +138,8 @@ def test_counter_differences_are_the_energies_exactly(small):
         starts = [int(x) for x in row["rapl_start_uj"].split(";")]
         ends = [int(x) for x in row["rapl_end_uj"].split(";")]
         assert all(0 <= v < 262143328850 for v in starts + ends)
+        # the recorded wraps are the ones the readings show (no block is long enough for two)
+        assert row["rapl_wraps"] == ";".join(str(int(e < s)) for s, e in zip(starts, ends))
         wraps += any(e < s for s, e in zip(starts, ends))
     assert wraps >= 1, "a campaign has at least one genuinely wrapping RAPL block"
     assert wraps == small.truth["rapl_wraps"]["blocks"]

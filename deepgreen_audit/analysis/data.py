@@ -47,6 +47,14 @@ class MissingValue(UserError):
         super().__init__(message, code="missing-value", **where)
 
 
+def _count(section: dict, key: str) -> int:
+    """An [analysis] count: an integer >= 0, or a clear error naming the key."""
+    value = section[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UserError(f"[analysis] {key} must be an integer >= 0, not {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Design:
     """The planned campaign and the analysis constants, from the experiment specification."""
@@ -65,6 +73,8 @@ class Design:
     bootstrap_confidence: float
     collapse_margin_fraction: float
     collapse_confidence: float
+    #: [analysis]: the first epochs the phase totals leave out as warm-up (0: none)
+    warmup_epochs_excluded: int
     #: S6_replication.master_seed: the seed of every bootstrap
     bootstrap_seed: int
 
@@ -88,6 +98,7 @@ class Design:
             bootstrap_confidence=float(constants["bootstrap_confidence"]),
             collapse_margin_fraction=float(constants["collapse_margin_fraction"]),
             collapse_confidence=float(constants["collapse_confidence"]),
+            warmup_epochs_excluded=_count(constants, "warmup_epochs_excluded"),
             bootstrap_seed=master_seed(spec),
         )
 

@@ -1,7 +1,9 @@
 """Energy per run phase, per configuration, and its spread over ecosystems.
 
 A run's phase energy is the sum of its blocks of that phase at the
-board-and-package boundary (``energy_j`` = GPU + CPU counters).  A run phase
+board-and-package boundary (``energy_j`` = GPU + CPU counters), over the
+epochs after the first ``[analysis] warmup_epochs_excluded`` (0: every epoch,
+the warm-up included, since a run's energy is what its user pays).  A run phase
 with any block lacking counter energy has no phase energy (it is never
 summed partially); a configuration's value is the median over its completed
 repetitions.  The spread of a cell (architecture, dataset, phase) is the
@@ -20,16 +22,28 @@ from deepgreen_audit.analysis.data import PHASES, CampaignTables, Design, Missin
 LABELS = ["ecosystem", "architecture", "dataset"]
 
 
-def phase_totals(tables: CampaignTables) -> pd.DataFrame:
-    """One row per (completed run, phase): summed energy and durations of its blocks."""
+def phase_totals(tables: CampaignTables, design: Design) -> pd.DataFrame:
+    """One row per (completed run, phase): summed energy and durations of its blocks of the
+    epochs after the first `design.warmup_epochs_excluded`."""
     runs = tables.runs[tables.runs["status"] == "completed"]
-    blocks = tables.blocks[tables.blocks["run_id"].isin(runs["run_id"])]
+    blocks = tables.blocks[tables.blocks["run_id"].isin(runs["run_id"])
+                           & (tables.blocks["epoch"] > design.warmup_epochs_excluded)]
     summed = ["energy_j", "duration_s", "codecarbon_energy_j", "codecarbon_duration_s"]
     grouped = blocks.groupby(["run_id", "phase"], sort=False)
     totals = grouped[summed].sum()
     incomplete = grouped[summed].count().lt(grouped.size(), axis=0)
     totals = totals.mask(incomplete).assign(blocks=grouped.size()).reset_index()
     return totals.merge(runs[["run_id", *LABELS, "repetition"]], on="run_id", how="inner")
+
+
+def counted_epochs_text(warmup_epochs_excluded: int) -> str:
+    """The epochs a run's phase energy sums, in words, for the paper (the one statement of
+    the rule is `[analysis] warmup_epochs_excluded`; the text follows it)."""
+    if warmup_epochs_excluded == 0:
+        return "every epoch, the warm-up epoch included: a run's energy is what its user pays"
+    if warmup_epochs_excluded == 1:
+        return "every epoch after the first, leaving the warm-up epoch out"
+    return f"every epoch after the first {warmup_epochs_excluded}, leaving the warm-up epochs out"
 
 
 def configuration_medians(totals: pd.DataFrame, design: Design) -> pd.DataFrame:

@@ -94,7 +94,7 @@ def analyse(tables: CampaignTables, design: Design, spec: dict | None = None) ->
     spec = spec or load_spec()
     r = Results()
     _campaign(r, tables, design, spec)
-    r.totals = energy.phase_totals(tables)
+    r.totals = energy.phase_totals(tables, design)
     r.medians = energy.configuration_medians(r.totals, design)
     r.spreads = energy.cell_spreads(r.medians, design)
     _spreads(r, design)
@@ -161,6 +161,8 @@ def _campaign(r: Results, tables: CampaignTables, design: Design, spec: dict) ->
              "CodeCarbon sampling interval (S5)", r"\second")
     r.number("SpecSamplerHz", spec["S5_measurement"]["sampler_rate_hz"], 0,
              "utilisation sampler rate (S5)", r"\hertz")
+    r.text("PhaseEnergyEpochs", energy.counted_epochs_text(design.warmup_epochs_excluded),
+           "the epochs a run's phase energy sums ([analysis] warmup_epochs_excluded)")
     r.number("SpecCodeCarbonMajor", spec["S5_measurement"]["codecarbon_min_major"], 0,
              "lowest CodeCarbon major version accepted (S5)")
     total_j = blocks["energy_j"].sum()

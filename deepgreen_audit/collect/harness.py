@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from deepgreen_audit.collect.codecarbon_tracker import CodeCarbonBlock
 from deepgreen_audit.collect.errors import ProtocolViolation
+from deepgreen_audit.collect.rapl import wraps_between
 from deepgreen_audit.package.canonical import format_value, is_canonical, parse_value
 from deepgreen_audit.package.schema import load_schema, phases
 from deepgreen_audit.spec import recipe
@@ -44,7 +45,10 @@ ENVIRONMENT_KEYS: tuple[str, ...] = ("framework", "framework_version", "cudnn_av
 
 @dataclass(frozen=True)
 class BlockRecord:
-    """One finished block: raw readings at both boundaries, duration, CodeCarbon, metrics."""
+    """One finished block: raw readings at both boundaries, duration, CodeCarbon, metrics.
+
+    `rapl_wraps`: the wraps of each RAPL domain observed between the two readings (by every
+    read of the counters in between, the sampler's included; `rapl.py`)."""
 
     epoch: int
     phase: str
@@ -54,6 +58,7 @@ class BlockRecord:
     nvml_end_mj: tuple[int, ...] | None
     rapl_start_uj: tuple[int, ...] | None
     rapl_end_uj: tuple[int, ...] | None
+    rapl_wraps: tuple[int, ...] | None
     codecarbon: CodeCarbonBlock | None
     codecarbon_missing_reason: str | None
     samples_processed: int
@@ -157,7 +162,10 @@ class Harness:
         _, _, t0, utc, nvml0, rapl0 = self._open
         record = BlockRecord(
             epoch=epoch, phase=phase, started_at_utc=utc, duration_s=t1 - t0,
-            nvml_start_mj=nvml0, nvml_end_mj=nvml, rapl_start_uj=rapl0, rapl_end_uj=rapl,
+            nvml_start_mj=nvml0, nvml_end_mj=nvml,
+            rapl_start_uj=rapl0.energy_uj if rapl0 is not None else None,
+            rapl_end_uj=rapl.energy_uj if rapl is not None else None,
+            rapl_wraps=wraps_between(rapl0, rapl) if rapl0 is not None and rapl is not None else None,
             codecarbon=reading,
             codecarbon_missing_reason=None if cc is not None else "CodeCarbon was not run for this block",
             samples_processed=samples_processed, loss=loss, test_accuracy=test_accuracy)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from deepgreen_audit.collect.errors import CounterUnavailable
 from deepgreen_audit.collect.nvml import Nvml
-from deepgreen_audit.collect.rapl import POWERCAP_ROOT, Rapl
+from deepgreen_audit.collect.rapl import POWERCAP_ROOT, Rapl, RaplReading
 from deepgreen_audit.errors import UserError
 
 ALLOW_OPTION = "--allow-missing-counters"
@@ -49,10 +49,11 @@ class Instruments:
     def counters_missing_reason(self) -> str | None:
         return "; ".join(f"{k}: {v}" for k, v in self.missing.items()) or None
 
-    def read(self) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
-        """(NVML millijoules per GPU, RAPL microjoules per package domain); None where missing."""
+    def read(self) -> tuple[tuple[int, ...] | None, RaplReading | None]:
+        """(NVML millijoules per GPU, RAPL microjoules and wraps seen per package domain);
+        None where missing."""
         return (self.nvml.total_energy_mj() if self.nvml else None,
-                self.rapl.read_uj() if self.rapl else None)
+                self.rapl.read() if self.rapl else None)
 
     def close(self) -> None:
         if self.nvml is not None:

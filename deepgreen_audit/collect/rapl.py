@@ -15,15 +15,24 @@ monotonic until it wraps to zero past `max_energy_range_uj`) and
 * per-die domains `package-N-die-M` are left out when `package-N` itself is
   present (they are inside it); without it each die is a disjoint domain.
 
-The energy of a block is `(end - start) mod max_energy_range_uj` per domain
-(one wrap at most between two reads; a package draws ~262 kJ between wraps,
-far more than any block), summed over domains in their order.
+Wraps are counted, not assumed.  A package at 200 W wraps a 262 kJ range in
+about 22 minutes, so a long block (a 224x224 epoch, a slow stack) can wrap
+twice, and two boundary readings alone cannot tell one wrap from two.  Every
+read of a `Rapl` (the 1 Hz sampler's, the harness's at each boundary) compares
+each domain with its previous reading and counts a wrap where the counter went
+down; reads are serialised by a lock, so the sampler and a boundary never
+interleave a read with its comparison.  Read at least once a second, a
+counter cannot wrap twice unobserved.  With `w` wraps observed between a
+block's two reads (the boundary reads included), its energy per domain is
+`end - start + w * max_energy_range_uj` microjoules, summed over domains in
+their order (`package_energy_j`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,13 +110,27 @@ def discover(root: Path = POWERCAP_ROOT) -> tuple[RaplDomain, ...]:
                  for _, _, name, zone in chosen)
 
 
+@dataclass(frozen=True)
+class RaplReading:
+    """One read of every domain: the counters and the wraps observed so far, in domain order.
+
+    `wraps` counts, per domain, the wraps seen since the `Rapl` was opened; the wraps of a
+    block are the difference of its two readings' counts."""
+
+    energy_uj: tuple[int, ...]
+    wraps: tuple[int, ...]
+
+
 class Rapl:
-    """The package counters of a host; `read_uj()` reads them all, in domain order."""
+    """The package counters of a host; `read()` reads them all, in domain order, counting wraps."""
 
     def __init__(self, root: Path = POWERCAP_ROOT):
         self.domains = discover(root)
         self._paths = [d.zone / "energy_uj" for d in self.domains]
-        self.read_uj()  # refuse now, not mid-run, when the counters are unreadable
+        self._lock = threading.Lock()
+        self._last_uj: tuple[int, ...] | None = None
+        self._wraps: tuple[int, ...] = (0,) * len(self.domains)
+        self.read()  # refuse now, not mid-run, when the counters are unreadable
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -117,10 +140,35 @@ class Rapl:
     def max_energy_range_uj(self) -> tuple[int, ...]:
         return tuple(d.max_energy_range_uj for d in self.domains)
 
+    def read(self) -> RaplReading:
+        """Read every domain and count a wrap in each whose counter is below its previous read.
+
+        The read and the comparison are one step under the lock: a sampler read that landed
+        between a boundary's read and its comparison would otherwise look like a wrap."""
+        with self._lock:
+            now = tuple(_read_int(p) for p in self._paths)
+            if self._last_uj is not None:
+                self._wraps = tuple(w + (n < last) for w, n, last in zip(self._wraps, now, self._last_uj))
+            self._last_uj = now
+            return RaplReading(now, self._wraps)
+
     def read_uj(self) -> tuple[int, ...]:
-        return tuple(_read_int(p) for p in self._paths)
+        """The counters alone (the read still counts wraps)."""
+        return self.read().energy_uj
 
 
-def package_energy_j(start_uj, end_uj, max_energy_range_uj) -> float:
-    """Energy between two readings of every domain, wraparound resolved, joules."""
-    return sum(((e - s) % r) / 1e6 for s, e, r in zip(start_uj, end_uj, max_energy_range_uj))
+def wraps_between(start: RaplReading, end: RaplReading) -> tuple[int, ...]:
+    """Wraps observed per domain between two readings of one `Rapl` (their own reads included)."""
+    return tuple(e - s for s, e in zip(start.wraps, end.wraps))
+
+
+def fewest_wraps(start_uj, end_uj) -> tuple[int, ...]:
+    """The fewest wraps two readings allow, per domain (1 where the counter went down, else 0):
+    the count to use only for a window far shorter than a wrap (an API call's milliseconds)."""
+    return tuple(int(e < s) for s, e in zip(start_uj, end_uj))
+
+
+def package_energy_j(start_uj, end_uj, max_energy_range_uj, wraps) -> float:
+    """Energy between two readings of every domain with `wraps` wraps per domain between them,
+    joules: sum over domains of `end - start + wraps * max_energy_range_uj` microjoules."""
+    return sum((e - s + w * r) / 1e6 for s, e, r, w in zip(start_uj, end_uj, max_energy_range_uj, wraps))

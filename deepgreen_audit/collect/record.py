@@ -29,12 +29,13 @@ def _joined(values) -> str | None:
 
 
 def block_row(block: BlockRecord, run_id: str, rapl_max_energy_range_uj, missing: dict[str, str]) -> dict:
-    """The blocks-table row of a block, energies computed from the raw readings."""
+    """The blocks-table row of a block, energies computed from the raw readings and the
+    wraps counted between them (the audit recomputes them from the same cells)."""
     nvml = block.nvml_start_mj is not None and block.nvml_end_mj is not None
     rapl = block.rapl_start_uj is not None and block.rapl_end_uj is not None
     gpu_j = sum(e - s for s, e in zip(block.nvml_start_mj, block.nvml_end_mj)) / 1000 if nvml else None
-    cpu_j = package_energy_j(block.rapl_start_uj, block.rapl_end_uj,
-                             rapl_max_energy_range_uj) if rapl else None
+    cpu_j = package_energy_j(block.rapl_start_uj, block.rapl_end_uj, rapl_max_energy_range_uj,
+                             block.rapl_wraps) if rapl else None
     reason = "; ".join(f"{k}: {v}" for k, v in missing.items()) or None
     cc = block.codecarbon
     row = {
@@ -43,6 +44,7 @@ def block_row(block: BlockRecord, run_id: str, rapl_max_energy_range_uj, missing
         "nvml_start_mj": _joined(block.nvml_start_mj), "nvml_end_mj": _joined(block.nvml_end_mj),
         "rapl_start_uj": _joined(block.rapl_start_uj), "rapl_end_uj": _joined(block.rapl_end_uj),
         "rapl_max_energy_range_uj": _joined(rapl_max_energy_range_uj) if rapl else None,
+        "rapl_wraps": _joined(block.rapl_wraps) if rapl else None,
         "gpu_energy_j": gpu_j, "cpu_energy_j": cpu_j,
         "energy_j": gpu_j + cpu_j if nvml and rapl else None,
         "energy_missing_reason": reason,

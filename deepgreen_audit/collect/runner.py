@@ -138,7 +138,7 @@ def execute(plan: Plan, job: Job, work: Path, allow_missing_counters: bool,
     started = _dt.datetime.now(_dt.timezone.utc)
     instruments = Instruments.open(allow_missing_counters=allow_missing_counters)
     rate_hz = float(load_spec()["S5_measurement"]["sampler_rate_hz"])
-    sampler = Sampler(instruments.nvml, 1.0 / rate_hz, t0=t0).start()
+    sampler = Sampler(instruments.nvml, instruments.rapl, 1.0 / rate_hz, t0=t0).start()
     try:
         if stack.kind == "python":
             module = load_stack_module(stack)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 from deepgreen_audit.collect.instruments import ALLOW_OPTION, probe
-from deepgreen_audit.collect.rapl import POWERCAP_ROOT, package_energy_j
+from deepgreen_audit.collect.rapl import POWERCAP_ROOT, fewest_wraps, package_energy_j
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.greenlight.package import text_table, write_api_package
 from deepgreen_audit.package.schema import load_schema
@@ -172,9 +172,10 @@ class Counters:
                 self.nvml.total_energy_mj() if self.nvml else None)
 
     def energy_j(self, start, end) -> tuple[float | None, float | None]:
-        """(CPU package J, GPU J) between two readings; RAPL wraparound resolved."""
-        cpu = (package_energy_j(start[0], end[0], self.rapl.max_energy_range_uj)
-               if self.rapl else None)
+        """(CPU package J, GPU J) between two readings; RAPL wraparound resolved with the
+        fewest wraps the readings allow: a profiling window lasts seconds, a wrap tens of minutes."""
+        cpu = (package_energy_j(start[0], end[0], self.rapl.max_energy_range_uj,
+                                fewest_wraps(start[0], end[0])) if self.rapl else None)
         gpu = sum(e - s for s, e in zip(start[1], end[1])) / 1000 if self.nvml else None
         return cpu, gpu
 

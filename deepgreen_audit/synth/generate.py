@@ -308,10 +308,12 @@ def _simulate(c: Campaign) -> None:
         wrap_block.append((i, b))
     rapl_start = (rapl_origin + c_blk_start) % ranges
     rapl_end = (rapl_origin + c_blk_start + c_blk_inc) % ranges
+    # the wraps a reader at 1 Hz would count: every multiple of the range crossed in the block
+    rapl_wraps = (rapl_origin + c_blk_start + c_blk_inc) // ranges - (rapl_origin + c_blk_start) // ranges
 
     # --- energies from the integer counters --------------------------------
     gpu_energy_j = (nvml_end - nvml_start) / 1000.0
-    diff = (rapl_end - rapl_start) % ranges
+    diff = rapl_end - rapl_start + rapl_wraps * ranges
     cpu_energy_j = diff[:, :, 0] / 1e6
     for p in range(1, P):
         cpu_energy_j = cpu_energy_j + diff[:, :, p] / 1e6
@@ -319,7 +321,7 @@ def _simulate(c: Campaign) -> None:
     # Slurm's whole-run reading of the exclusive job: every segment of the run, blocks and the
     # gaps between them, at the board-and-package boundary (integer sums: the same on any CPU)
     run_energy_j = (gpu_inc[:, 1:].sum(axis=1) * 1000 + cpu_inc[:, 1:, :].sum(axis=(1, 2))) / 1e6
-    wrapped = rapl_end < rapl_start                                          # (n, B, P)
+    wrapped = rapl_wraps > 0                                                 # (n, B, P)
 
     # --- CodeCarbon --------------------------------------------------------
     rng = _rng(c.seed, _S_CODECARBON)
@@ -386,6 +388,7 @@ def _simulate(c: Campaign) -> None:
         "rapl_end_uj": counter_text(rapl_end),
         "rapl_max_energy_range_uj": np.full((n, B), ";".join(str(int(r)) for r in ranges),
                                             dtype=object),
+        "rapl_wraps": counter_text(rapl_wraps),
         "gpu_energy_j": gpu_energy_j,
         "cpu_energy_j": cpu_energy_j,
         "energy_j": energy_j,

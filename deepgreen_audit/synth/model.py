@@ -107,8 +107,10 @@ The energy columns are computed from the integer counters, exactly as an
 audit recomputes them in float64::
 
     gpu_energy_j = (nvml_end_mj - nvml_start_mj) / 1000
+    rapl_wraps   = the multiples of range[p] each package's counter crossed in the
+                   block (what the harness's 1 Hz reads count)
     cpu_energy_j = sum over packages p, in rapl_domains order, left to right,
-                   of ((rapl_end_uj[p] - rapl_start_uj[p]) mod range[p]) / 1e6
+                   of (rapl_end_uj[p] - rapl_start_uj[p] + rapl_wraps[p] x range[p]) / 1e6
     energy_j     = gpu_energy_j + cpu_energy_j
 
 CodeCarbon

@@ -11,12 +11,29 @@ from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 
 COUNTER_COLUMNS = ("nvml_start_mj", "nvml_end_mj", "rapl_start_uj", "rapl_end_uj",
-                   "rapl_max_energy_range_uj")
+                   "rapl_max_energy_range_uj", "rapl_wraps")
+RAPL_COLUMNS = ("rapl_start_uj", "rapl_end_uj", "rapl_max_energy_range_uj", "rapl_wraps")
 
 
 def _split(cells: pd.Series) -> list[list[int] | None]:
     return [None if c is None or c is pd.NA or c != c else [int(x) for x in c.split(";")]
             for c in cells]
+
+
+def _rapl_readings(b: pd.DataFrame):
+    """Per block, (start, end, range, recorded wraps or None) as int lists, or None where the
+    readings are incomplete (missing, or a different number of domains in a cell)."""
+    out = []
+    for s, e, r, w in zip(*(_split(b[c]) for c in RAPL_COLUMNS)):
+        complete = s is not None and e is not None and r is not None and \
+            len(s) == len(e) == len(r) and (w is None or len(w) == len(s))
+        out.append((s, e, r, w) if complete else None)
+    return out
+
+
+def _fewest_wraps(start: list[int], end: list[int]) -> list[int]:
+    """The fewest wraps two readings allow: one where the counter went down."""
+    return [int(e < s) for s, e in zip(start, end)]
 
 
 @check("S5.both-readings", "S5", table="blocks")
@@ -40,7 +57,10 @@ def both_readings(ctx):
 @check("S5.counter-recompute", "S5", table="blocks")
 def counter_recompute(ctx):
     """gpu_energy_j and cpu_energy_j equal the differences of the raw NVML (mJ) and RAPL (uJ)
-    readings recomputed here, RAPL wraparound at max_energy_range_uj resolved."""
+    readings recomputed here: per RAPL domain end - start + wraps x max_energy_range_uj, with
+    the wraps the harness counted (rapl_wraps), or where none were recorded the fewest the
+    readings allow (one where the counter went down; S5.rapl-wraps says whether that could
+    be too few)."""
     b = ctx.blocks
     has_energy = b["gpu_energy_j"].notna() | b["cpu_energy_j"].notna()
     raw = b[list(COUNTER_COLUMNS)].notna().any(axis=1)
@@ -48,12 +68,13 @@ def counter_recompute(ctx):
         raise Skip("no block has counter readings to recompute")
     tol = float(ctx.tolerances["counter_relative_tolerance"])
     nv0, nv1 = _split(b["nvml_start_mj"]), _split(b["nvml_end_mj"])
-    ra0, ra1, rng = (_split(b[c]) for c in ("rapl_start_uj", "rapl_end_uj", "rapl_max_energy_range_uj"))
+    rapl = _rapl_readings(b)
+    rapl_present = b[list(RAPL_COLUMNS)].notna().any(axis=1).to_numpy()
     gpu = b["gpu_energy_j"].to_numpy(dtype=float, na_value=np.nan)
     cpu = b["cpu_energy_j"].to_numpy(dtype=float, na_value=np.nan)
     incomplete = np.zeros(len(b), dtype=bool)
     gpu_again, cpu_again = np.full(len(b), np.nan), np.full(len(b), np.nan)
-    wraps = 0
+    recorded, inferred = 0, 0
     for i in range(len(b)):
         if nv0[i] is not None or nv1[i] is not None or not np.isnan(gpu[i]):
             if nv0[i] is None or nv1[i] is None or len(nv0[i]) != len(nv1[i]) or np.isnan(gpu[i]) \
@@ -61,13 +82,18 @@ def counter_recompute(ctx):
                 incomplete[i] = True
             else:
                 gpu_again[i] = sum((e - s) / 1000 for s, e in zip(nv0[i], nv1[i]))
-        if ra0[i] is not None or ra1[i] is not None or not np.isnan(cpu[i]):
-            if ra0[i] is None or ra1[i] is None or rng[i] is None or np.isnan(cpu[i]) or \
-                    not len(ra0[i]) == len(ra1[i]) == len(rng[i]):
+        if rapl_present[i] or not np.isnan(cpu[i]):
+            if rapl[i] is None or np.isnan(cpu[i]):
                 incomplete[i] = True
             else:
-                wraps += sum(e < s for s, e in zip(ra0[i], ra1[i]))
-                cpu_again[i] = sum(((e - s) % r) / 1e6 for s, e, r in zip(ra0[i], ra1[i], rng[i]))
+                start, end, ranges, wraps = rapl[i]
+                if wraps is None:
+                    wraps = _fewest_wraps(start, end)
+                    inferred += sum(wraps)
+                else:
+                    recorded += sum(wraps)
+                cpu_again[i] = sum((e - s + w * r) / 1e6
+                                   for s, e, r, w in zip(start, end, ranges, wraps))
     with np.errstate(invalid="ignore"):
         differs = (relative_difference(gpu_again, gpu) > tol) | (relative_difference(cpu_again, cpu) > tol)
     bad = incomplete | differs
@@ -76,7 +102,56 @@ def counter_recompute(ctx):
         return Outcome.failed(f"{n:,} block(s) whose energy differs from their raw counter "
                               "readings (or whose readings are incomplete)", rows=n)
     return Outcome.passed(f"{int(has_energy.sum()):,} blocks recomputed from raw readings "
-                          f"({wraps} RAPL wraparound(s) resolved)")
+                          f"({recorded} RAPL wrap(s) recorded, {inferred} inferred where none "
+                          "were recorded)")
+
+
+@check("S5.rapl-wraps", "S5", table="blocks")
+def rapl_wraps(ctx):
+    """RAPL wraps are counted, not assumed. A block's recorded wraps (rapl_wraps, counted by
+    reading the counters at least once a second) must agree with its readings: a domain whose
+    counter went down (end < start) wrapped at least once. A block with readings but no
+    recorded wraps is resolved with the fewest wraps its readings allow; it fails when one
+    more wrap could have gone unobserved: when that energy plus one whole
+    max_energy_range_uj is at most duration_s x rapl_max_package_power_w in some domain.
+    An error, not a warning: a missed wrap understates a block's CPU energy by a whole range
+    (~262 kJ), more than most blocks draw, and nothing in the package can tell."""
+    b = ctx.blocks
+    rapl = _rapl_readings(b)
+    if all(r is None for r in rapl):
+        raise Skip("no block has complete RAPL readings")
+    max_power_w = float(ctx.tolerances["rapl_max_package_power_w"])
+    duration_s = b["duration_s"].to_numpy(dtype=float, na_value=np.nan)
+    found = []
+    counted = uncounted_short = 0
+    for i, readings in enumerate(rapl):
+        if readings is None:
+            continue                                   # S5.counter-recompute reports it
+        start, end, ranges, wraps = readings
+        if wraps is not None:
+            counted += 1
+            if any(e < s and w == 0 for s, e, w in zip(start, end, wraps)):
+                found.append((i, "the counter went down in a domain with 0 wraps recorded"))
+            continue
+        fewest = _fewest_wraps(start, end)
+        most_uj = duration_s[i] * max_power_w * 1e6     # the most the package could draw
+        if any(e - s + w * r + r <= most_uj for s, e, r, w in zip(start, end, ranges, fewest)):
+            found.append((i, f"no wraps recorded and long enough for one more at {max_power_w:g} W"))
+        else:
+            uncounted_short += 1
+    if found:
+        rows = [{"run_id": b["run_id"].iloc[i], "epoch": int(b["epoch"].iloc[i]),
+                 "phase": b["phase"].iloc[i], "duration_s": float(duration_s[i]), "problem": why}
+                for i, why in found]
+        missing = sum(why.startswith("no wraps") for _, why in found)
+        return Outcome.failed(f"{missing:,} block(s) without recorded RAPL wraps whose counters "
+                              f"could have wrapped once more unobserved (at {max_power_w:g} W per "
+                              f"package), {len(found) - missing:,} whose recorded wraps contradict "
+                              "their readings", rows=len(found), details=evidence(pd.DataFrame(rows)))
+    return Outcome.passed(f"{counted:,} blocks with RAPL wraps recorded and consistent with their "
+                          "readings" + (f", {uncounted_short:,} without recorded wraps but too short "
+                                        f"to wrap unobserved at {max_power_w:g} W per package"
+                                        if uncounted_short else ""))
 
 
 @check("S5.energy-domains", "S5", table="blocks")

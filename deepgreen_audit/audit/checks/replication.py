@@ -195,8 +195,10 @@ def _duration_ratio(ctx) -> pd.DataFrame:
 @check("S6.warmup", "S6", severity="warning", table="blocks")
 def warmup(ctx):
     """Warm-up blocks: epoch-1 blocks slower than warmup_duration_ratio x their run's median
-    for that phase. Expected and excluded by the analysis; warns when a run shows no warm-up
-    where most do, so the exclusion is not applied blindly."""
+    for that phase. Expected; the phase totals leave out the first [analysis]
+    warmup_epochs_excluded epochs (0: they include the warm-up, as the paper says), and the
+    message says which. Warns when a run shows no warm-up where most do: its first epoch ran
+    unlike its peers' (and, were the warm-up left out, a normal epoch would be dropped)."""
     b = _duration_ratio(ctx)
     if b["median_s"].isna().all():
         raise Skip("no run has blocks after epoch 1 to compare epoch 1 with")
@@ -210,10 +212,19 @@ def warmup(ctx):
            + (describe_counts(first.loc[slow, "phase"]) if slow.any() else "none")
            + f"); median epoch-1 train ratio x{first.loc[train, 'ratio'].median():.2f}")
     if no_warmup.any():
-        return Outcome.failed(msg + f"; {int(no_warmup.sum())} run(s) show none where most do",
+        return Outcome.failed(msg + f"; {int(no_warmup.sum())} run(s) show none where most do; "
+                              + _warmup_rule(ctx),
                               rows=int(no_warmup.sum()),
                               details=evidence(first.loc[no_warmup, ["run_id", "phase", "ratio"]]))
-    return Outcome.passed(msg + "; the analysis excludes epoch 1", rows=int(slow.sum()))
+    return Outcome.passed(msg + "; " + _warmup_rule(ctx), rows=int(slow.sum()))
+
+
+def _warmup_rule(ctx) -> str:
+    """What the specification says the phase totals do with the warm-up."""
+    excluded = ctx.spec["analysis"]["warmup_epochs_excluded"]
+    what = ("include every epoch, the warm-up included" if excluded == 0 else
+            f"leave out epoch{'s 1-' if excluded > 1 else ' '}{excluded} as warm-up")
+    return f"the phase totals {what} ([analysis] warmup_epochs_excluded = {excluded})"
 
 
 @check("S6.outlier-blocks", "S6", severity="warning", table="blocks")
