@@ -224,6 +224,23 @@ def test_the_cuda_backend_resolves_with_its_cuda_libraries(tmp_path):
     assert "linux-x86_64-cudnn" not in dependencies and "deeplearning4j-cuda" not in dependencies  # no cuDNN path
 
 
+def test_preflight_names_the_dl4j_build_a_plans_device_needs(tmp_path, monkeypatch):
+    if not JAVA.product_path.is_file() or JAVA.stale_inputs():
+        pytest.fail(f"java-dl4j is not built or out of date: {JAVA.fix()}")
+    cpu, cuda = spec.dl4j_backend("cpu"), spec.dl4j_backend("cuda")
+    monkeypatch.setattr(native, "built_backend", lambda stack: cpu)
+
+    def java_line(device):
+        plan = load_plan(write_scoped_plan(tmp_path / f"{device}.toml", "pre", tmp_path / "data", {
+            "ecosystems": ["java-dl4j"], "architectures": ["resnet18"], "datasets": ["digits"],
+            "repetitions": 1, "device": device}))
+        return _lines(preflight.run_checks(plan, allow_missing_counters=True))["stack.ready:java-dl4j/digits"]
+
+    assert java_line("cuda") == ("fail", f"{JAVA.product_path} holds {cpu}, the plan's device cuda needs {cuda}: "
+                                         "run 'deepgreen build java-dl4j --backend cuda'")
+    assert "holds" not in java_line("cpu")[1]
+
+
 def test_rust_stack_unit_tests_pass():
     """The Rust stack's own tests (Python's repr of floats, percent-encoding), through cargo."""
     rust = native.NATIVE_STACKS["rust-tch"]
