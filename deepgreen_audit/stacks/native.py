@@ -86,15 +86,15 @@ class NativeStack:
     def fix(self) -> str:
         return f"run 'deepgreen build {self.ecosystem}' (or bash scripts/setup.sh)"
 
-    def build(self, quiet: bool = True, device: str = "cpu") -> Path:
-        """Build (incrementally) for `device`; returns the executable.  A missing tool or a failed
-        build is a UserError naming it."""
+    def build(self, quiet: bool = True, device: str | None = None) -> Path:
+        """Build (incrementally) for `device` (default: the host's); returns the executable.  A
+        missing tool or a failed build is a UserError naming it."""
         missing = self.missing_tools()
         if missing:
             raise UserError(f"building {self.ecosystem} needs {', '.join(missing)} on PATH "
                             f"({TOOL_HINTS.get(self.ecosystem, '')})", path=self.source_dir,
                             code="missing-tool")
-        self.builder(self, quiet, device)
+        self.builder(self, quiet, device or host_device())
         if not self.product_path.is_file():
             raise UserError(f"the build of {self.ecosystem} finished without {self.product}",
                             path=self.source_dir, code="build-failed")
