@@ -120,6 +120,13 @@ def declared_device(spec: dict | None = None) -> str:
     return str(spec["S4_backend"]["device"])
 
 
+def dl4j_backend(device: str, spec: dict | None = None) -> str:
+    """The ND4J backend (Maven artifact) the Java/DL4J stack runs on `device`
+    (S4_backend.dl4j_backend): what `deepgreen build` builds and the audit expects a run to load."""
+    spec = spec or load_spec()
+    return str(spec["S4_backend"]["dl4j_backend"][device])
+
+
 def master_seed(spec: dict | None = None) -> int:
     """The study's one master seed (S6_replication.master_seed): the plan's seeds and order,
     the synthetic generator's default seed and the analysis's bootstrap derive from it."""

@@ -172,6 +172,15 @@ def _set_run(frames, table, column, value, n_runs=1):
     return int(mask.sum())
 
 
+def _set_dl4j_backend(frames, backend, n_runs):
+    """The first `n_runs` Java/DL4J runs record `backend` (a CPU build on the GPU host)."""
+    runs = frames["runs"]
+    ids = runs.loc[runs["ecosystem"] == "java-dl4j", "run_id"].iloc[:n_runs]
+    env = frames["environment"]
+    env.loc[env["run_id"].isin(ids), "framework_backend"] = backend
+    return len(ids)
+
+
 EDITS = {
     "S1.initial-weights": (lambda f: _set_run(f, "runs", "initial_weights_sha256", None, 3), 3),
     "S3.samples-processed": (lambda f: f["blocks"].loc[[0, 4], "samples_processed"].__setitem__(
@@ -180,6 +189,7 @@ EDITS = {
             ~f["blocks"].index.isin([0, 4]), 7)), 2),
     "S4.precision-policy": (lambda f: _set_run(f, "runs", "precision_policy", "tf32-on", 2), 2),
     "S4.pinned-versions": (lambda f: _set_run(f, "environment", "framework_version", "2.4.0", 3), 3),
+    "S4.dl4j-backend": (lambda f: _set_dl4j_backend(f, "nd4j-native", 3), 3),
     "S3.recipe": (lambda f: _set_run(f, "runs", "loader_workers", 8, 4), 4),
     "S5.both-readings": (lambda f: f["blocks"].__setitem__("codecarbon_energy_j", f["blocks"][
         "codecarbon_energy_j"].where(f["blocks"].index >= 5, None)), 5),
@@ -363,6 +373,25 @@ def test_counted_rapl_wraps_are_recomputed_and_uncounted_ones_judged_by_duration
     large_diff = edited(clean, tmp_path / "large", lambda f: _set_rapl(
         f["blocks"], 0, (2_000, 5), (1_000, 4), None, 500.0))
     assert run(large_diff, "S5.rapl-wraps").status == "pass"
+
+
+def test_dl4j_backend_follows_the_declared_device(clean, tmp_path):
+    """A cuda campaign whose DL4J runs loaded nd4j-native fails, naming the backend and the
+    runs; the same runs pass where the campaign declares cpu; no DL4J run: a skip."""
+    cuda, cpu = (load_spec()["S4_backend"]["dl4j_backend"][d] for d in ("cuda", "cpu"))
+    on_cpu = edited(clean, tmp_path / "cpu", lambda f: _set_dl4j_backend(f, cpu, 1000))
+    finding = run(on_cpu, "S4.dl4j-backend")
+    dl4j_runs = SMALL["repetitions"] * len(SMALL["architectures"]) * len(SMALL["datasets"])
+    assert finding.status == "fail" and finding.rows_affected == dl4j_runs, finding.message
+    assert f"did not load {cuda}, the backend for the declared device cuda ({cpu}: {dl4j_runs})" in finding.message
+    assert {row["framework_backend"] for row in finding.details["evidence"]} == {cpu}
+    assert run(on_cpu, "S4.dl4j-backend", spec=small_spec(**{"S4_backend.device": "cpu"})).status == "pass"
+    unrecorded = edited(clean, tmp_path / "none", lambda f: _set_dl4j_backend(f, None, 2))
+    assert "(not recorded: 2)" in run(unrecorded, "S4.dl4j-backend").message
+    torch_only = edited(clean, tmp_path / "torch", lambda f: [
+        f.__setitem__(name, f[name][f[name]["run_id"].str.startswith("python-pytorch")].reset_index(drop=True))
+        for name in TABLES])
+    assert run(torch_only, "S4.dl4j-backend").status == "skip"
 
 
 def test_host_design_holds_a_package_to_the_replicates_it_declares(clean, tmp_path):

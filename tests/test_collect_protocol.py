@@ -128,11 +128,12 @@ def test_session_replies(counters, lines, last):
 def test_session_round_trip(counters):
     session = _session(counters)
     assert session.handle("HELLO 1 c") == "OK HELLO 1 run_id=r%201 epochs=2"
-    assert session.handle("SET framework=c learning_rate=0.0001") == "OK SET framework learning_rate"
+    assert session.handle("SET framework=c learning_rate=0.0001 framework_backend=nd4j-native") == \
+        "OK SET framework learning_rate framework_backend"
     begin = session.handle("BEGIN 1 train")
     assert begin.startswith("OK BEGIN 1 train 20") and begin.endswith("Z")
     assert session.handle("END 1 train samples=128 loss=2.25").startswith("OK END 1 train duration_s=")
-    assert session.harness.values == {"framework": "c", "learning_rate": 0.0001}
+    assert session.harness.values == {"framework": "c", "learning_rate": 0.0001, "framework_backend": "nd4j-native"}
     assert session.failure(disconnected=True).startswith("client disconnected without BYE after 1")
     assert session.handle("BYE") == "OK BYE" and session.failure(disconnected=True) is None
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from deepgreen_audit import pins
+from deepgreen_audit import pins, spec
 from deepgreen_audit.cli import main
 from deepgreen_audit.collect import preflight
 from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
@@ -137,6 +137,108 @@ def test_preflight_gives_each_built_stack_one_line_naming_its_fix(tmp_path, monk
     got = _lines(preflight.run_checks(plan, allow_missing_counters=True))
     assert got["version.pinned:tch"][0] == "fail" and "the specification pins 0.26.0" in got["version.pinned:tch"][1]
     assert got["version.pinned:libtorch"][0] == "pass"
+
+
+# ------------------------------------------------------------------ DL4J's backend follows the device
+
+JAVA = native.NATIVE_STACKS["java-dl4j"]
+
+
+def test_the_pom_builds_the_specifications_backends():
+    """Plain `mvn package` builds the CPU backend the specification names; the GPU's comes
+    through the `cuda` profile, with the CUDA libraries its version needs."""
+    pom = (JAVA.source_dir / "pom.xml").read_text()
+    assert re.search(r"<nd4j\.backend>([^<]+)</nd4j\.backend>", pom).group(1) == spec.dl4j_backend("cpu")
+    assert native.maven_options("cpu") == [f"-Ddl4j.version={SPEC_PINS['dl4j']}",
+                                           f"-Dnd4j.backend={spec.dl4j_backend('cpu')}"]
+    assert native.maven_options("cuda")[1:] == [f"-Dnd4j.backend={spec.dl4j_backend('cuda')}", "-Pcuda",
+                                                f"-Dcuda.redist.version={SPEC_PINS['cuda-redist']}"]
+
+
+def test_auto_is_the_hosts_device(monkeypatch, capsys):
+    from deepgreen_audit.collect import nvml
+    from deepgreen_audit.collect.errors import NvmlUnavailable
+
+    def no_driver():
+        raise NvmlUnavailable("nvmlInit failed")
+
+    monkeypatch.delenv(native.ACCELERATOR_VARIABLE, raising=False)
+    monkeypatch.setattr(nvml, "Nvml", no_driver)
+    assert native.host_device() == "cpu"
+    monkeypatch.setattr(nvml, "Nvml", lambda: type("Session", (), {"close": lambda self: None})())
+    assert native.host_device() == "cuda"
+    monkeypatch.setenv(native.ACCELERATOR_VARIABLE, "cpu")
+    assert native.host_device() == "cpu"
+    monkeypatch.setenv(native.ACCELERATOR_VARIABLE, "tpu")
+    assert main(["build", "java-dl4j"]) == 2
+    err = capsys.readouterr().err
+    assert "DEEPGREEN_ACCELERATOR='tpu' is not one of cuda, cpu" in err and "Traceback" not in err
+
+
+def test_a_build_for_another_device_starts_afresh_and_records_its_backend(tmp_path, monkeypatch):
+    """Maven's copy-dependencies never removes a jar: a build whose backend changes starts from
+    an empty target/, so no jar of the other backend stays beside the new one."""
+    source = tmp_path / "java_dl4j"
+    lib = source / "target" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "nd4j-native-old.jar").touch()
+    (lib.parent / native.BACKEND_RECORD).write_text("nd4j-native\n")
+    commands = []
+
+    def maven(stack, command, quiet):
+        commands.append(command)
+        lib.mkdir(parents=True, exist_ok=True)
+        (lib / "built.jar").touch()
+
+    monkeypatch.setattr(native.NativeStack, "source_dir", property(lambda self: source))
+    monkeypatch.setattr(native, "_run", maven)
+    JAVA.builder(JAVA, True, "cuda")
+    assert sorted(p.name for p in lib.iterdir()) == ["built.jar"]
+    assert native.built_backend(JAVA) == spec.dl4j_backend("cuda")
+    assert commands == [["mvn", "-q", "-B", "package", "-DskipTests", *native.maven_options("cuda")]]
+    (lib / "kept.jar").touch()
+    JAVA.builder(JAVA, True, "cuda")            # the same backend: Maven's incremental build
+    assert (lib / "kept.jar").exists()
+
+
+def test_the_cuda_backend_resolves_with_its_cuda_libraries(tmp_path):
+    """Maven resolves the GPU build (offline, from ~/.m2, where `deepgreen build java-dl4j
+    --backend cuda` put it): nd4j-cuda for linux-x86_64, and the redist of the very CUDA build
+    that nd4j-cuda is written against (the specification's cuda-redist)."""
+    if JAVA.missing_tools(("mvn",)):
+        pytest.fail("mvn is not installed: " + native.TOOL_HINTS["java-dl4j"])
+    listed = tmp_path / "dependencies.txt"
+    result = subprocess.run(["mvn", "-o", "-q", "-B", "dependency:list", f"-DoutputFile={listed}",
+                             "-DincludeScope=runtime", *native.maven_options("cuda")],
+                            cwd=JAVA.source_dir, capture_output=True, text=True)
+    if result.returncode != 0 and "in offline mode" in result.stdout:
+        pytest.skip("the cuda backend's jars (2.4 GB) are not in ~/.m2: run 'deepgreen build java-dl4j "
+                    "--backend cuda' once where Maven Central is reachable")
+    assert result.returncode == 0, result.stdout[-3000:]
+    dependencies = listed.read_text()
+    cuda, redist = spec.dl4j_backend("cuda"), SPEC_PINS["cuda-redist"]
+    assert f"org.nd4j:{cuda}:jar:linux-x86_64:{SPEC_PINS['dl4j']}:" in dependencies
+    assert f"org.bytedeco:cuda:jar:linux-x86_64:{redist}:" in dependencies          # nd4j-cuda's own
+    assert f"org.bytedeco:cuda:jar:linux-x86_64-redist:{redist}:" in dependencies   # its libraries
+    assert f"org.nd4j:{spec.dl4j_backend('cpu')}:" not in dependencies
+    assert "linux-x86_64-cudnn" not in dependencies and "deeplearning4j-cuda" not in dependencies  # no cuDNN path
+
+
+def test_preflight_names_the_dl4j_build_a_plans_device_needs(tmp_path, monkeypatch):
+    if not JAVA.product_path.is_file() or JAVA.stale_inputs():
+        pytest.fail(f"java-dl4j is not built or out of date: {JAVA.fix()}")
+    cpu, cuda = spec.dl4j_backend("cpu"), spec.dl4j_backend("cuda")
+    monkeypatch.setattr(native, "built_backend", lambda stack: cpu)
+
+    def java_line(device):
+        plan = load_plan(write_scoped_plan(tmp_path / f"{device}.toml", "pre", tmp_path / "data", {
+            "ecosystems": ["java-dl4j"], "architectures": ["resnet18"], "datasets": ["digits"],
+            "repetitions": 1, "device": device}))
+        return _lines(preflight.run_checks(plan, allow_missing_counters=True))["stack.ready:java-dl4j/digits"]
+
+    assert java_line("cuda") == ("fail", f"{JAVA.product_path} holds {cpu}, the plan's device cuda needs {cuda}: "
+                                         "run 'deepgreen build java-dl4j --backend cuda'")
+    assert "holds" not in java_line("cpu")[1]
 
 
 def test_rust_stack_unit_tests_pass():

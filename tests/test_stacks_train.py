@@ -65,6 +65,10 @@ def check_runs(plan, package, architectures):
         assert release == pins[frameworks[job.ecosystem]]                    # S4 holds on this install
         assert environment["cudnn_available"] is not None
     assert all(e["cudnn_available"] is False for e in env.values() if e["framework"] == "dl4j")
+    # the backend each framework loaded: DL4J's is the one its build holds (nd4j-native on a CPU host)
+    backends = {e["framework"]: e["framework_backend"] for e in env.values()}
+    assert backends["dl4j"] == native.built_backend(native.NATIVE_STACKS["java-dl4j"])
+    assert all(backends[f] for f in ("torch", "tensorflow", "jax")), backends
     for b in blocks:
         assert b["samples_processed"] > 0 and b["loss"] > 0 and b["duration_s"] > 0
         assert (b["test_accuracy"] is not None) == (b["phase"] == "eval")

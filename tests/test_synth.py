@@ -269,6 +269,9 @@ def test_environment_describes_the_host(small):
     env = rows(small.tables["environment"])
     frameworks = {e["framework"] for e in env}
     assert frameworks == {"torch", "dl4j"}
+    # a GPU campaign: DL4J on the specification's CUDA backend, torch's CUDA build
+    assert {(e["framework"], e["framework_backend"]) for e in env} == {
+        ("torch", "cuda-12.4"), ("dl4j", load_spec()["S4_backend"]["dl4j_backend"]["cuda"])}
     for e in env:
         assert e["host"] == "synthetic-host" and "L40S" in e["gpu_model"]
         assert e["nvml_energy_available"] == "true" and e["rapl_available"] == "true"

@@ -40,7 +40,8 @@ from deepgreen_audit.spec import recipe
 PHASES: tuple[str, ...] = phases()
 #: Run facts a stack reports (runs and environment columns), from the schemas.
 RUN_KEYS: tuple[str, ...] = (*recipe().keys(), "initial_weights_sha256", "data_fingerprint_sha256")
-ENVIRONMENT_KEYS: tuple[str, ...] = ("framework", "framework_version", "cudnn_available", "cuda_version")
+ENVIRONMENT_KEYS: tuple[str, ...] = ("framework", "framework_version", "framework_backend", "cudnn_available",
+                                      "cuda_version")
 
 
 @dataclass(frozen=True)

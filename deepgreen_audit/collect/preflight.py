@@ -24,7 +24,7 @@ from deepgreen_audit.collect.plan import Plan
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.registry import Outcome, check, registered_checks, run_check
 from deepgreen_audit.report import Report
-from deepgreen_audit.spec import load_spec
+from deepgreen_audit.spec import dl4j_backend, load_spec
 
 SUITE = "preflight"
 #: The energy counters a host should have, by the names the probe reports them under.
@@ -190,6 +190,12 @@ def stack_check(plan: Plan, eco: str, job) -> Outcome:
         stale = built.stale_inputs()
         if stale:
             return Outcome.failed(f"{built.product_path} is older than {stale[0]}: {built.fix()}")
+        if eco == "java-dl4j":      # DL4J's backend is a build choice (S4.dl4j-backend)
+            held, wanted = native.built_backend(built), dl4j_backend(plan.device)
+            if held != wanted:
+                return Outcome.failed(f"{built.product_path} holds {held or 'no recorded backend'}, the "
+                                      f"plan's device {plan.device} needs {wanted}: "
+                                      f"run 'deepgreen build java-dl4j --backend {plan.device}'")
     if not (Path(exe).is_file() and os.access(exe, os.X_OK)):
         return Outcome.failed(f"{exe} is missing or not executable: build the stack")
     store = Path(job.data_dir) / job.dataset

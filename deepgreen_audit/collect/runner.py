@@ -76,6 +76,7 @@ def environment_row(run_id: str, instruments: Instruments, harness: Harness) -> 
         "python_version": platform.python_version(),
         "framework": harness.values.get("framework"),
         "framework_version": harness.values.get("framework_version"),
+        "framework_backend": harness.values.get("framework_backend"),
         "cudnn_available": harness.values.get("cudnn_available"),
         "codecarbon_version": cc.version if cc else None,
         "codecarbon_config_sha256": cc.config.sha256 if cc else None,

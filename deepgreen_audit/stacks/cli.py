@@ -71,7 +71,8 @@ def cmd_build(args) -> int:
                 print(f"build: skipping {name}: {', '.join(tools)} not on PATH ({native.TOOL_HINTS[name]})",
                       file=sys.stderr)
         names = [n for n in names if not missing[n]]
-    native.build_all(names, quiet=not args.verbose, progress=lambda line: print("  " + line, flush=True))
+    native.build_all(names, quiet=not args.verbose, progress=lambda line: print("  " + line, flush=True),
+                     backend=args.backend)
     return 0
 
 
@@ -114,19 +115,23 @@ def register(verb) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--plan", help="prepare: the campaign plan (default collect/plan.toml)")
 
-    from deepgreen_audit.stacks.native import NATIVE_STACKS
+    from deepgreen_audit.stacks.native import ACCELERATOR_VARIABLE, BACKEND_CHOICES, NATIVE_STACKS
 
     p = verb("build", cmd_build, "build the C++/LibTorch, Rust/tch and Java/DL4J stacks",
              "Build the stacks that are compiled before they run, incrementally: C++/LibTorch "
              "(CMake against the torch wheel's LibTorch), Rust/tch (cargo; tch pinned to the "
              "specification's version, linked to the same LibTorch) and Java/DL4J (Maven; DL4J at the "
-             "specification's version, CPU backend for linux-x86_64).  Products stay in each stack's "
+             "specification's version, with the ND4J backend of the device --backend names, for linux-x86_64).  Products stay in each stack's "
              "build folder (see stacks/README.md).  R/torch cannot be built on this project's machines; "
              "asking for it says why.  The set-up (scripts/setup.sh) runs this.")
     p.add_argument("stack", nargs="*", metavar="STACK",
                    help=f"the stacks to build: {', '.join(NATIVE_STACKS)} (default: all)")
     p.add_argument("--available", action="store_true",
                    help="skip, with a note, the stacks whose build tools are not installed")
+    p.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
+                   help="the device the Java/DL4J stack's ND4J backend is built for (the specification's "
+                        "S4_backend.dl4j_backend): auto (default) is cuda where NVML finds an NVIDIA GPU "
+                        f"or ${ACCELERATOR_VARIABLE} says cuda, else cpu; the other stacks run on either")
     p.add_argument("--verbose", action="store_true", help="show the build tools' own output")
 
     p = verb("parity", cmd_parity, "prove the stacks train the same model from the same state on the same pixels",

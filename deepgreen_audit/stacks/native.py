@@ -14,6 +14,13 @@ versions come from the specification (S4_backend.pinned_versions): the DL4J
 version is passed to Maven, and tch's pin in Cargo.toml must equal the spec's.
 Builds are incremental (CMake, cargo and Maven decide what is stale); products
 live in each stack's build folder, ignored by git.
+
+A build targets a device (`--backend`, default: the host's, `host_device`).  Only
+DL4J's build differs by device: its ND4J backend is a Maven artifact of its own
+(S4_backend.dl4j_backend), nd4j-native on the CPU, nd4j-cuda on the GPU; the
+LibTorch stacks link the torch wheel, which holds both.  The Java build writes the
+backend it built next to its jar (`BACKEND_RECORD`), and starts afresh when it
+changes, so that no jar of the other backend stays in target/lib.
 """
 
 from __future__ import annotations
@@ -31,6 +38,14 @@ from typing import Callable
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.pins import pinned
 from deepgreen_audit.resources import require_checkout
+from deepgreen_audit.spec import DEVICES, dl4j_backend
+
+#: The variable that tells `host_device` what the host has, where NVML cannot (or should not) be asked.
+ACCELERATOR_VARIABLE = "DEEPGREEN_ACCELERATOR"
+#: What `deepgreen build --backend` accepts: a device, or "auto" (the host's).
+BACKEND_CHOICES = ("auto", *DEVICES)
+#: The file, next to the Java stack's jar, that names the ND4J backend the build put in target/lib.
+BACKEND_RECORD = "nd4j-backend"
 
 
 @dataclass(frozen=True)
@@ -42,7 +57,7 @@ class NativeStack:
     product: str                    # what the build makes, relative to `source`
     launcher: str                   # what the plan runs, relative to `source`
     inputs: tuple[str, ...]         # globs (relative to `source`) of what the product is built from
-    builder: Callable[["NativeStack", bool], None]
+    builder: Callable[["NativeStack", bool, str], None]   # (stack, quiet, device)
 
     @property
     def source_dir(self) -> Path:
@@ -71,15 +86,15 @@ class NativeStack:
     def fix(self) -> str:
         return f"run 'deepgreen build {self.ecosystem}' (or bash scripts/setup.sh)"
 
-    def build(self, quiet: bool = True) -> Path:
-        """Build (incrementally); returns the executable.  A missing tool or a failed build is
-        a UserError naming it."""
+    def build(self, quiet: bool = True, device: str | None = None) -> Path:
+        """Build (incrementally) for `device` (default: the host's); returns the executable.  A
+        missing tool or a failed build is a UserError naming it."""
         missing = self.missing_tools()
         if missing:
             raise UserError(f"building {self.ecosystem} needs {', '.join(missing)} on PATH "
                             f"({TOOL_HINTS.get(self.ecosystem, '')})", path=self.source_dir,
                             code="missing-tool")
-        self.builder(self, quiet)
+        self.builder(self, quiet, device or host_device())
         if not self.product_path.is_file():
             raise UserError(f"the build of {self.ecosystem} finished without {self.product}",
                             path=self.source_dir, code="build-failed")
@@ -109,7 +124,7 @@ def torch_package() -> tuple[Path, str, str]:
     return Path(folder), abi, version
 
 
-def _build_cpp(stack: NativeStack, quiet: bool) -> None:
+def _build_cpp(stack: NativeStack, quiet: bool, device: str) -> None:
     torch_dir, abi, _ = torch_package()
     build_dir = stack.product_path.parent
     cache = build_dir / "CMakeCache.txt"
@@ -129,7 +144,7 @@ def cargo_tch_pin(source_dir: Path) -> str | None:
     return match.group(1) if match else None
 
 
-def _build_rust(stack: NativeStack, quiet: bool) -> None:
+def _build_rust(stack: NativeStack, quiet: bool, device: str) -> None:
     pin, spec_pin = cargo_tch_pin(stack.source_dir), pinned().get("tch")
     if pin != spec_pin:
         raise UserError(f"Cargo.toml pins tch {pin!r}, the specification (S4_backend.pinned_versions) "
@@ -142,9 +157,46 @@ def _build_rust(stack: NativeStack, quiet: bool) -> None:
     _run(stack, ["cargo", "build", "--release", "--locked"], quiet, env=env)
 
 
-def _build_java(stack: NativeStack, quiet: bool) -> None:
-    _run(stack, ["mvn", "-q", "-B", "package", "-DskipTests", f"-Ddl4j.version={pinned()['dl4j']}"],
-         quiet)
+def built_backend(stack: NativeStack) -> str | None:
+    """The ND4J backend the Java stack's last build holds (None: not built, or built before the
+    backend was recorded)."""
+    record = stack.product_path.parent / BACKEND_RECORD
+    return record.read_text(encoding="utf-8").strip() if record.is_file() else None
+
+
+def maven_options(device: str) -> list[str]:
+    """What Maven needs to resolve the Java stack for `device` (pom.xml): the pinned DL4J, the
+    device's ND4J backend and, for the GPU, the `cuda` profile with its CUDA libraries."""
+    pins = pinned()
+    options = [f"-Ddl4j.version={pins['dl4j']}", f"-Dnd4j.backend={dl4j_backend(device)}"]
+    return options + (["-Pcuda", f"-Dcuda.redist.version={pins['cuda-redist']}"] if device == "cuda" else [])
+
+
+def _build_java(stack: NativeStack, quiet: bool, device: str) -> None:
+    backend, target = dl4j_backend(device), stack.product_path.parent
+    if target.is_dir() and built_backend(stack) != backend:
+        shutil.rmtree(target)       # copy-dependencies adds to target/lib and never removes
+    _run(stack, ["mvn", "-q", "-B", "package", "-DskipTests", *maven_options(device)], quiet)
+    (target / BACKEND_RECORD).write_text(backend + "\n", encoding="utf-8")
+
+
+def host_device() -> str:
+    """The device this host offers: $DEEPGREEN_ACCELERATOR where set, else cuda where NVML finds an
+    NVIDIA driver and a GPU, else cpu."""
+    from deepgreen_audit.collect.errors import NvmlUnavailable
+    from deepgreen_audit.collect.nvml import Nvml
+
+    declared = os.environ.get(ACCELERATOR_VARIABLE)
+    if declared:
+        if declared not in DEVICES:
+            raise UserError(f"{ACCELERATOR_VARIABLE}={declared!r} is not one of {', '.join(DEVICES)}",
+                            code="bad-option")
+        return declared
+    try:
+        Nvml().close()
+    except NvmlUnavailable:
+        return "cpu"
+    return "cuda"
 
 
 NATIVE_STACKS: dict[str, NativeStack] = {s.ecosystem: s for s in (
@@ -183,8 +235,11 @@ def get(ecosystem: str) -> NativeStack:
                         code="bad-option") from None
 
 
-def build_all(ecosystems: list[str] | None = None, quiet: bool = True, progress=print) -> dict[str, Path]:
-    """Build the given native stacks (default: all), reporting each; returns their executables."""
+def build_all(ecosystems: list[str] | None = None, quiet: bool = True, progress=print,
+              backend: str = "auto") -> dict[str, Path]:
+    """Build the given native stacks (default: all) for `backend` (a device, or "auto": the
+    host's), reporting each; returns their executables."""
+    device = host_device() if backend == "auto" else backend
     built = {}
     names = list(NATIVE_STACKS) if ecosystems is None else ecosystems
     root = require_checkout("building the native stacks")
@@ -192,7 +247,8 @@ def build_all(ecosystems: list[str] | None = None, quiet: bool = True, progress=
         stack = get(name)
         started = time.monotonic()
         progress(f"[{i}/{len(names)}] building {name} in {stack.source} ...")
-        built[name] = stack.build(quiet=quiet)
+        built[name] = stack.build(quiet=quiet, device=device)
+        holds = f", {built_backend(stack)}" if name == "java-dl4j" else ""
         progress(f"[{i}/{len(names)}] {name}: {built[name].relative_to(root)} "
-                 f"({time.monotonic() - started:.0f} s)")
+                 f"({time.monotonic() - started:.0f} s{holds})")
     return built

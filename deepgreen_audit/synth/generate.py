@@ -22,7 +22,7 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.package.schema import TABLES, load_schema, phases
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
-from deepgreen_audit.spec import load_spec, master_seed, recipe
+from deepgreen_audit.spec import dl4j_backend, load_spec, master_seed, recipe
 from deepgreen_audit.synth.model import CODECARBON_CONFIG_PLACEHOLDER, SynthModel
 from deepgreen_audit.units import J_PER_KWH
 
@@ -463,6 +463,9 @@ def _simulate(c: Campaign) -> None:
         # as the specification says each ecosystem's framework is pinned (S4_backend)
         "framework": [frameworks[k] for k in eco],
         "framework_version": [pins[frameworks[k]] for k in eco],
+        # the synthetic host is a GPU host: DL4J loads the specification's backend for cuda
+        "framework_backend": [dl4j_backend("cuda") if k == "java-dl4j" else m.ecosystem_framework_backend[k]
+                              for k in eco],
         "cudnn_available": [m.ecosystem_cudnn_available[k] for k in eco],
         "codecarbon_version": [m.codecarbon_version] * n,
         "codecarbon_config_sha256": [cc_sha] * n,

@@ -274,6 +274,11 @@ class SynthModel:
     ecosystem_accuracy_offset: dict = _eco(0.0, -0.006, 0.004, 0.0, -0.018, -0.009, 0.0)
     #: Whether the stack has a cuDNN path (DL4J's nd4j-native CPU backend has none).
     ecosystem_cudnn_available: dict = _eco(True, True, True, True, False, True, True)
+    #: The framework backend each stack records (environment.framework_backend): the CUDA build
+    #: the framework targets, JAX's platform; DL4J's (None here) is the specification's ND4J
+    #: backend for the GPU (S4_backend.dl4j_backend), which S4.dl4j-backend checks.
+    ecosystem_framework_backend: dict = _eco("cuda-12.4", "cuda-12.4", "gpu", "cuda-12.4", None, "cuda-11.7",
+                                             "cuda-12.4")
 
     # --- architectures ----------------------------------------------------
     #: Train time per 10,000 samples (PyTorch on the synthetic host), seconds.
@@ -504,7 +509,8 @@ class SynthModel:
             "ecosystem": (ecosystems, ("ecosystem_time", "ecosystem_gpu_power", "ecosystem_cpu_power",
                                        "ecosystem_gpu_utilization_pct",
                                        "ecosystem_cpu_utilization_pct",
-                                       "ecosystem_accuracy_offset", "ecosystem_cudnn_available")),
+                                       "ecosystem_accuracy_offset", "ecosystem_cudnn_available",
+                                       "ecosystem_framework_backend")),
             "architecture": (architectures, ("architecture_train_s_per_10k",
                                              "architecture_eval_s_per_10k",
                                              "architecture_gpu_train_w", "architecture_gpu_eval_w",

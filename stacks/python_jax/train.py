@@ -64,6 +64,7 @@ def run(harness, job) -> None:
                      optax.adam(r["learning_rate"], b1=conv.ADAM_BETA1, b2=conv.ADAM_BETA2, eps=conv.ADAM_EPSILON))
     opt_state = tx.init(params)
     runtime.report(harness, job, inputs, framework=FRAMEWORK, framework_version=jax.__version__,
+                   framework_backend=jax.default_backend(),      # the platform jax loaded: cpu, gpu
                    cudnn_available=jax.default_backend() == "gpu")   # jaxlib's CUDA plugin brings cuDNN
 
     @jax.jit

@@ -71,6 +71,7 @@ def run(harness, job) -> None:
                        num_workers=r["loader_workers"], generator=generator)
     test = eval_batches(store.x_test, store.y_test, r["eval_batch_size"], r["loader_workers"])
     runtime.report(harness, job, inputs, framework=FRAMEWORK, framework_version=torch.__version__,
+                   framework_backend=f"cuda-{torch.version.cuda}" if torch.version.cuda else "cpu",
                    cudnn_available=DEVICE.type == "cuda" and torch.backends.cudnn.is_available(),
                    **({"cuda_version": torch.version.cuda} if DEVICE.type == "cuda" else {}))
     loss_fn = nn.CrossEntropyLoss()

@@ -96,7 +96,9 @@ def run(harness, job) -> None:
     model = models_tf.build(job.architecture, job.classes, side=store.side_px)
     models_tf.load_state(model, inputs.tensors)
     optimizer = TorchAdam(model.trainable_variables, r["learning_rate"], r["weight_decay"])
+    build = tf.sysconfig.get_build_info()
     runtime.report(harness, job, inputs, framework=FRAMEWORK, framework_version=tf.__version__,
+                   framework_backend=f"cuda-{build['cuda_version']}" if build.get("is_cuda_build") else "cpu",
                    cudnn_available=bool(tf.config.list_logical_devices("GPU")) and tf.test.is_built_with_cuda())
 
     @tf.function(reduce_retracing=True)

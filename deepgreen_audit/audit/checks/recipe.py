@@ -7,7 +7,7 @@ import pandas as pd
 
 from deepgreen_audit.audit.context import describe_counts, evidence, labels_in_spec
 from deepgreen_audit.registry import Outcome, Skip, check
-from deepgreen_audit.spec import RECIPE_SECTIONS, recipe
+from deepgreen_audit.spec import RECIPE_SECTIONS, declared_device, dl4j_backend, recipe
 
 
 def _recipe_outcome(ctx, section: str) -> Outcome:
@@ -117,3 +117,30 @@ def pinned_versions(ctx):
         return Outcome.failed("; ".join(parts), rows=int(bad.sum()), details=evidence(
             env.loc[bad, ["run_id", "framework", "framework_version"]].assign(pinned=pinned[bad])))
     return Outcome.passed(f"all {len(env):,} runs used their framework's pinned version")
+
+
+#: The ecosystem whose framework has a backend of its own per device (S4_backend.dl4j_backend).
+DL4J = "java-dl4j"
+
+
+@check("S4.dl4j-backend", "S4", table="environment")
+def dl4j_backend_of_device(ctx):
+    """Every Java/DL4J run loaded the ND4J backend the specification names for the declared
+    device (S4_backend.dl4j_backend: nd4j-cuda on the GPU, nd4j-native on the CPU).  DL4J's
+    backend is a build choice, not the host's: a CPU build on a GPU host trains on the CPU, a
+    different treatment from the other stacks'.  The backend is what the run reported loading
+    (environment.framework_backend); an empty cell fails (unverifiable)."""
+    runs = ctx.runs.loc[ctx.runs["ecosystem"] == DL4J, ["run_id"]]
+    if runs.empty:
+        raise Skip(f"no {DL4J} runs")
+    device = declared_device(ctx.spec)
+    wanted = dl4j_backend(device, ctx.spec)
+    env = runs.merge(ctx.environment[["run_id", "framework_backend"]], on="run_id", how="left")
+    recorded = env["framework_backend"]
+    bad = recorded.isna() | (recorded.astype(object) != wanted)
+    if bad.any():
+        named = describe_counts(recorded[bad].astype(object).fillna("not recorded"))
+        return Outcome.failed(f"{int(bad.sum())} of {len(env):,} {DL4J} run(s) did not load {wanted}, the "
+                              f"backend for the declared device {device} ({named})", rows=int(bad.sum()),
+                              details=evidence(env.loc[bad].assign(expected=wanted)))
+    return Outcome.passed(f"all {len(env):,} {DL4J} runs loaded {wanted} (declared device {device})")

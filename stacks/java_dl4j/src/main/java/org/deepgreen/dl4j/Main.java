@@ -1,12 +1,17 @@
 package org.deepgreen.dl4j;
 
+import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
+import java.net.URISyntaxException;
 import java.nio.file.Path;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Properties;
+import java.util.jar.JarEntry;
+import java.util.jar.JarFile;
 
 import org.deeplearning4j.config.DL4JSystemProperties;
 import org.deeplearning4j.nn.graph.ComputationGraph;
@@ -25,7 +30,8 @@ import org.nd4j.linalg.factory.Nd4j;
  *       file of the LibTorch stacks) is accepted and not used.
  * </pre>
  * Inputs are what the Python side writes: the canonical store (Store) and the canonical initial
- * weights (Safetensors, mapped by name in Models). Backend: ND4J's CPU backend in float32 only.
+ * weights (Safetensors, mapped by name in Models). Backend: the ND4J backend the build put on the
+ * class path (nd4j-native or nd4j-cuda, see pom.xml), in float32 only.
  */
 public final class Main {
     private Main() {}
@@ -36,6 +42,7 @@ public final class Main {
     private static final String USAGE = "usage: " + PROGRAM + " train   (under the DeepGreen runner)\n"
         + "       " + PROGRAM + " probe --model TS --weights W --data DIR --dataset D --count N --out FILE";
     private static final String[] PROBE_OPTIONS = {"--model", "--weights", "--data", "--dataset", "--count", "--out"};
+    private static final String ND4J_POM_FOLDER = "META-INF/maven/org.nd4j/";
     private static final String DL4J_POM_PROPERTIES = "/META-INF/maven/org.deeplearning4j/deeplearning4j-nn/pom.properties";
 
     public static void main(String[] args) {
@@ -98,12 +105,50 @@ public final class Main {
      * linux-x86_64-onednn classifier), so convolutions run libnd4j's im2col + OpenBLAS sgemm
      * either way; switching the helpers off makes that explicit and keeps a oneDNN build from
      * silently taking another path (its batch-norm helper would also bypass TorchBatchNorm's
-     * arithmetic). No CUDA backend is on the class path, so there is no cuDNN path at all.
+     * arithmetic). The CUDA backend's build has no cuDNN either (not the -cudnn classifier, no
+     * deeplearning4j-cuda helpers), and its platform helpers are off too: no cuDNN path at all.
      */
     private static void configureBackend() {
         System.setProperty(DL4JSystemProperties.DISABLE_HELPER_PROPERTY, "true");
+        try {
+            Nd4j.getBackend();
+        } catch (Throwable e) {     // ND4J's static initialiser printed which library did not load
+            Throwable cause = e;
+            while (cause.getCause() != null) cause = cause.getCause();
+            throw new StackError("ND4J loaded no backend (" + cause.getClass().getSimpleName() + ", the library "
+                + "that failed is named above); a build for cuda needs an NVIDIA driver and GPU: on a host "
+                + "without them run 'deepgreen build java-dl4j --backend cpu'");
+        }
         Nd4j.setDefaultDataTypes(DataType.FLOAT, DataType.FLOAT);
         Nd4j.getEnvironment().allowHelpers(false);
+    }
+
+    /**
+     * The ND4J backend this process loaded (nd4j-native, nd4j-cuda-11.6, ...): the Maven artifact
+     * of the jar that holds Nd4j's backend class, as that jar's pom.properties names it. What ran,
+     * not what the build meant: the audit compares it with the specification's backend.
+     */
+    static String backend() throws IOException {
+        Class<?> loaded = Nd4j.getBackend().getClass();
+        File jar;
+        try {
+            jar = new File(loaded.getProtectionDomain().getCodeSource().getLocation().toURI());
+        } catch (URISyntaxException e) {
+            throw new StackError("cannot locate the jar of ND4J's backend " + loaded.getName() + ": " + e.getMessage());
+        }
+        try (JarFile file = new JarFile(jar)) {
+            for (JarEntry entry : Collections.list(file.entries())) {
+                String[] parts = entry.getName().split("/");
+                if (parts.length == 5 && entry.getName().startsWith(ND4J_POM_FOLDER) && parts[4].equals("pom.properties")) {
+                    Properties properties = new Properties();
+                    try (InputStream in = file.getInputStream(entry)) {
+                        properties.load(in);
+                    }
+                    return properties.getProperty("artifactId");
+                }
+            }
+        }
+        throw new StackError(jar + ", which holds ND4J's backend " + loaded.getName() + ", names no " + ND4J_POM_FOLDER + "*/pom.properties");
     }
 
     /** DL4J's version, as its own jar states it (not written into this source). */

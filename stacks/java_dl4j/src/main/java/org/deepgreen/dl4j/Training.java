@@ -12,8 +12,9 @@ import org.nd4j.linalg.factory.Nd4j;
 /**
  * One run under the harness: HELLO, SET, then per epoch a train block (one pass over the
  * shuffled train split, one Adam step per batch) and an eval block (the test split in order),
- * then BYE. Every recipe number comes from the job; the ND4J CPU backend computes synchronously,
- * so a block's boundary is sent only after its work is done.
+ * then BYE. Every recipe number comes from the job. ND4J's CUDA backend queues work on the GPU,
+ * so every boundary first waits for it (sync; the CPU backend computes synchronously): a block's
+ * boundary is sent only after its work is done.
  */
 final class Training {
     private Training() {}
@@ -69,13 +70,15 @@ final class Training {
             .append(pair("data_fingerprint_sha256", store.fingerprint))
             .append(pair("framework", "dl4j"))
             .append(pair("framework_version", Main.frameworkVersion()))
-            .append(pair("cudnn_available", "false")); // the CPU backend only: no cuDNN on any path
+            .append(pair("framework_backend", Main.backend()))
+            .append(pair("cudnn_available", "false")); // no cuDNN on any path of either backend (Main)
         harness.request(set.toString());
 
         int[] trainOrder = IntStream.range(0, store.train.count()).toArray();
         int[] testOrder = IntStream.range(0, store.test.count()).toArray();
         for (int epoch = 1; epoch <= epochs; epoch++) {
             permute(trainOrder, shuffle);
+            sync();
             harness.request("BEGIN " + epoch + " train");
             double lossSum = 0;
             long samples = 0;
@@ -86,8 +89,10 @@ final class Training {
                     samples += b.size();
                 }
             }
+            sync();
             harness.request("END " + epoch + " train samples=" + samples + " loss=" + PythonRepr.of(lossSum / samples));
 
+            sync();
             harness.request("BEGIN " + epoch + " eval");
             lossSum = 0;
             samples = 0;
@@ -100,10 +105,16 @@ final class Training {
                     samples += b.size();
                 }
             }
+            sync();
             harness.request("END " + epoch + " eval samples=" + samples + " loss=" + PythonRepr.of(lossSum / samples)
                 + " accuracy=" + PythonRepr.of((double) correct / samples));
         }
         harness.request("BYE");
+    }
+
+    /** Waits for the work ND4J has queued (on the GPU; a no-op on the CPU backend). */
+    private static void sync() {
+        Nd4j.getExecutioner().commit();
     }
 
     /** Fisher-Yates from the run's seeded generator: a new permutation every epoch. */
