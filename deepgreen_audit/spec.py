@@ -82,10 +82,28 @@ def scoped(spec: dict, scope: dict | None, where: Path | str = "scope") -> dict:
         raise UserError(f"the declared scope must be a table of {', '.join(SCOPE_KEYS)}; got "
                         f"{scope!r}", path=where, field="scope", code="scope-error")
     narrowed = {key: dict(value) if isinstance(value, dict) else value for key, value in spec.items()}
+    outside = {}
     for key, (section, name) in SCOPED_VALUES.items():
-        if key in scope:
-            narrowed[section] = {**narrowed[section], name: scope[key]}
+        if key not in scope:
+            continue
+        value = scope[key]
+        if isinstance(spec[section][name], list):
+            # a scope narrows the design, never widens it: a label the specification does not
+            # hold (for datasets: besides the design's, the contrast cell's and the smoke set)
+            # is left out, so the runs that carry it fail the label checks
+            allowed = spec[section][name] + (
+                [spec["S3_data"]["contrast_cell"]["dataset"], spec["S3_data"]["smoke_dataset"]]
+                if key == "datasets" else [])
+            if not isinstance(value, list):
+                raise UserError(f"the declared scope's {key} must be a list; got {value!r}",
+                                path=where, field=f"scope.{key}", code="scope-error")
+            outside.update({key: [v for v in value if v not in allowed]} if
+                           any(v not in allowed for v in value) else {})
+            value = [v for v in value if v in allowed]
+        narrowed[section] = {**narrowed[section], name: value}
     narrowed["scope"] = dict(scope)
+    if outside:
+        narrowed["scope_outside_spec"] = outside
     return narrowed
 
 

@@ -64,6 +64,9 @@ def audit_with_context(location: str | Path | None = None, *, spec: dict | None 
         report.stats["scope"] = scope
         report.notes.append("audited against the scope the package declares: "
                             + ", ".join(f"{k} {v}" for k, v in scope.items()))
+    for key, labels in spec.get("scope_outside_spec", {}).items():
+        report.notes.append(f"the declared scope's {key} name what the specification does not "
+                            f"hold, left out of the design: {', '.join(map(str, labels))}")
     ctx = AuditContext(package, spec, sources_root, integrity, typed_tables)
     for c in registered:
         report.findings.append(run_check(c, ctx))
