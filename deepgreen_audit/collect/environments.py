@@ -125,7 +125,7 @@ def detect_accelerator(environ=None, pynvml_module=None, nvidia_smi: str = "nvid
         return Accelerator("cuda", found)
     found, smi_said = _nvidia_smi_gpus(nvidia_smi)
     if found:
-        return Accelerator("cuda", found + f" (NVML: {nvml_said})")
+        return Accelerator("cuda", f"{found}; NVML: {nvml_said}")
     return Accelerator("cpu", f"no NVIDIA driver: NVML: {nvml_said}; {smi_said}")
 
 
@@ -147,17 +147,17 @@ def _nvml_gpus(module) -> tuple[str | None, str]:
 
 def _nvidia_smi_gpus(program: str) -> tuple[str | None, str]:
     """(a reason naming what `nvidia-smi -L` lists, or None; why it did not answer)."""
-    path = shutil.which(program)
+    path, name = shutil.which(program), Path(program).name
     if path is None:
-        return None, f"{program} is not on PATH"
+        return None, f"{name} is not on PATH"
     try:
         proc = subprocess.run([path, "-L"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"{program} -L failed ({exc})"
+        return None, f"{name} -L failed ({exc})"
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
-        return None, f"{program} -L exited {proc.returncode}"
-    return f"{program} -L: {lines[0].strip()}", "found"
+        return None, f"{name} -L exited {proc.returncode}"
+    return f"{name} -L: {lines[0].strip()}", "found"
 
 
 # ------------------------------------------------------------------ requirements
