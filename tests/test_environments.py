@@ -284,3 +284,26 @@ def test_preflight_warns_when_a_cuda_campaign_runs_a_stack_in_the_shared_env(tmp
                                                          device="cuda")), allow_missing_counters=True))
     assert got["stack.interpreter:python-jax"] == ("pass", f"runs in {sys.executable} (plan)")
     assert got["version.pinned:jax"][0] == "pass"        # asked of the stack's interpreter
+
+
+def test_collect_runs_each_job_in_the_stacks_interpreter(tmp_path, monkeypatch):
+    """The runner module starts in the plan's interpreter (here a stand-in that notes its
+    arguments and hands over to this Python), and the run completes there."""
+    from collect_fakes import fake_stack
+    from deepgreen_audit.collect.driver import collect
+
+    calls = tmp_path / "calls"
+    python = tmp_path / "env" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    (tmp_path / "stack.py").write_text(fake_stack("False", "pass"))
+    monkeypatch.setenv("FAKE_STACK_MARKER", str(tmp_path))
+    path = tmp_path / "plan.toml"
+    path.write_text(f'campaign = "envs"\nrun_timeout_s = 120\n[stacks.python-jax]\nkind = "python"\n'
+                    f'program = "{tmp_path / "stack.py"}"\npython = "{python}"\n[scope]\n'
+                    'ecosystems = ["python-jax"]\narchitectures = ["resnet18"]\ndatasets = ["digits"]\n'
+                    'repetitions = 1\nepochs = 1\n')
+    summary = collect(load_plan(path), tmp_path / "out", allow_missing_counters=True)
+    assert summary.ok and summary.completed == ["python-jax.resnet18.digits.r1"], summary.failed
+    assert calls.read_text().startswith("-m deepgreen_audit.collect.runner --plan ")
