@@ -254,8 +254,8 @@ def resolve(name: str, extras: tuple[str, ...], root: Path, uv: str, python_vers
 
 def _first_error(stderr: str) -> str:
     """uv's explanation in one line (its lines after `error:`, joined)."""
-    lines = [line.strip(" ×╰─▶│") .strip() for line in stderr.splitlines()]
-    lines = [line for line in lines if line and not line.startswith("hint:")]
+    lines = [line.strip().strip("×╰─▶│").strip() for line in stderr.splitlines()]
+    lines = [line.removeprefix("error:").strip() for line in lines if line and not line.startswith("hint:")]
     return " ".join(lines)[:600] or "uv failed without a message"
 
 
