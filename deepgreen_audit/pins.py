@@ -35,6 +35,25 @@ def pip_constraints(spec_file: Path = SPEC_FILE) -> str:
                    for framework, dists in PIP_DISTRIBUTIONS.items() for dist in dists)
 
 
+_INSTALLED_PROBE = "import json; from deepgreen_audit.pins import installed; print(json.dumps(installed()))"
+
+
+def installed_in(python: str) -> dict[str, str | None]:
+    """`installed()` as another interpreter sees it (a stack's own environment, where its
+    framework is installed); {} when that interpreter cannot answer (its stack check says why)."""
+    import json
+    import subprocess
+    import sys
+
+    if python == sys.executable:
+        return installed()
+    try:
+        proc = subprocess.run([python, "-c", _INSTALLED_PROBE], capture_output=True, text=True, timeout=120)
+        return dict(json.loads(proc.stdout)) if proc.returncode == 0 else {}
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return {}
+
+
 def _distribution(name: str) -> str | None:
     try:
         return metadata.version(name).split("+")[0]

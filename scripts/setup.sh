@@ -3,13 +3,35 @@
 # project installed (editable), the frameworks at the specification's pinned versions,
 # the built stacks (C++/LibTorch, Rust/tch, Java/DL4J) and, when run as root, the system
 # packages it needs (TeX Live for the paper, Slurm for the Slurm executor's tests).  Safe to run again: it only installs or rebuilds what is missing or stale.
+# On a GPU host (DEEPGREEN_ACCELERATOR=cuda, or an NVIDIA driver: NVML or nvidia-smi) it also
+# builds one environment per Python framework, each with its GPU build: .venv-pytorch,
+# .venv-tensorflow, .venv-jax (deepgreen_audit/collect/environments.py).
+#
+#   bash scripts/setup.sh             set up (or bring up to date)
+#   bash scripts/setup.sh --dry-run   the accelerator detected and why, the environments it would
+#                                     build, and the NVIDIA libraries each resolves to (uv; nothing installed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+DRY_RUN=0
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) DRY_RUN=1 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup: unknown option $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
 
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
   echo "setup: Python 3.11 or newer is required (found: $("$PYTHON" --version 2>&1))" >&2
   exit 1
+fi
+
+# The dry run needs Python and uv (the dev extra installs it into .venv; else uv on PATH).
+if [ "$DRY_RUN" = "1" ]; then
+  [ -x .venv/bin/python ] && PYTHON=.venv/bin/python
+  PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} exec "$PYTHON" -m deepgreen_audit.collect.environments --dry-run
 fi
 
 # apt_install WHAT SKIP_VARIABLE PROGRAM WHY PACKAGE...: system packages, where we may install
@@ -51,6 +73,13 @@ if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ] || [ collect/experiment.
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -c .venv/constraints.txt -e '.[dev,render,collect,pytorch,tensorflow,jax]'
   touch "$STAMP"
+fi
+
+# A GPU host: one environment per Python framework, each resolving its own CUDA libraries
+# (the plan's python stacks run there: docs/collection.md); a cpu host keeps the one .venv.
+ACCELERATOR=$(.venv/bin/python -m deepgreen_audit.collect.environments --detect)
+if [ "$ACCELERATOR" = "cuda" ]; then
+  .venv/bin/python -m deepgreen_audit.collect.environments --install
 fi
 
 # The stacks that are compiled before they run; incremental, and a stack whose build tools

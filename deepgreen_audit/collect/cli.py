@@ -1,4 +1,4 @@
-"""Verbs of the collection layer: plan, preflight, collect (thin: parse, call, print)."""
+"""Verbs of the collection layer: plan, preflight, envs, collect (thin: parse, call, print)."""
 
 from __future__ import annotations
 
@@ -123,6 +123,12 @@ def cmd_collect(args) -> int:
     return 0 if summary.ok else 1
 
 
+def cmd_envs(args) -> int:
+    from deepgreen_audit.collect.environments import run
+
+    return run(args)
+
+
 def register(verb) -> None:
     plan_help = "campaign plan (default: collect/plan.toml)"
     p = verb("plan", cmd_plan, "show the campaign plan (runs, seeds, order, commands)",
@@ -148,6 +154,18 @@ def register(verb) -> None:
                    help="treat a framework version other than the specification's pin as a warning "
                         "(runs record the version found; the audit's S4.pinned-versions flags it)")
     _executor_options(p, preflight=True)
+
+    from deepgreen_audit.collect.environments import add_arguments
+
+    p = verb("envs", cmd_envs, "the Python environments set-up builds here (one per framework on a GPU host)",
+             "Say whether this host is a cuda or a cpu host (DEEPGREEN_ACCELERATOR=cuda|cpu wins; "
+             "otherwise an NVIDIA driver, NVML or nvidia-smi, means cuda) and which environments "
+             "set-up builds: .venv on every host and, on a cuda host, .venv-pytorch, .venv-tensorflow "
+             "and .venv-jax, each with its framework's GPU build at the pinned version. --dry-run "
+             "resolves each with uv without installing anything and prints the NVIDIA library "
+             "versions each gets, what each downloads, and whether the three frameworks resolve "
+             "together in one environment (docs/collection.md).")
+    add_arguments(p)
 
     p = verb("collect", cmd_collect, "run the campaign: one process per run, resumable",
              "Run every run of the plan, each in its own process, in the plan's interleaved "

@@ -44,6 +44,17 @@ class Stack:
     kind: str
     program: Path | None = None       # python: the program file
     command: tuple[str, ...] = ()     # external: the executable and its arguments
+    #: python: the interpreter its runs start in (None: this one, sys.executable): the plan's
+    #: `python`, else the stack's own environment when set-up built it (.venv-jax/bin/python)
+    python: Path | None = None
+    #: where `python` came from: "plan" (must exist: preflight refuses otherwise),
+    #: "own environment" (set-up built it here), or "" (none: this interpreter)
+    python_from: str = ""
+
+    @property
+    def interpreter(self) -> str:
+        """The interpreter that runs this stack's jobs (the runner module runs inside it)."""
+        return str(self.python) if self.python is not None else sys.executable
 
 
 @dataclass(frozen=True)
@@ -118,7 +129,9 @@ class Plan:
 
     def runner_command(self, job: Job, work: Path, allow_missing_counters: bool) -> list[str]:
         """The exact command that runs one job in its own process."""
-        cmd = [sys.executable, "-m", "deepgreen_audit.collect.runner", "--plan", str(self.path),
+        stack = self.stacks.get(job.ecosystem)
+        python = stack.interpreter if stack is not None else sys.executable
+        cmd = [python, "-m", "deepgreen_audit.collect.runner", "--plan", str(self.path),
                "--run-id", job.run_id, "--work", str(work)]
         return cmd + (["--allow-missing-counters"] if allow_missing_counters else [])
 
@@ -230,8 +243,13 @@ def load_plan(path: Path | None = None) -> Plan:
             if not isinstance(program, str):
                 raise UserError("a python stack needs program = \"path/to/train.py\"", path=path,
                                 field=where + "program", code="plan-error")
-            stacks[eco] = Stack(eco, kind, program=_in_checkout(program, path, where + "program"))
+            python, python_from = _interpreter(table, eco, path, where)
+            stacks[eco] = Stack(eco, kind, program=_in_checkout(program, path, where + "program"),
+                                python=python, python_from=python_from)
         else:
+            if "python" in table:
+                raise UserError("applies to kind = \"python\" stacks only", path=path,
+                                field=where + "python", code="plan-error")
             command = table.get("command")
             if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
                 raise UserError("an external stack needs command = [\"path/to/exe\", ...]", path=path,
@@ -280,6 +298,23 @@ def _stack_tables(data: dict, path: Path) -> dict:
                                 code="plan-error").get("stacks", {}))
     tables.update(data.get("stacks", {}))
     return tables
+
+
+def _interpreter(table: dict, eco: str, path: Path, where: str) -> tuple[Path | None, str]:
+    """A python stack's interpreter: the plan's `python` (relative: to the checkout), else the
+    stack's own environment when set-up built one here (a cuda host), else None (this one).
+    Existence of the plan's is preflight's to check, so that `plan --print` works anywhere."""
+    from deepgreen_audit.collect.environments import own_interpreter
+    from deepgreen_audit.resources import checkout
+
+    python = table.get("python")
+    if python is not None:
+        if not isinstance(python, str) or not python:
+            raise UserError("must be the path of a Python interpreter, e.g. \".venv-jax/bin/python\"",
+                            path=path, field=where + "python", code="plan-error")
+        return _in_checkout(python, path, where + "python"), "plan"
+    own = own_interpreter(eco, checkout())
+    return (own, "own environment") if own is not None else (None, "")
 
 
 def _hosts(table: dict, path: Path) -> dict:

@@ -2,7 +2,8 @@
 
 The suite `preflight` of the check registry, each check with a stable id and a one-line message:
 the interpreter, CodeCarbon (version and pinned file), each counter, the
-pinned framework versions against what is installed or built, and for each
+pinned framework versions against what is installed or built (in the interpreter of the stack
+that uses it), the interpreter of each python stack, and for each
 stack of the plan that it is defined, importable or built (with the tool that
 runs it), and that the data of every dataset it runs on is present (a Python
 stack's own `check(job)`, called in a separate process as the run will be; for
@@ -102,15 +103,24 @@ def counter_readable(ctx: Preflight):
                           + " (--allow-missing-counters records empty cells instead)")
 
 
-def _frameworks_used(ctx: Preflight) -> list[str]:
-    """The frameworks of the plan's stacks that are installed or built here (a stack whose
-    framework is absent fails its own stack check)."""
+def _installed(ctx: Preflight, framework: str) -> str | None:
+    """The version of `framework` that the plan's runs would use: asked of the interpreter of the
+    python stack that runs it (its own environment on a cuda host), else of this one."""
     from deepgreen_audit import pins
 
     frameworks = load_spec()["S4_backend"]["frameworks"]
-    installed = pins.installed()
+    for eco, stack in ctx.plan.stacks.items():
+        if frameworks.get(eco) == framework and stack.kind == "python" and stack.python is not None:
+            return pins.installed_in(stack.interpreter).get(framework)
+    return pins.installed().get(framework)
+
+
+def _frameworks_used(ctx: Preflight) -> list[str]:
+    """The frameworks of the plan's stacks that are installed or built here (a stack whose
+    framework is absent fails its own stack check)."""
+    frameworks = load_spec()["S4_backend"]["frameworks"]
     used = {frameworks[eco] for eco in {j.ecosystem for j in ctx.plan.jobs} if eco in frameworks}
-    return sorted(f for f in used if installed.get(f) is not None)
+    return sorted(f for f in used if _installed(ctx, f) is not None)
 
 
 @preflight_check("version.pinned", "version", subjects=_frameworks_used)
@@ -121,7 +131,7 @@ def version_pinned(ctx: Preflight):
     from deepgreen_audit import pins
 
     framework = ctx.subject
-    want, have = pins.pinned().get(framework), pins.installed().get(framework)
+    want, have = pins.pinned().get(framework), _installed(ctx, framework)
     if have == want:
         return Outcome.passed(f"{framework} {have}")
     message = (f"{framework} {have}, the specification pins {want}: runs would fail "
@@ -135,6 +145,48 @@ def _first_jobs(plan: Plan) -> dict[str, object]:
     for job in plan.jobs:
         first.setdefault(f"{job.ecosystem}/{job.dataset}", job)
     return dict(sorted(first.items()))
+
+
+def _python_stacks(ctx: Preflight) -> list[str]:
+    """The plan's python stacks that its runs use."""
+    used = {j.ecosystem for j in ctx.plan.jobs}
+    return sorted(e for e, s in ctx.plan.stacks.items() if s.kind == "python" and e in used)
+
+
+@preflight_check("stack.interpreter", "stack", subjects=_python_stacks)
+def stack_interpreter(ctx: Preflight):
+    """The interpreter a python stack's runs start in exists: the plan's `python`, else the stack's
+    own environment (set-up builds one per framework on a cuda host), else this one. On a cuda
+    campaign a stack without an environment of its own is a warning: one environment resolves
+    one build of each CUDA library for every framework, and a framework without its GPU build
+    trains on the CPU (which the audit then fails)."""
+    stack = ctx.plan.stacks[ctx.subject]
+    missing = interpreter_missing(stack)
+    if missing:
+        return Outcome.failed(missing)
+    if stack.python is not None:
+        return Outcome.passed(f"runs in {stack.python} ({stack.python_from})")
+    message = f"runs in {sys.executable} (this interpreter)"
+    if ctx.plan.device == "cuda":
+        from deepgreen_audit.collect.environments import SETUP_COMMAND, env_for
+
+        env = env_for(stack.ecosystem)
+        if env is not None:
+            return Outcome.allowed_gap(f"{message}, not in an environment of its own: {SETUP_COMMAND} "
+                                       f"on a cuda host builds {env.folder} (docs/collection.md)")
+    return Outcome.passed(message)
+
+
+def interpreter_missing(stack) -> str | None:
+    """Why a python stack's interpreter cannot start (naming the stack and the set-up command),
+    or None."""
+    from deepgreen_audit.collect.environments import SETUP_COMMAND
+
+    python = stack.python
+    if python is None or (python.is_file() and os.access(python, os.X_OK)):
+        return None
+    return (f"{stack.ecosystem}: its interpreter {python} ({stack.python_from}) is missing: "
+            f"{SETUP_COMMAND} builds it on a cuda host (DEEPGREEN_ACCELERATOR=cuda on any host)")
 
 
 @preflight_check("stack.ready", "stack", subjects=lambda ctx: list(_first_jobs(ctx.plan)))
@@ -174,7 +226,10 @@ def stack_check(plan: Plan, eco: str, job) -> Outcome:
         why = f": {native.UNAVAILABLE[eco]}" if eco in native.UNAVAILABLE else ""
         return Outcome.failed(f"no [stacks.{eco}] entry in {plan.path}{why}")
     if stack.kind == "python":
-        proc = subprocess.run([sys.executable, "-c", _CHECK_STACK, str(plan.path), job.run_id],
+        missing = interpreter_missing(stack)
+        if missing:
+            return Outcome.failed(missing)
+        proc = subprocess.run([stack.interpreter, "-c", _CHECK_STACK, str(plan.path), job.run_id],
                               capture_output=True, text=True, timeout=300)
         lines = proc.stderr.strip().splitlines()
         return Outcome(proc.returncode == 0, f"{stack.program} imports; data present" if proc.returncode == 0
