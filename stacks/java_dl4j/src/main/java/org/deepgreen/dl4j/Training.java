@@ -69,7 +69,8 @@ final class Training {
             .append(pair("data_fingerprint_sha256", store.fingerprint))
             .append(pair("framework", "dl4j"))
             .append(pair("framework_version", Main.frameworkVersion()))
-            .append(pair("cudnn_available", "false")); // the CPU backend only: no cuDNN on any path
+            .append(pair("cudnn_available", "false")) // the CPU backend only: no cuDNN on any path
+            .append(" ").append(DeviceInfo.tokens());
         harness.request(set.toString());
 
         int[] trainOrder = IntStream.range(0, store.train.count()).toArray();
