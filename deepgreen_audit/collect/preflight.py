@@ -185,7 +185,10 @@ def ask_device(plan: Plan, ecosystem: str) -> DeviceAnswer:
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines()
         return DeviceAnswer(ecosystem, None, lines[-1] if lines else f"exit status {proc.returncode}")
-    return DeviceAnswer(ecosystem, json.loads(proc.stdout.strip().splitlines()[-1]))
+    try:
+        return DeviceAnswer(ecosystem, json.loads(proc.stdout.strip().splitlines()[-1]))
+    except (ValueError, IndexError):
+        return DeviceAnswer(ecosystem, None, f"the device probe printed no report: {proc.stdout[-200:]!r}")
 
 
 @preflight_check("stack.device", "stack",

@@ -38,38 +38,56 @@ def external_command(command: tuple[str, ...]) -> list[str]:
     return [command[0], "device"]
 
 
-def probe(plan: Plan, ecosystem: str) -> DeviceReport:
-    """The device report of the plan's stack for `ecosystem`, asked in this process."""
-    from deepgreen_audit.collect.runner import RunFailed, load_stack_module
+def _ask_program(stack) -> DeviceReport:
+    """A Python stack's device() after its precision policy; whatever its framework raises
+    (no CUDA plugin, a TPU platform) is the stack's answer that it cannot say."""
+    from deepgreen_audit.collect.runner import load_stack_module
 
+    try:
+        module = load_stack_module(stack)
+        if not callable(getattr(module, "device", None)):
+            raise ProbeFailed(f"stack program {stack.program} defines no device() function")
+        if callable(getattr(module, "set_precision_policy", None)):
+            module.set_precision_policy()
+        report = module.device()
+    except (ProbeFailed, UserError):
+        raise
+    except Exception as exc:  # the framework's own failure, named in one line
+        raise ProbeFailed(f"{stack.program}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(report, DeviceReport):
+        raise ProbeFailed(f"device() of {stack.program} returned {type(report).__name__}, "
+                          "not a DeviceReport")
+    return report
+
+
+def _ask_executable(stack) -> DeviceReport:
+    """A built stack's answer to its `device` subcommand: exactly one device= line, exit 0."""
+    cmd = external_command(stack.command)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=EXTERNAL_TIMEOUT_S)
+    except FileNotFoundError:
+        raise ProbeFailed(f"{cmd[0]} not found (is the stack built?)") from None
+    except subprocess.TimeoutExpired:
+        raise ProbeFailed(f"'{' '.join(cmd)}' did not answer within {EXTERNAL_TIMEOUT_S} s") from None
+    if proc.returncode != 0:
+        last = proc.stderr.strip().splitlines()
+        raise ProbeFailed(f"'{' '.join(cmd)}' exited with status {proc.returncode}"
+                          + (f": {last[-1]}" if last else ""))
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("device=")]
+    if len(lines) != 1:
+        raise ProbeFailed(f"'{' '.join(cmd)}' printed {len(lines)} device= lines, not one")
+    try:
+        return DeviceReport.parse_line(lines[0])
+    except DeviceReportError as exc:
+        raise ProbeFailed(f"'{' '.join(cmd)}': {exc}") from None
+
+
+def probe(plan: Plan, ecosystem: str) -> DeviceReport:
+    """The device report of the plan's stack for `ecosystem`, asked from this process."""
     stack = plan.stacks.get(ecosystem)
     if stack is None:
         raise ProbeFailed(f"the plan defines no stack for {ecosystem} ([stacks.{ecosystem}])")
-    try:
-        if stack.kind == "python":
-            module = load_stack_module(stack)
-            if not callable(getattr(module, "device", None)):
-                raise ProbeFailed(f"stack program {stack.program} defines no device() function")
-            if callable(getattr(module, "set_precision_policy", None)):
-                module.set_precision_policy()
-            return module.device()
-        cmd = external_command(stack.command)
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=EXTERNAL_TIMEOUT_S)
-        except FileNotFoundError:
-            raise ProbeFailed(f"{cmd[0]} not found (is the stack built?)") from None
-        except subprocess.TimeoutExpired:
-            raise ProbeFailed(f"'{' '.join(cmd)}' did not answer within {EXTERNAL_TIMEOUT_S} s") from None
-        if proc.returncode != 0:
-            last = proc.stderr.strip().splitlines()
-            raise ProbeFailed(f"'{' '.join(cmd)}' exited with status {proc.returncode}"
-                              + (f": {last[-1]}" if last else ""))
-        lines = [line for line in proc.stdout.splitlines() if line.startswith("device=")]
-        if len(lines) != 1:
-            raise ProbeFailed(f"'{' '.join(cmd)}' printed {len(lines)} device= lines, not one")
-        return DeviceReport.parse_line(lines[0])
-    except (RunFailed, DeviceReportError) as exc:
-        raise ProbeFailed(str(exc)) from None
+    return _ask_program(stack) if stack.kind == "python" else _ask_executable(stack)
 
 
 def main(argv: list[str] | None = None) -> int:
