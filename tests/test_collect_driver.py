@@ -174,6 +174,8 @@ def test_real_smoke_run_refuses_then_collects_a_valid_package(tmp_path, capsys):
     env = package.table("environment").to_pylist()[0]
     assert env["framework"] == "torch" and env["codecarbon_version"].startswith("3.")
     assert env["ram_total_gb"] > 0 and env["pue"] >= 1 and env["on_cloud"] is False
+    # CodeCarbon's own GPU count, from what it published: NVML's (none when NVML is absent)
+    assert env["codecarbon_gpu_count"] == (env["gpu_count"] or 0)
     if not counters:
         assert env["nvml_energy_available"] is False and env["counters_missing_reason"]
     samples = package.table("samples").to_pylist()
@@ -181,6 +183,16 @@ def test_real_smoke_run_refuses_then_collects_a_valid_package(tmp_path, capsys):
     # the round trip: restoring the package gives back what collect wrote, byte for byte
     for rel, data in restore_files(package).items():
         assert (out / "runs" / rel).read_bytes() == data, rel
+
+
+def test_codecarbon_host_keeps_the_gpu_count_codecarbon_published():
+    from types import SimpleNamespace
+
+    from deepgreen_audit.collect.codecarbon_tracker import CodeCarbonHost
+
+    data = dict(ram_total_size=62.5, pue=1.0, on_cloud="N", cloud_provider="", cloud_region="")
+    assert CodeCarbonHost.from_data(SimpleNamespace(**data, gpu_count=2.0)).gpu_count == 2
+    assert CodeCarbonHost.from_data(SimpleNamespace(**data, gpu_count=None)).gpu_count is None
 
 
 def test_preflight_names_each_check(tmp_path, capsys):
