@@ -29,6 +29,7 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.registry import Outcome, check, registered_checks, run_check
 from deepgreen_audit.report import Report
 from deepgreen_audit.spec import load_spec
+from deepgreen_audit.stacks.runtime import DeviceReport
 
 SUITE = "preflight"
 #: The energy counters a host should have, by the names the probe reports them under.
@@ -162,15 +163,15 @@ class DeviceAnswer:
     """What one stack said about its device: the report (None when it could not say) or why not."""
 
     ecosystem: str
-    report: dict | None
+    report: DeviceReport | None
     error: str | None = None
 
     def mismatch(self, declared: str) -> str | None:
         """The refusal line when the stack answered with another device than `declared`."""
-        if self.report is None or self.report["device"] == declared:
+        if self.report is None or self.report.device == declared:
             return None
-        return (f"{self.ecosystem} would run on {self.report['device']} "
-                f"({self.report['device_name']}), the plan declares {declared}")
+        return (f"{self.ecosystem} would run on {self.report.device} "
+                f"({self.report.device_name}), the plan declares {declared}")
 
 
 def ask_device(plan: Plan, ecosystem: str) -> DeviceAnswer:
@@ -186,8 +187,8 @@ def ask_device(plan: Plan, ecosystem: str) -> DeviceAnswer:
         lines = proc.stderr.strip().splitlines()
         return DeviceAnswer(ecosystem, None, lines[-1] if lines else f"exit status {proc.returncode}")
     try:
-        return DeviceAnswer(ecosystem, json.loads(proc.stdout.strip().splitlines()[-1]))
-    except (ValueError, IndexError):
+        return DeviceAnswer(ecosystem, DeviceReport(**json.loads(proc.stdout.strip().splitlines()[-1])))
+    except (ValueError, IndexError, TypeError):   # DeviceReportError is a ValueError
         return DeviceAnswer(ecosystem, None, f"the device probe printed no report: {proc.stdout[-200:]!r}")
 
 
@@ -206,8 +207,8 @@ def stack_device(ctx: Preflight):
         return Outcome.failed(mismatch + (" (its framework sees no GPU here)" if ctx.plan.device == "cuda"
                                           else " (declare device = \"cuda\" or hide the GPU)"))
     r = answer.report
-    return Outcome.passed(f"{r['device']} ({r['device_name']}; cuDNN "
-                          f"{'on' if r['cudnn_enabled'] else 'off'}, TF32 {'on' if r['tf32_enabled'] else 'off'})")
+    return Outcome.passed(f"{r.device} ({r.device_name}; cuDNN {'on' if r.cudnn_enabled else 'off'}, "
+                          f"TF32 {'on' if r.tf32_enabled else 'off'})")
 
 
 def refuse_other_devices(plan: Plan, ecosystems) -> None:
