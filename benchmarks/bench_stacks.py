@@ -9,7 +9,7 @@ Python/PyTorch in the same invocation.  The built stacks must be built
 (`deepgreen build`, done by the set-up).
 
     .venv/bin/python benchmarks/bench_stacks.py [--architecture resnet18 --architecture vgg16] [--epochs 2]
-        [--stack rust-tch ...] [--max-train-batches N]
+        [--stack rust-tch ...] [--max-train-batches N] [--device cuda]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from deepgreen_audit.collect.driver import collect
 from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.rundirs import flatten
+from deepgreen_audit.spec import DEVICES
 from deepgreen_audit.stacks import native
 from deepgreen_audit.stacks.prepare import prepare_plan
 
@@ -37,6 +38,9 @@ def main() -> None:
     parser.add_argument("--stack", action="append", choices=STACKS, help="default: all six (python-pytorch "
                                                                           "always runs, as the peer)")
     parser.add_argument("--max-train-batches", type=int, help="fewer batches an epoch (VGG-16 on 2 cores)")
+    parser.add_argument("--device", choices=DEVICES, default="cpu",
+                        help="the device the plan declares (default cpu; collect refuses a stack that "
+                             "would place its work elsewhere)")
     args = parser.parse_args()
     architectures = args.architecture or ["resnet18"]
     stacks = tuple(dict.fromkeys(["python-pytorch", *(args.stack or STACKS)]))
@@ -44,7 +48,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         scope = {"ecosystems": list(stacks), "architectures": architectures, "datasets": ["digits"],
-                 "repetitions": 1, "epochs": args.epochs}
+                 "repetitions": 1, "epochs": args.epochs, "device": args.device}
         if args.max_train_batches:
             scope.update(max_train_batches=args.max_train_batches, max_eval_batches=1)
         plan = load_plan(write_scoped_plan(work / "plan.toml", "bench", work / "data", scope, master_seed=3,

@@ -145,6 +145,14 @@ def dl4j_backend(device: str, spec: dict | None = None) -> str:
     return str(spec["S4_backend"]["dl4j_backend"][device])
 
 
+def tf32_allowed(spec: dict | None = None) -> bool:
+    """Whether the (scoped) specification's precision policy leaves TF32 on: a policy named
+    '...-tf32-off' turns TF32 matmuls and convolutions off, so its GPU runs record tf32_enabled
+    false."""
+    spec = spec or load_spec()
+    return not str(spec["S4_backend"]["precision_policy"]).endswith("tf32-off")
+
+
 def master_seed(spec: dict | None = None) -> int:
     """The study's one master seed (S6_replication.master_seed): the plan's seeds and order,
     the synthetic generator's default seed and the analysis's bootstrap derive from it."""

@@ -102,6 +102,7 @@ SYNTH_DEFECTS = [
     ("recipe-drift", "S2.recipe", "runs"),
     ("duplicate-seed", "S6.distinct-seeds", "runs"),
     ("counter-mismatch", "S5.counter-recompute", "blocks"),
+    ("cpu-fallback", "S4.device", "runs"),
 ]
 
 
@@ -144,6 +145,28 @@ def test_new_defects_are_found_where_they_land(seed, defect, check_id, key, tmp_
     assert finding.status == "fail"
     named = json.dumps(finding.details["evidence"])
     assert truth[key] in named, (truth[key], finding.message)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_cpu_fallback_is_caught_naming_the_stack(seed, tmp_path):
+    """Wherever the fallback lands, S4.device names the stack, its runs and the devices."""
+    pkg = tmp_path / "pkg"
+    write_synthetic(pkg, seed=seed, defects=["cpu-fallback"], **SMALL)
+    truth = json.loads((pkg / "synth-truth.json").read_text())["defects"]["cpu-fallback"]
+    finding = run(pkg, "S4.device")
+    assert finding.status == "fail"
+    assert finding.message == (f"{truth['ecosystem']}: {truth['rows']['runs']} run(s) on cpu, "
+                               "the campaign declares cuda")
+    assert {e["run_id"] for e in finding.details["evidence"]} == set(truth["run_ids"])
+
+
+def test_a_cpu_campaign_is_held_to_cpu(clean):
+    """The declared device comes from the (scoped) specification: a GPU package audited as a
+    campaign that declares cpu fails every stack."""
+    finding = run(clean, "S4.device", spec=small_spec(**{"S4_backend.device": "cpu"}))
+    assert finding.status == "fail" and finding.rows_affected == 24
+    assert "python-pytorch: 12 run(s) on cuda, the campaign declares cpu" in finding.message
+    assert "java-dl4j: 12 run(s) on cuda" in finding.message
 
 
 def test_every_failing_finding_of_the_new_checks_carries_its_evidence(tmp_path):
@@ -198,6 +221,8 @@ EDITS = {
     "S5.sampler": (lambda f: f.__setitem__("samples", f["samples"][
         f["samples"]["run_id"] != _first_run(f)]), 1),
     "S6.independent-processes": (lambda f: _set_run(f, "runs", "process_id", 4242, 3), 3),
+    "S4.device": (lambda f: _set_run(f, "runs", "device", None, 2), 2),
+    "S5.gpu-count": (lambda f: _set_run(f, "environment", "codecarbon_gpu_count", 0, 3), 3),
 }
 
 

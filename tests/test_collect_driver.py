@@ -139,7 +139,7 @@ def test_real_smoke_run_refuses_then_collects_a_valid_package(tmp_path, capsys):
                                 'program = "stacks/python_pytorch/train.py"',
                       'ecosystems = ["python-pytorch"]\narchitectures = ["resnet18"]\n'
                       'datasets = ["digits"]\nrepetitions = 1\nepochs = 2\n'
-                      'max_train_batches = 1\nmax_eval_batches = 1')
+                      'max_train_batches = 1\nmax_eval_batches = 1\ndevice = "cpu"')
     out = tmp_path / "out"
     counters = _host_has_counters()
     if not counters:
@@ -168,9 +168,14 @@ def test_real_smoke_run_refuses_then_collects_a_valid_package(tmp_path, capsys):
     run = package.table("runs").to_pylist()[0]
     assert run["status"] == "completed" and run["learning_rate"] == load_spec()["S2_optimisation"]["learning_rate"]
     assert run["initial_weights_sha256"] and run["data_fingerprint_sha256"]
+    # where torch placed the work, asked of torch during the run (this host has no GPU)
+    assert (run["device"], run["device_name"], run["cudnn_enabled"], run["tf32_enabled"]) == \
+        ("cpu", "cpu", False, False)
     env = package.table("environment").to_pylist()[0]
     assert env["framework"] == "torch" and env["codecarbon_version"].startswith("3.")
     assert env["ram_total_gb"] > 0 and env["pue"] >= 1 and env["on_cloud"] is False
+    # CodeCarbon's own GPU count, from what it published: NVML's (none when NVML is absent)
+    assert env["codecarbon_gpu_count"] == (env["gpu_count"] or 0)
     if not counters:
         assert env["nvml_energy_available"] is False and env["counters_missing_reason"]
     samples = package.table("samples").to_pylist()
@@ -180,9 +185,85 @@ def test_real_smoke_run_refuses_then_collects_a_valid_package(tmp_path, capsys):
         assert (out / "runs" / rel).read_bytes() == data, rel
 
 
+def test_codecarbon_host_keeps_the_gpu_count_codecarbon_published():
+    from types import SimpleNamespace
+
+    from deepgreen_audit.collect.codecarbon_tracker import CodeCarbonHost
+
+    data = dict(ram_total_size=62.5, pue=1.0, on_cloud="N", cloud_provider="", cloud_region="")
+    assert CodeCarbonHost.from_data(SimpleNamespace(**data, gpu_count=2.0)).gpu_count == 2
+    assert CodeCarbonHost.from_data(SimpleNamespace(**data, gpu_count=None)).gpu_count is None
+
+
 def test_preflight_names_each_check(tmp_path, capsys):
     path = write_plan(tmp_path, "", 'ecosystems = ["python-jax"]\narchitectures = ["resnet18"]\n'
                                     'datasets = ["digits"]\nrepetitions = 1')
     assert main(["preflight", "--plan", str(path), "--allow-missing-counters"]) == 1
     out = capsys.readouterr().out
     assert "PASS  host.codecarbon" in out and "stack.ready       python-jax/digits: no [stacks.python-jax]" in out
+
+
+# ------------------------------------------------------------------ the device each stack would use
+
+DEVICE_STACK = """
+from deepgreen_audit.stacks.runtime import DeviceReport
+
+def check(job):
+    pass
+
+def run(harness, job):
+    raise RuntimeError("collect must refuse before the first run")
+
+def device():
+    return DeviceReport({device!r}, "FAKE device", {cudnn}, False)
+"""
+
+
+def _device_plan(tmp_path: Path, stack_device: str, declared: str) -> Path:
+    (tmp_path / "device_stack.py").write_text(DEVICE_STACK.format(device=stack_device,
+                                                                  cudnn=stack_device == "cuda"))
+    return write_plan(tmp_path, f'[stacks.python-jax]\nkind = "python"\n'
+                                f'program = "{tmp_path / "device_stack.py"}"',
+                      'ecosystems = ["python-jax"]\narchitectures = ["resnet18"]\n'
+                      f'datasets = ["digits"]\nrepetitions = 1\ndevice = "{declared}"')
+
+
+@pytest.mark.parametrize("stack_device,declared", [("cuda", "cuda"), ("cpu", "cpu"), ("cpu", "cuda"),
+                                                   ("cuda", "cpu")])
+def test_preflight_asks_each_stack_which_device_it_would_use(stack_device, declared, tmp_path, capsys):
+    from deepgreen_audit.collect.preflight import run_checks
+
+    plan = load_plan(_device_plan(tmp_path, stack_device, declared))
+    finding = run_checks(plan, allow_missing_counters=True).finding("stack.device")
+    assert finding.resource == "python-jax"
+    if stack_device == declared:
+        assert finding.status == "pass" and finding.message.startswith(f"{declared} (FAKE device")
+    else:
+        assert finding.status == "fail"
+        assert finding.message.startswith(f"python-jax would run on {stack_device} (FAKE device), "
+                                          f"the plan declares {declared}")
+
+
+def test_collect_refuses_a_stack_on_another_device_before_its_first_run(tmp_path, capsys):
+    path = _device_plan(tmp_path, "cpu", "cuda")
+    out = tmp_path / "out"
+    assert main(["collect", "--plan", str(path), "--out", str(out), "--allow-missing-counters"]) == 2
+    err = capsys.readouterr().err
+    assert "python-jax would run on cpu (FAKE device), the plan declares cuda" in err
+    assert "Traceback" not in err and not out.exists()
+
+
+def test_preflight_probes_the_real_stacks_of_this_host(tmp_path):
+    """This host has no GPU: PyTorch says cpu, so a cuda plan fails naming it and a cpu plan passes."""
+    from deepgreen_audit.collect.preflight import run_checks
+
+    for declared, status in (("cuda", "fail"), ("cpu", "pass")):
+        path = write_plan(tmp_path, '[stacks.python-pytorch]\nkind = "python"\n'
+                                    'program = "stacks/python_pytorch/train.py"',
+                          'ecosystems = ["python-pytorch"]\narchitectures = ["resnet18"]\n'
+                          f'datasets = ["digits"]\nrepetitions = 1\ndevice = "{declared}"',
+                          name=f"{declared}.toml")
+        finding = run_checks(load_plan(path), allow_missing_counters=True).finding("stack.device")
+        assert finding.status == status, finding.message
+        if status == "fail":
+            assert finding.message.startswith("python-pytorch would run on cpu (cpu), the plan declares cuda")

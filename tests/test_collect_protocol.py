@@ -87,6 +87,19 @@ def test_harness_report_checks_names_and_types(counters):
         harness.report(batch_size=12.5)
     with pytest.raises(ProtocolViolation, match="bad-value"):
         harness.report(initial_weights_sha256="xyz")
+    with pytest.raises(ProtocolViolation, match="device='gpu' is not one of cuda, cpu"):
+        harness.report(device_name="NVIDIA H200", device="gpu")
+    assert "device_name" not in harness.values     # all the values or none
+
+
+def test_set_records_the_device_a_stack_reports(counters):
+    session = _session(counters)
+    session.handle("HELLO 1 c")
+    assert session.handle("SET device=cuda device_name=NVIDIA%20H200 cudnn_enabled=true tf32_enabled=false") \
+        == "OK SET device device_name cudnn_enabled tf32_enabled"
+    assert session.harness.values == {"device": "cuda", "device_name": "NVIDIA H200", "cudnn_enabled": True,
+                                      "tf32_enabled": False}
+    assert session.handle("SET device=tpu").startswith("ERR bad-value device='tpu' is not one of")
 
 
 def _session(counters):

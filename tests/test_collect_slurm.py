@@ -27,7 +27,7 @@ from deepgreen_audit.stacks.prepare import prepare_plan
 
 SMOKE_SCOPE = {"ecosystems": ["python-pytorch", "python-tensorflow"], "architectures": ["resnet18"],
                "datasets": ["digits"], "repetitions": 2, "epochs": 1, "max_train_batches": 1,
-               "max_eval_batches": 1}
+               "max_eval_batches": 1, "device": "cpu"}
 
 #: Columns that must differ between a Slurm and a local collection of one plan, and why:
 #: when and in which process a run ran, the job that ran it, what only a Slurm job has

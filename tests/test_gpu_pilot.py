@@ -36,12 +36,13 @@ def _env(with_fakes: bool) -> dict:
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory):
     """The script run once over a small rehearsal plan: both pilot stacks, ResNet-18, one
-    repetition of two epochs, one batch a phase (the real pilot: collect/pilot.toml)."""
+    repetition of two epochs, one batch a phase, on the CPU this host has (the GPU is a fake
+    NVML device; the real pilot, collect/pilot.toml, declares the specification's cuda)."""
     base = tmp_path_factory.mktemp("pilot")
     plan = write_scoped_plan(base / "rehearsal.toml", "rehearsal", base / "data", {
         "ecosystems": ["python-pytorch", "python-jax"], "architectures": ["resnet18"],
         "datasets": ["digits"], "repetitions": 1, "epochs": 2,
-        "max_train_batches": 1, "max_eval_batches": 1})
+        "max_train_batches": 1, "max_eval_batches": 1, "device": "cpu"})
     out = base / "out"
     done = subprocess.run(["bash", str(SCRIPT), str(out), "--plan", str(plan), "--work",
                            str(base / "work"), "--wheels", str(base / "no-wheels"),
@@ -94,7 +95,7 @@ def test_audit_holds_the_rehearsal_to_its_declared_scope(rehearsal):
     status = {f["id"]: f for f in report["findings"]}
     assert report["stats"]["scope"]["repetitions"] == 1
     for check_id in ("S6.completeness-runs", "S6.completeness-blocks", "S2.recipe",
-                     "S5.codecarbon-duration"):
+                     "S5.codecarbon-duration", "S4.device"):
         assert status[check_id]["status"] == "pass", status[check_id]
     agreement = status["S5.codecarbon-agreement"]
     assert agreement["status"] == "pass" and "on the GPU alone" in agreement["message"]

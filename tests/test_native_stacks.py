@@ -252,3 +252,24 @@ def test_rust_stack_unit_tests_pass():
                             cwd=rust.source_dir, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "test result: ok. 2 passed" in result.stdout
+
+
+@pytest.mark.parametrize("ecosystem", ["cpp-libtorch", "rust-tch", "java-dl4j"])
+def test_each_built_stack_says_which_device_it_would_use(ecosystem, tmp_path):
+    """`<stack> device` prints one line the probe reads; this host has no GPU, so a cpu plan
+    accepts the stack and a cuda plan is refused naming it."""
+    from deepgreen_audit.stacks.device_probe import probe
+
+    stack = native.NATIVE_STACKS[ecosystem]
+    if not stack.product_path.is_file() or stack.stale_inputs():
+        pytest.fail(f"{ecosystem} is not built or out of date: {stack.fix()}")
+    cpu = load_plan(write_scoped_plan(tmp_path / "cpu.toml", "dev", tmp_path / "data", {
+        "ecosystems": [ecosystem], "device": "cpu"}))
+    report = probe(cpu, ecosystem)
+    assert (report.device, report.cudnn_enabled, report.tf32_enabled) == ("cpu", False, False)
+    assert report.device_name
+    preflight.refuse_other_devices(cpu, [ecosystem])
+    cuda = load_plan(write_scoped_plan(tmp_path / "cuda.toml", "dev", tmp_path / "data", {
+        "ecosystems": [ecosystem], "device": "cuda"}))
+    with pytest.raises(preflight.DeviceMismatch, match=f"{ecosystem} would run on cpu .*, the plan declares cuda"):
+        preflight.refuse_other_devices(cuda, [ecosystem])

@@ -36,7 +36,7 @@ def collect_and_flatten(tmp: Path, architectures: list[str], limits: dict):
     require_built(STACKS)
     plan = load_plan(write_scoped_plan(tmp / "plan.toml", "stacks", tmp / "data", {
         "ecosystems": list(STACKS), "architectures": architectures, "datasets": ["digits"],
-        "repetitions": 1, "epochs": 1, **limits}))
+        "repetitions": 1, "epochs": 1, "device": "cpu", **limits}))
     prepare_plan(plan)
     summary = collect(plan, tmp / "out", allow_missing_counters=True)
     assert summary.ok, summary.failed
@@ -64,6 +64,9 @@ def check_runs(plan, package, architectures):
         release = environment["framework_version"].split("+")[0]          # torch: 2.13.0+cu130
         assert release == pins[frameworks[job.ecosystem]]                    # S4 holds on this install
         assert environment["cudnn_available"] is not None
+        # every stack says where its framework placed the work: this host has no GPU
+        assert (run["device"], run["cudnn_enabled"], run["tf32_enabled"]) == ("cpu", False, False), run
+        assert run["device_name"]
     assert all(e["cudnn_available"] is False for e in env.values() if e["framework"] == "dl4j")
     # the backend each framework loaded: DL4J's is the one its build holds (nd4j-native on a CPU host)
     backends = {e["framework"]: e["framework_backend"] for e in env.values()}

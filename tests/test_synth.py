@@ -325,7 +325,7 @@ def test_every_defect_is_documented_and_keeps_the_package_valid(tmp_path):
     assert set(DEFECTS) == {"kwh-as-joules", "modelled-cpu", "mislabelled-architecture",
                             "codecarbon-v2", "recipe-drift", "duplicate-seed", "missing-blocks",
                             "short-blocks", "counter-mismatch", "varying-environment",
-                            "another-window", "drifting-window", "broken-identity"}
+                            "another-window", "drifting-window", "broken-identity", "cpu-fallback"}
     for fn in DEFECTS.values():
         assert fn.__doc__ and fn.__doc__.strip()
     write_synthetic(tmp_path / "pkg", defects=list(DEFECTS), **MEDIUM)
@@ -450,6 +450,36 @@ def test_defect_short_blocks(defected):
     gpu, cpu = _recompute(next(r for r in rows(res.tables["blocks"])
                                if r["run_id"] in entry["run_ids"] and r["phase"] == "eval"))
     assert 20 < gpu + cpu < 120            # 0.4 s at eval power
+
+
+def test_clean_runs_are_a_gpu_campaign_on_the_declared_device(medium):
+    env = {e["run_id"]: e for e in rows(medium.tables["environment"])}
+    for r in rows(medium.tables["runs"]):
+        assert (r["device"], r["device_name"]) == ("cuda", env[r["run_id"]]["gpu_model"])
+        assert r["cudnn_enabled"] == ("false" if r["ecosystem"] == "java-dl4j" else "true")
+        assert r["tf32_enabled"] == "false"
+        assert env[r["run_id"]]["codecarbon_gpu_count"] == env[r["run_id"]]["gpu_count"]
+
+
+def test_defect_cpu_fallback_puts_one_stack_on_the_cpu_with_an_idle_gpu(medium, defected):
+    res = defected["cpu-fallback"]
+    entry = res.truth["defects"]["cpu-fallback"]
+    runs = {r["run_id"]: r for r in rows(res.tables["runs"])}
+    env = {e["run_id"]: e for e in rows(res.tables["environment"])}
+    assert entry["run_ids"] == sorted(i for i in runs if runs[i]["ecosystem"] == entry["ecosystem"])
+    for run_id, r in runs.items():
+        hit = run_id in entry["run_ids"]
+        assert r["device"] == ("cpu" if hit else "cuda")
+        assert r["device_name"] == env[run_id]["cpu_model" if hit else "gpu_model"]
+        assert (r["cudnn_enabled"] == "false") if hit else True
+    clean = {(r["run_id"], r["epoch"], r["phase"]): float(r["duration_s"])
+             for r in rows(medium.tables["blocks"])}
+    for r in rows(res.tables["blocks"]):
+        if r["run_id"] in entry["run_ids"]:
+            key = (r["run_id"], r["epoch"], r["phase"])
+            assert float(r["duration_s"]) == pytest.approx(clean[key] * entry["time_factor"])
+            gpu, _ = _recompute(r)
+            assert gpu / float(r["duration_s"]) == pytest.approx(entry["gpu_power_w"], rel=0.05)
 
 
 def test_defect_counter_mismatch(defected):

@@ -196,6 +196,9 @@ class CodeCarbonHost:
     fixed (its RAM power model and carbon intensity follow from them)."""
 
     ram_total_gb: float | None
+    #: the GPUs CodeCarbon itself found and tracks (its published gpu_count): the audit
+    #: compares it with NVML's count, since CodeCarbon's GPU energy covers only these
+    gpu_count: int | None
     pue: float | None
     on_cloud: bool | None
     cloud_provider: str | None
@@ -204,7 +207,9 @@ class CodeCarbonHost:
     @classmethod
     def from_data(cls, data) -> "CodeCarbonHost":
         on_cloud = _text_or_none(getattr(data, "on_cloud", None))
+        gpu_count = getattr(data, "gpu_count", None)
         return cls(ram_total_gb=float(data.ram_total_size) if data.ram_total_size else None,
+                   gpu_count=None if gpu_count is None else int(gpu_count),
                    pue=float(data.pue) if data.pue else None,
                    on_cloud=None if on_cloud is None else on_cloud.upper() in ("Y", "TRUE", "YES"),
                    cloud_provider=_text_or_none(data.cloud_provider),

@@ -12,7 +12,9 @@ the Slurm executor, `slurm`).  A run counts as completed only when
 its process exited 0 and its run directory reads back in the package format;
 then it is renamed into `runs/`.  Otherwise its work folder is renamed into
 `failed/`.  So `runs/` never holds half a run, whatever kills what.  Running
-collect again skips completed runs and retries the others (resume).
+collect again skips completed runs and retries the others (resume).  Before the first run, every
+stack with runs to do is asked which device it would use: a stack that would run elsewhere than
+the plan declares (a CPU fallback in a cuda campaign) refuses the whole collect.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from deepgreen_audit.collect.codecarbon_tracker import load_config, require_codecarbon
 from deepgreen_audit.collect.instruments import probe, raise_missing
 from deepgreen_audit.collect.plan import Plan
+from deepgreen_audit.collect.preflight import refuse_other_devices
 from deepgreen_audit.collect.staging import is_completed, run_one
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.rundirs import PACKAGE_META
@@ -106,8 +109,10 @@ def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, prog
             check=True, synthetic_reason: str | None = None) -> CollectSummary:
     """Run every job of the plan not yet completed under `out`; see the module docstring.
     `synthetic_reason` marks the package synthetic (a rehearsal on fake counters)."""
-    missing, gpus = check_host(allow_missing_counters) if check else ({}, [])
     out = Path(out)
+    missing, gpus = check_host(allow_missing_counters) if check else ({}, [])
+    if check:
+        refuse_other_devices(plan, {j.ecosystem for j in plan.jobs if not is_completed(out, j)})
     runs_dir = out / "runs"
     summary = CollectSummary(runs_dir=runs_dir)
     ensure_campaign_metadata(plan, out, missing, gpus, synthetic_reason)

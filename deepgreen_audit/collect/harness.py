@@ -38,8 +38,12 @@ from deepgreen_audit.spec import recipe
 
 #: Phases in their order within an epoch, from the blocks schema.
 PHASES: tuple[str, ...] = phases()
+#: Where the framework actually placed the run's work, and its cuDNN and TF32 state (runs
+#: columns): asked of the framework during the run, so the audit can fail a silent CPU fallback.
+DEVICE_KEYS: tuple[str, ...] = ("device", "device_name", "cudnn_enabled", "tf32_enabled")
 #: Run facts a stack reports (runs and environment columns), from the schemas.
-RUN_KEYS: tuple[str, ...] = (*recipe().keys(), "initial_weights_sha256", "data_fingerprint_sha256")
+RUN_KEYS: tuple[str, ...] = (*recipe().keys(), *DEVICE_KEYS, "initial_weights_sha256",
+                             "data_fingerprint_sha256")
 ENVIRONMENT_KEYS: tuple[str, ...] = ("framework", "framework_version", "framework_backend", "cudnn_available",
                                       "cuda_version")
 
@@ -75,12 +79,23 @@ class BlockMetrics:
     test_accuracy: float | None = None
 
 
-def _field_type(name: str) -> str:
+def _field(name: str):
     for table in ("runs", "environment"):
         schema = load_schema(table)
         if name in schema.field_names:
-            return schema.field(name).type
+            return schema.field(name)
     raise KeyError(name)
+
+
+def _field_type(name: str) -> str:
+    return _field(name).type
+
+
+def check_enum(key: str, value) -> None:
+    """Refuse a value outside its column's enum (a device other than cuda or cpu)."""
+    allowed = _field(key).enum
+    if allowed and value not in allowed:
+        raise ProtocolViolation("bad-value", f"{key}={value!r} is not one of {', '.join(allowed)}")
 
 
 class Harness:
@@ -102,7 +117,9 @@ class Harness:
     # ------------------------------------------------------------ run facts
 
     def report(self, **values) -> None:
-        """Record what the run actually used (recipe values, hashes, framework)."""
+        """Record what the run actually used (recipe values, device, hashes, framework): all
+        the values or, when one is not valid, none."""
+        parsed = {}
         for key, value in values.items():
             if key not in RUN_KEYS + ENVIRONMENT_KEYS:
                 raise ProtocolViolation("bad-key", f"{key!r} is not a run value "
@@ -115,7 +132,9 @@ class Harness:
             if not text or not is_canonical(text, type_) or (key.endswith("_sha256") and (
                     len(text) != 64 or any(c not in "0123456789abcdef" for c in text))):
                 raise ProtocolViolation("bad-value", f"{key}={value!r} is not a valid {type_}")
-            self.values[key] = parse_value(text, type_)
+            parsed[key] = parse_value(text, type_)
+            check_enum(key, parsed[key])
+        self.values.update(parsed)
 
     # ------------------------------------------------------------ boundaries
 

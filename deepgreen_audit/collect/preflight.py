@@ -5,14 +5,18 @@ the interpreter, CodeCarbon (version and pinned file), each counter, the
 pinned framework versions against what is installed or built (in the interpreter of the stack
 that uses it), the interpreter of each python stack, and for each
 stack of the plan that it is defined, importable or built (with the tool that
-runs it), and that the data of every dataset it runs on is present (a Python
+runs it), that the data of every dataset it runs on is present (a Python
 stack's own `check(job)`, called in a separate process as the run will be; for
-a built stack, the prepared store and weight export).  A failing line names
-its fix.
+a built stack, the prepared store and weight export), and that its framework
+places the work on the plan's declared device here (`stack.device`, asked of
+the stack itself through `deepgreen_audit.stacks.device_probe`).  A failing
+line names its fix.  `deepgreen collect` asks the same device question before
+its first run (`refuse_other_devices`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -26,10 +30,17 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.registry import Outcome, check, registered_checks, run_check
 from deepgreen_audit.report import Report
 from deepgreen_audit.spec import dl4j_backend, load_spec
+from deepgreen_audit.stacks.runtime import DeviceReport
 
 SUITE = "preflight"
 #: The energy counters a host should have, by the names the probe reports them under.
 COUNTERS = ("NVML", "RAPL")
+#: Seconds one stack's device probe may take (it imports its framework, e.g. TensorFlow).
+DEVICE_PROBE_TIMEOUT_S = 300
+
+
+class DeviceMismatch(UserError):
+    """A stack of the plan would place its work on another device than the plan declares."""
 
 
 _CHECK_STACK = """
@@ -197,6 +208,70 @@ def stack_ready(ctx: Preflight):
     weight export). A failure names its fix."""
     job = _first_jobs(ctx.plan)[ctx.subject]
     return stack_check(ctx.plan, job.ecosystem, job)
+
+
+@dataclass(frozen=True)
+class DeviceAnswer:
+    """What one stack said about its device: the report (None when it could not say) or why not."""
+
+    ecosystem: str
+    report: DeviceReport | None
+    error: str | None = None
+
+    def mismatch(self, declared: str) -> str | None:
+        """The refusal line when the stack answered with another device than `declared`."""
+        if self.report is None or self.report.device == declared:
+            return None
+        return (f"{self.ecosystem} would run on {self.report.device} "
+                f"({self.report.device_name}), the plan declares {declared}")
+
+
+def ask_device(plan: Plan, ecosystem: str) -> DeviceAnswer:
+    """The device the plan's stack for `ecosystem` would use here, asked in a separate process
+    as the run will be (its framework loads its own CUDA libraries)."""
+    cmd = [sys.executable, "-m", "deepgreen_audit.stacks.device_probe", "--plan", str(plan.path),
+           "--ecosystem", ecosystem]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=DEVICE_PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return DeviceAnswer(ecosystem, None, f"the device probe took longer than {DEVICE_PROBE_TIMEOUT_S} s")
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines()
+        return DeviceAnswer(ecosystem, None, lines[-1] if lines else f"exit status {proc.returncode}")
+    try:
+        return DeviceAnswer(ecosystem, DeviceReport(**json.loads(proc.stdout.strip().splitlines()[-1])))
+    except (ValueError, IndexError, TypeError):   # DeviceReportError is a ValueError
+        return DeviceAnswer(ecosystem, None, f"the device probe printed no report: {proc.stdout[-200:]!r}")
+
+
+@preflight_check("stack.device", "stack",
+                 subjects=lambda ctx: sorted({j.ecosystem for j in ctx.plan.jobs} & set(ctx.plan.stacks)))
+def stack_device(ctx: Preflight):
+    """The stack's framework places its work on the plan's declared device on this host, as the
+    stack itself says (a Python stack's device() hook, a built stack's `device` subcommand, in a
+    separate process): a cuda campaign where a framework would fall back to the CPU is refused
+    before its first run, not found by the audit afterwards."""
+    answer = ask_device(ctx.plan, ctx.subject)
+    if answer.report is None:
+        return Outcome.failed(f"{ctx.subject} cannot say which device it would use: {answer.error}")
+    mismatch = answer.mismatch(ctx.plan.device)
+    if mismatch:
+        return Outcome.failed(mismatch + (" (its framework sees no GPU here)" if ctx.plan.device == "cuda"
+                                          else " (declare device = \"cuda\" or hide the GPU)"))
+    r = answer.report
+    return Outcome.passed(f"{r.device} ({r.device_name}; cuDNN {'on' if r.cudnn_enabled else 'off'}, "
+                          f"TF32 {'on' if r.tf32_enabled else 'off'})")
+
+
+def refuse_other_devices(plan: Plan, ecosystems) -> None:
+    """Raise DeviceMismatch, naming each stack, when a stack of `ecosystems` says it would place
+    its work on another device than the plan declares (collect's guard before its first run).
+    A stack that cannot answer is left to its run (and to preflight's stack.device)."""
+    refused = [line for eco in sorted(set(ecosystems) & set(plan.stacks))
+               if (line := ask_device(plan, eco).mismatch(plan.device))]
+    if refused:
+        raise DeviceMismatch("; ".join(refused) + " (deepgreen preflight says more)", path=plan.path,
+                             code="device-mismatch")
 
 
 def run_checks(plan: Plan, allow_missing_counters: bool = False, pynvml_module=None,

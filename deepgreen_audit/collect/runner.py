@@ -81,6 +81,7 @@ def environment_row(run_id: str, instruments: Instruments, harness: Harness) -> 
         "codecarbon_version": cc.version if cc else None,
         "codecarbon_config_sha256": cc.config.sha256 if cc else None,
         "codecarbon_tracking_mode": cc.config.tracking_mode if cc else None,
+        "codecarbon_gpu_count": cc.host.gpu_count if cc else None,
         **{key: getattr(cc.host, key) if cc else None
            for key in ("ram_total_gb", "pue", "on_cloud", "cloud_provider", "cloud_region")},
         "nvml_energy_available": nvml is not None, "rapl_available": rapl is not None,

@@ -109,7 +109,8 @@ PHASES = {"train": "train", "eval": "eval", "test": "eval"}
 RUN_REASON = (
     "legacy campaign, CodeCarbon logs only: no seed, process id or schedule position was "
     "recorded (one run per configuration); the recipe, initial-weight and data hashes were not "
-    "recorded; started_at_utc/ended_at_utc are CodeCarbon's zone-less local timestamps written "
+    "recorded, nor the device the frameworks placed the work on (device, device_name, cuDNN and "
+    "TF32 state); started_at_utc/ended_at_utc are CodeCarbon's zone-less local timestamps written "
     "unchanged, NOT known to be UTC (host zone unrecorded; if it was Italian time, UTC is 2 h "
     "earlier)")
 SLURM_REASON = "legacy campaign: run on one workstation, not through Slurm (no Slurm energy accounting)"
@@ -120,7 +121,9 @@ ENERGY_REASON = (
 COUNTERS_REASON = ("the legacy campaign read no hardware counters (CodeCarbon only); whether "
                    "NVML total energy and RAPL were available was not recorded")
 ENV_REASON = ("not in the CodeCarbon logs: host name, GPU driver, CUDA, framework version, "
-              "CodeCarbon configuration; gpu_model normalised from CodeCarbon's 'N x MODEL'; "
+              "CodeCarbon configuration; codecarbon_gpu_count empty because the logs' gpu_count is "
+              "CodeCarbon's own, recorded as gpu_count, with no NVML count beside it to compare; "
+              "gpu_model normalised from CodeCarbon's 'N x MODEL'; "
               "cloud provider and region empty because CodeCarbon found no cloud (on_cloud N)")
 
 

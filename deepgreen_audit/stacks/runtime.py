@@ -4,7 +4,12 @@ A stack program (stacks/python_*/train.py) is run by the collection runner:
 `check(job)`, then `run(harness, job)`, with `sync()` called before every
 counter read.  The pieces here carry no framework: the recipe guard, the
 run's inputs (the canonical store and the canonical weights, both hashed),
-what a run reports to the harness, batch limits and a bounded prefetcher.
+what a run reports to the harness (the device its framework placed the work
+on among it: `DeviceReport`), batch limits and a bounded prefetcher.
+
+Every stack also defines ``device()``: where its framework places the work once
+``set_precision_policy()`` has run, as a `DeviceReport` the run reports and
+preflight asks for before the first run (`deepgreen_audit.stacks.device_probe`).
 
 Every stack also defines the two hooks the parity checks call on the stack's
 own code (`deepgreen_audit.stacks.parity`):
@@ -22,8 +27,9 @@ from __future__ import annotations
 
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import numpy as np
 
@@ -71,15 +77,69 @@ def run_inputs(job) -> RunInputs:
     return RunInputs(store, tensors, sha)
 
 
-def report(harness, job, inputs: RunInputs, **environment) -> None:
-    """Tell the harness what the run actually used."""
+class DeviceReportError(ValueError):
+    """A stack's device report that cannot be read (a missing key, a device outside the schema's)."""
+
+
+@dataclass(frozen=True)
+class DeviceReport:
+    """Where a framework placed (or would place) a run's work, as the framework itself says:
+    the runs columns device, device_name, cudnn_enabled, tf32_enabled.  Asked of the framework
+    rather than assumed from the plan, because TensorFlow or JAX can fall back to the CPU on a
+    GPU host without an error."""
+
+    device: str
+    device_name: str
+    cudnn_enabled: bool
+    tf32_enabled: bool
+
+    def __post_init__(self):
+        from deepgreen_audit.package.schema import load_schema
+
+        devices = load_schema("runs").field("device").enum
+        if self.device not in devices:
+            raise DeviceReportError(f"device {self.device!r} is not one of {', '.join(devices)}")
+        if not isinstance(self.device_name, str) or not self.device_name.strip():
+            raise DeviceReportError("the device report names no device (empty device_name)")
+        for key in ("cudnn_enabled", "tf32_enabled"):
+            if not isinstance(getattr(self, key), bool):
+                raise DeviceReportError(f"{key}={getattr(self, key)!r} is not true or false")
+
+    def values(self) -> dict:
+        """The four runs columns, as `harness.report` takes them."""
+        return asdict(self)
+
+    def line(self) -> str:
+        """The one line a built stack's `device` subcommand prints (values percent-encoded, as
+        in the line protocol; booleans true/false)."""
+        return " ".join(f"{k}={quote(str(v).lower() if isinstance(v, bool) else v, safe='')}"
+                        for k, v in self.values().items())
+
+    @classmethod
+    def parse_line(cls, line: str) -> "DeviceReport":
+        """The report a built stack's `device` subcommand printed; DeviceReportError if bad."""
+        pairs = dict(token.partition("=")[::2] for token in line.split())
+        fields = tuple(cls.__dataclass_fields__)
+        missing = [k for k in fields if k not in pairs]
+        if missing:
+            raise DeviceReportError(f"the device line {line.strip()[:200]!r} lacks {', '.join(missing)}")
+        flags = {}
+        for key in ("cudnn_enabled", "tf32_enabled"):
+            if pairs[key] not in ("true", "false"):
+                raise DeviceReportError(f"{key}={pairs[key]!r} is not true or false")
+            flags[key] = pairs[key] == "true"
+        return cls(unquote(pairs["device"]), unquote(pairs["device_name"]), **flags)
+
+
+def report(harness, job, inputs: RunInputs, device: DeviceReport, **environment) -> None:
+    """Tell the harness what the run actually used, the device its framework placed it on too."""
     r = job.recipe
     harness.report(**{k: r[k] for k in ("optimizer", "learning_rate", "batch_size", "lr_schedule",
                                         "weight_decay", "input_scaling", "input_normalisation",
                                         "loader_workers", "eval_batch_size", "precision_policy")},
                    input_resolution_px=inputs.store.side_px,
                    initial_weights_sha256=inputs.weights_sha256,
-                   data_fingerprint_sha256=inputs.store.fingerprint, **environment)
+                   data_fingerprint_sha256=inputs.store.fingerprint, **device.values(), **environment)
 
 
 class PhaseTally:

@@ -101,6 +101,24 @@ def short_blocks(c, rng) -> dict:
                                        for b in range(1, c.n_blocks_per_run, 2)]}
 
 
+@_defect("cpu-fallback", "physics")
+def cpu_fallback(c, rng) -> dict:
+    """One ecosystem's runs placed their work on the CPU in a cuda campaign (a framework that
+    silently fell back, e.g. TensorFlow not finding its CUDA libraries): device cpu, the CPU as
+    device name, cuDNN off; their blocks last cpu_fallback_time_factor times longer with the
+    GPU idle."""
+    from deepgreen_audit.spec import declared_device
+
+    if declared_device() != "cuda":
+        raise UserError("defect cpu-fallback needs a campaign that declares device = \"cuda\"")
+    eco = _pick(rng, c.ecosystems)
+    runs = c.runs_of_ecosystem(eco)
+    c.on_cpu[runs] = True
+    return {"ecosystem": eco, "device": "cpu", "declared_device": "cuda",
+            "time_factor": c.model.cpu_fallback_time_factor, "gpu_power_w": c.model.gpu_idle_w,
+            "_runs": runs, "rows": {"runs": len(runs)}}
+
+
 @_defect("missing-blocks", "report")
 def missing_blocks(c, rng) -> dict:
     """One run lacks the blocks of its last 3 epochs (train and eval), though it

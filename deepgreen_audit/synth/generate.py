@@ -22,7 +22,8 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.package.schema import TABLES, load_schema, phases
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
-from deepgreen_audit.spec import dl4j_backend, load_spec, master_seed, recipe
+from deepgreen_audit.spec import (declared_device, dl4j_backend, load_spec, master_seed, recipe,
+                                  tf32_allowed)
 from deepgreen_audit.synth.model import CODECARBON_CONFIG_PLACEHOLDER, SynthModel
 from deepgreen_audit.units import J_PER_KWH
 
@@ -99,6 +100,7 @@ class Campaign:
     run_pid: np.ndarray
     phys_arch: list[str]            # architecture the run's time and power follow
     eval_fixed_s: np.ndarray        # nan, or a fixed eval-block duration
+    on_cpu: np.ndarray              # True where the run's stack fell back to the CPU
     #: time per sample of each phase against the full design's recipe (resolution, batch size)
     work_factor: dict[str, float] = field(default_factory=dict)
     runs: dict[str, list] = field(default_factory=dict)
@@ -206,7 +208,8 @@ def _plan(seed: int, model: SynthModel, ecosystems, architectures, datasets, rep
         configs=configs, run_config=run_config, run_rep=np.array(rep_of, dtype=np.int64),
         run_seed=run_seed, run_pid=run_pid,
         phys_arch=[configs[c][1] for c in order], eval_fixed_s=np.full(n, np.nan),
-        work_factor={phase: model.work_factor(phase, rec, full) for phase in PHASES})
+        work_factor={phase: model.work_factor(phase, rec, full) for phase in PHASES},
+        on_cpu=np.zeros(n, dtype=bool))
 
 
 def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
@@ -243,6 +246,7 @@ def _simulate(c: Campaign) -> None:
     T = np.where(is_train, t_tr[:, None], t_ev[:, None])
     T = T * np.exp(m.run_time_sigma * z_run)[:, None] * np.exp(m.block_time_sigma * z_blk)
     T[:, 0] *= m.warmup_factor
+    T[c.on_cpu] *= m.cpu_fallback_time_factor
     # a clean campaign's blocks outlast CodeCarbon's interval; shorter ones are a defect
     T = np.maximum(T, m.min_block_s)
     fixed = ~np.isnan(c.eval_fixed_s)
@@ -273,6 +277,9 @@ def _simulate(c: Campaign) -> None:
              * np.exp(m.block_power_sigma * z_c))
     seg_gpu_w = np.full((n, S), m.gpu_gap_w)
     seg_gpu_w[:, 0] = m.gpu_idle_w
+    # a run on the CPU leaves its GPU idle (no context): blocks and gaps draw gpu_idle_w
+    p_gpu[c.on_cpu] = m.gpu_idle_w * np.exp(m.block_power_sigma * z_g[c.on_cpu])
+    seg_gpu_w[c.on_cpu] = m.gpu_idle_w
     seg_gpu_w[:, block_cols] = p_gpu
     seg_cpu_w = np.broadcast_to(m.cpu_gap_w * share, (n, S, P)).copy()
     seg_cpu_w[:, 0, :] = m.cpu_idle_w * share
@@ -438,6 +445,13 @@ def _simulate(c: Campaign) -> None:
         "status": ["completed"] * n,
         **{k: [v] * n for k, v in rec.items() if k != "epochs"},
         "epochs": [E] * n,
+        # where a GPU campaign's frameworks place the work (a CPU fallback: the cpu-fallback defect)
+        "device": ["cpu" if c.on_cpu[i] else declared_device() for i in range(n)],
+        "device_name": [m.environment["cpu_model"] if c.on_cpu[i] else m.environment["gpu_model"]
+                        for i in range(n)],
+        "cudnn_enabled": [bool(m.ecosystem_cudnn_available[eco[i]] and not c.on_cpu[i])
+                          for i in range(n)],
+        "tf32_enabled": [tf32_allowed()] * n,
         "initial_weights_sha256": [initial_weights_sha256(labels[i][1], c.classes[ds[i]],
                                                           int(c.run_seed[i])) for i in range(n)],
         "data_fingerprint_sha256": [data_fingerprint_sha256(d, res) for d in ds],
@@ -481,6 +495,7 @@ def _simulate(c: Campaign) -> None:
         "counters_missing_reason": [None] * n,
         "missing_reason": [None] * n,
     }
+    c.env["codecarbon_gpu_count"] = list(c.env["gpu_count"])   # CodeCarbon finds NVML's GPUs
 
 
 def _simulate_samples(c: Campaign) -> None:
@@ -501,7 +516,8 @@ def _simulate_samples(c: Campaign) -> None:
         evalb = block & (b % 2 == 1)
         startup = col == 1
         k = len(t)
-        power = np.where(block, p_gpu[i, b], m.gpu_gap_w) * np.exp(
+        gap_w = m.gpu_idle_w if c.on_cpu[i] else m.gpu_gap_w
+        power = np.where(block, p_gpu[i, b], gap_w) * np.exp(
             m.sample_power_sigma * rng.standard_normal(k))
         u_tr = m.ecosystem_gpu_utilization_pct[eco]
         util = np.where(train, u_tr, np.where(evalb, u_tr * m.eval_utilization_ratio,
@@ -509,6 +525,8 @@ def _simulate_samples(c: Campaign) -> None:
         util = util + m.sample_gpu_utilization_sd * rng.standard_normal(k) * (~startup)
         level = m.ecosystem_gpu_memory_mib.get(eco, m.architecture_gpu_memory_mib[c.phys_arch[i]])
         mem = np.where(startup, m.gpu_context_mib, level) + m.sample_memory_sd * rng.standard_normal(k)
+        if c.on_cpu[i]:     # a run on the CPU leaves its GPU without work and without a context
+            util, mem = np.zeros(k), np.zeros(k)
         c_tr = m.ecosystem_cpu_utilization_pct[eco]
         cpu = np.where(train, c_tr, np.where(evalb, c_tr * m.eval_utilization_ratio,
                                              m.gap_cpu_utilization_pct))

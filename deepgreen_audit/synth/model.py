@@ -187,6 +187,12 @@ Placeholders (documented, not measurements)
   (the text of a pinned CodeCarbon configuration a real campaign hashes).
 * The environment (host, GPU, driver, CPU, OS, versions) is a fixed,
   plausible description of one L40S host (``environment`` parameters).
+* Every run placed its work where a GPU campaign does: ``device`` is the
+  specification's declared device, ``device_name`` the synthetic GPU
+  (``gpu_model``), ``cudnn_enabled`` the stack's ``ecosystem_cudnn_available``
+  (DL4J has no cuDNN path), ``tf32_enabled`` false unless the precision policy
+  leaves TF32 on; CodeCarbon tracked the host's one GPU
+  (``codecarbon_gpu_count`` = ``gpu_count``).
 
 Truth
 =====
@@ -201,8 +207,8 @@ per-cell spreads (max/min of the ecosystems' expected block energy per
 spec); the RAPL wrap count; the realised CodeCarbon overhang distribution;
 and the planted defects with the rows they touched.  The per-configuration
 values describe the defect-free model; a defect that changes physics
-(``mislabelled-architecture``, ``short-blocks``) says in its own entry what
-its rows follow instead.
+(``mislabelled-architecture``, ``short-blocks``, ``cpu-fallback``) says in its
+own entry what its rows follow instead.
 """
 
 from __future__ import annotations
@@ -315,6 +321,9 @@ class SynthModel:
     gpu_idle_w: float = 34.0
     #: GPU memory while a run starts up, MiB.
     gpu_context_mib: float = 420.0
+    #: How much longer a block takes when its stack fell back to the CPU (the cpu-fallback
+    #: defect; its GPU then draws gpu_idle_w, at no utilisation and no memory).
+    cpu_fallback_time_factor: float = 12.0
 
     # --- noise and warm-up -------------------------------------------------
     run_time_sigma: float = 0.03

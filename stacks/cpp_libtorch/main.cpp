@@ -532,6 +532,25 @@ void set_precision_policy() {
   at::globalContext().setAllowTF32CuDNN(false);
 }
 
+// Where LibTorch places this stack's model and batches, and its cuDNN and TF32 state (the runs
+// columns device, device_name, cudnn_enabled, tf32_enabled), as the SET tokens of the protocol;
+// `deepgreen-libtorch device` prints them for preflight before a campaign's first run.
+std::string device_tokens(const torch::Device& device) {
+  const bool cuda = device.is_cuda();
+  const bool cudnn = cuda && at::globalContext().userEnabledCuDNN() && torch::cuda::cudnn_is_available();
+  const bool tf32 = cuda && (at::globalContext().allowTF32CuBLAS() || at::globalContext().allowTF32CuDNN());
+  return std::string("device=") + (cuda ? "cuda" : "cpu") + " device_name=" + percent_encode(device.str()) +
+         " cudnn_enabled=" + (cudnn ? "true" : "false") + " tf32_enabled=" + (tf32 ? "true" : "false");
+}
+
+torch::Device run_device() { return torch::cuda::is_available() ? torch::kCUDA : torch::kCPU; }
+
+int device_report() {
+  set_precision_policy();
+  std::cout << device_tokens(run_device()) << std::endl;
+  return 0;
+}
+
 int train() {
   const char* port = std::getenv("DEEPGREEN_HARNESS_PORT");
   if (!port) fail("DEEPGREEN_HARNESS_PORT is not set: run this stack under the DeepGreen runner");
@@ -544,7 +563,7 @@ int train() {
   const std::string data_dir = param(job, "data_dir");
   const int64_t seed = std::stoll(param(job, "seed"));
   torch::manual_seed(uint64_t(seed));
-  torch::Device device = torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
+  torch::Device device = run_device();
   Store store = load_store(data_dir, param(job, "dataset"));
   std::string stem = weights_stem(data_dir, param(job, "architecture"), param(job, "classes"), param(job, "seed"));
   auto module = torch::jit::load(stem + ".torchscript.pt");
@@ -572,6 +591,7 @@ int train() {
   set += " initial_weights_sha256=" + weights.sha256 + " data_fingerprint_sha256=" + store.fingerprint;
   set += " framework=libtorch framework_version=" + percent_encode(TORCH_VERSION);
   set += std::string(" cudnn_available=") + (torch::cuda::cudnn_is_available() ? "true" : "false");
+  set += " " + device_tokens(device);
   client.request(set);
 
   auto sync = [&] { if (device.is_cuda()) torch::cuda::synchronize(); };
@@ -659,12 +679,14 @@ int main(int argc, char** argv) {
   try {
     std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "train") return train();
+    if (mode == "device") return device_report();
     if (mode == "probe") {
       std::map<std::string, std::string> args;
       for (int i = 2; i + 1 < argc; i += 2) args[argv[i]] = argv[i + 1];
       return probe(args);
     }
     std::cerr << "usage: deepgreen-libtorch train   (under the DeepGreen runner)\n"
+                 "       deepgreen-libtorch device  (the device it would use here, one line)\n"
                  "       deepgreen-libtorch probe --model TS --weights W --data DIR --dataset D --count N --out FILE\n";
     return 2;
   } catch (const std::exception& exc) {

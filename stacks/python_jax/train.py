@@ -32,6 +32,27 @@ def set_precision_policy() -> None:
     jax.config.update("jax_enable_x64", False)
 
 
+#: JAX's platform names -> the runs schema's devices (a TPU or ROCm platform has none).
+PLATFORM_DEVICES = {"gpu": "cuda", "cuda": "cuda", "cpu": "cpu"}
+#: Default matmul precisions that keep float32 passes on the GPU (the others allow TF32).
+FP32_PRECISIONS = ("highest", "float32")
+
+
+def device() -> runtime.DeviceReport:
+    """JAX's default device (where jit places params and batches), named by its device_kind;
+    XLA runs GPU convolutions through cuDNN; TF32 unless the default matmul precision is
+    "highest" (set by the precision policy)."""
+    first = jax.devices()[0]
+    if first.platform not in PLATFORM_DEVICES:
+        raise RuntimeError(f"JAX runs on {first.platform!r}, which is none of "
+                           f"{', '.join(sorted(set(PLATFORM_DEVICES.values())))}")
+    on_cuda = PLATFORM_DEVICES[first.platform] == "cuda"
+    precision = str(jax.config.jax_default_matmul_precision or "default").lower()
+    return runtime.DeviceReport(device=PLATFORM_DEVICES[first.platform], device_name=first.device_kind,
+                                cudnn_enabled=on_cuda,
+                                tf32_enabled=on_cuda and precision not in FP32_PRECISIONS)
+
+
 def sync() -> None:
     """Wait for dispatched device work before a counter read (the stack also blocks on its results)."""
     jax.effects_barrier()
@@ -63,7 +84,7 @@ def run(harness, job) -> None:
     tx = optax.chain(optax.add_decayed_weights(r["weight_decay"]),
                      optax.adam(r["learning_rate"], b1=conv.ADAM_BETA1, b2=conv.ADAM_BETA2, eps=conv.ADAM_EPSILON))
     opt_state = tx.init(params)
-    runtime.report(harness, job, inputs, framework=FRAMEWORK, framework_version=jax.__version__,
+    runtime.report(harness, job, inputs, device(), framework=FRAMEWORK, framework_version=jax.__version__,
                    framework_backend=jax.default_backend(),      # the platform jax loaded: cpu, gpu
                    cudnn_available=jax.default_backend() == "gpu")   # jaxlib's CUDA plugin brings cuDNN
 

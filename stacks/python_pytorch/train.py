@@ -36,6 +36,17 @@ def set_precision_policy() -> None:
     torch.set_float32_matmul_precision("highest")
 
 
+def device() -> runtime.DeviceReport:
+    """Where this stack places model and data (DEVICE), under the precision policy set: the
+    GPU's name, cuDNN as torch will use it for convolutions, the TF32 flags as they stand."""
+    on_cuda = DEVICE.type == "cuda"
+    return runtime.DeviceReport(
+        device=DEVICE.type,
+        device_name=torch.cuda.get_device_name(DEVICE) if on_cuda else str(DEVICE),
+        cudnn_enabled=on_cuda and torch.backends.cudnn.enabled and torch.backends.cudnn.is_available(),
+        tf32_enabled=on_cuda and (torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32))
+
+
 def sync() -> None:
     """Wait for queued device work, so a block's window closes over finished work."""
     if DEVICE.type == "cuda":
@@ -70,7 +81,7 @@ def run(harness, job) -> None:
     train = DataLoader(to_tensors(store.x_train, store.y_train), batch_size=r["batch_size"], shuffle=True,
                        num_workers=r["loader_workers"], generator=generator)
     test = eval_batches(store.x_test, store.y_test, r["eval_batch_size"], r["loader_workers"])
-    runtime.report(harness, job, inputs, framework=FRAMEWORK, framework_version=torch.__version__,
+    runtime.report(harness, job, inputs, device(), framework=FRAMEWORK, framework_version=torch.__version__,
                    framework_backend=f"cuda-{torch.version.cuda}" if torch.version.cuda else "cpu",
                    cudnn_available=DEVICE.type == "cuda" and torch.backends.cudnn.is_available(),
                    **({"cuda_version": torch.version.cuda} if DEVICE.type == "cuda" else {}))

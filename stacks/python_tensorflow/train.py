@@ -38,6 +38,25 @@ def set_precision_policy() -> None:
     tf.keras.backend.set_floatx("float32")
 
 
+def device() -> runtime.DeviceReport:
+    """Where TensorFlow places an op of this process (soft placement puts it on GPU:0 when TF
+    sees a GPU, on the CPU otherwise, without an error), with the GPU's details; cuDNN runs
+    TF's GPU convolutions when TF was built with CUDA; TF32 as the precision policy left it."""
+    placed = tf.DeviceSpec.from_string(tf.identity(tf.constant(0.0)).device)
+    on_gpu = placed.device_type == "GPU"
+    name = f"/device:{placed.device_type}:{placed.device_index}"
+    if on_gpu:
+        details = tf.config.experimental.get_device_details(
+            tf.config.list_physical_devices("GPU")[placed.device_index])
+        name += "".join(f" {details[k]}" for k in ("device_name",) if details.get(k))
+        if details.get("compute_capability"):
+            name += " (compute capability {}.{})".format(*details["compute_capability"])
+    return runtime.DeviceReport(
+        device="cuda" if on_gpu else "cpu", device_name=name,
+        cudnn_enabled=on_gpu and tf.test.is_built_with_cuda(),
+        tf32_enabled=on_gpu and tf.config.experimental.tensor_float_32_execution_enabled())
+
+
 def sync() -> None:
     """Wait for queued device work before a counter read."""
     if tf.config.list_logical_devices("GPU"):
@@ -97,7 +116,7 @@ def run(harness, job) -> None:
     models_tf.load_state(model, inputs.tensors)
     optimizer = TorchAdam(model.trainable_variables, r["learning_rate"], r["weight_decay"])
     build = tf.sysconfig.get_build_info()
-    runtime.report(harness, job, inputs, framework=FRAMEWORK, framework_version=tf.__version__,
+    runtime.report(harness, job, inputs, device(), framework=FRAMEWORK, framework_version=tf.__version__,
                    framework_backend=f"cuda-{build['cuda_version']}" if build.get("is_cuda_build") else "cpu",
                    cudnn_available=bool(tf.config.list_logical_devices("GPU")) and tf.test.is_built_with_cuda())
 

@@ -455,6 +455,32 @@ def tracking_mode(ctx):
     return Outcome.passed(f"all {len(env):,} runs tracked in {wanted} mode")
 
 
+@check("S5.gpu-count", "S5", table="environment")
+def gpu_count(ctx):
+    """CodeCarbon tracked as many GPUs as NVML counts for the run (environment gpu_count):
+    CodeCarbon's GPU energy covers only the GPUs it found, so a different count makes its
+    reading cover another boundary than the counters'.  Runs that record only one of the two
+    counts are not compared; skipped when no run records both."""
+    env = ctx.environment
+    cc, nvml = env["codecarbon_gpu_count"], env["gpu_count"]
+    both = (cc.notna() & nvml.notna()).to_numpy()
+    if not both.any():
+        raise Skip("no run records both CodeCarbon's and NVML's GPU count")
+    differs = both & (cc.astype("Float64") != nvml.astype("Float64")).fillna(False).to_numpy()
+    one = int(((cc.notna() | nvml.notna()).to_numpy() & ~both).sum())
+    unpaired = f"; {one} run(s) record only one of the two counts (not compared)" if one else ""
+    if differs.any():
+        eco = ctx.runs.set_index("run_id").loc[env.loc[differs, "run_id"], "ecosystem"]
+        pairs = (eco.reset_index(drop=True) + ": CodeCarbon " + cc[differs].astype(str).to_numpy()
+                 + " vs NVML " + nvml[differs].astype(str).to_numpy())
+        return Outcome.failed(f"{int(differs.sum())} run(s) where CodeCarbon tracked another number "
+                              f"of GPUs than NVML counts ({describe_counts(pairs)}){unpaired}",
+                              rows=int(differs.sum()), details=evidence(
+                                  env.loc[differs, ["run_id", "gpu_count", "codecarbon_gpu_count"]]))
+    return Outcome.passed(f"CodeCarbon tracked NVML's GPU count in all {int(both.sum()):,} runs "
+                          f"that record both{unpaired}")
+
+
 @check("S5.short-blocks", "S5", table="blocks")
 def short_blocks(ctx):
     """Blocks shorter than CodeCarbon's sampling interval: their CodeCarbon energy rests on

@@ -88,6 +88,30 @@ def precision_policy(ctx):
     return _recipe_outcome(ctx, "S4_backend")
 
 
+@check("S4.device", "S4", table="runs")
+def device(ctx):
+    """Every run placed its work on the declared device (S4_backend.device, or the device the
+    campaign's scope declares), as its framework reported it during the run: a stack that
+    silently fell back to the CPU in a GPU campaign measured another experiment, and a run that
+    recorded no device cannot show it did not."""
+    runs = ctx.runs
+    wanted = declared_device(ctx.spec)
+    recorded = runs["device"]
+    missing = recorded.isna().to_numpy()
+    other = ~missing & (recorded.astype(object) != wanted).to_numpy()
+    problems = [f"{eco}: {n} run(s) on {dev}, the campaign declares {wanted}"
+                for (eco, dev), n in runs[other].groupby(["ecosystem", "device"]).size().items()]
+    if missing.any():
+        problems.append(f"{int(missing.sum())} run(s) record no device ("
+                        + describe_counts(runs.loc[missing, "ecosystem"]) + ")")
+    bad = other | missing
+    if bad.any():
+        return Outcome.failed("; ".join(problems), rows=int(bad.sum()), details=evidence(
+            runs.loc[bad, ["run_id", "ecosystem", "device", "device_name"]]))
+    return Outcome.passed(f"all {len(runs):,} runs placed their work on {wanted} "
+                          f"({describe_counts(runs['device_name'].fillna('unnamed'))})")
+
+
 @check("S4.pinned-versions", "S4", table="environment")
 def pinned_versions(ctx):
     """Every run used the pinned version of its framework (S4 pinned_versions).  A local

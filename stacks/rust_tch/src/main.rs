@@ -48,6 +48,18 @@ fn set_precision_policy() {
     std::env::set_var("NVIDIA_TF32_OVERRIDE", "0");
 }
 
+/// Where tch places this stack's model and batches, and its cuDNN and TF32 state (the runs
+/// columns device, device_name, cudnn_enabled, tf32_enabled) as protocol tokens; `deepgreen-tch
+/// device` prints them for preflight.  device_name is tch's own name of the device (`Cuda(0)`,
+/// `Cpu`); TF32 is on for a GPU unless NVIDIA_TF32_OVERRIDE=0 (the precision policy) refuses it.
+fn device_tokens(device: Device) -> String {
+    let cuda = device.is_cuda();
+    let tf32 = cuda && std::env::var("NVIDIA_TF32_OVERRIDE").map_or(true, |v| v != "0");
+    format!("device={} device_name={} cudnn_enabled={} tf32_enabled={tf32}",
+            if cuda { "cuda" } else { "cpu" }, percent_encode(&format!("{device:?}")),
+            cuda && tch::Cuda::user_enabled_cudnn() && tch::Cuda::cudnn_is_available())
+}
+
 type Job = BTreeMap<String, String>;
 
 fn param<'a>(job: &'a Job, key: &str) -> Result<&'a str, Error> {
@@ -162,6 +174,7 @@ fn train() -> Result<(), Error> {
                     store.side_px(), canonical.sha256, store.fingerprint);
     set += &format!(" framework={FRAMEWORK} framework_version={} cudnn_available={}",
                     percent_encode(FRAMEWORK_VERSION), tch::Cuda::cudnn_is_available());
+    set += &format!(" {}", device_tokens(device));
     client.request(&set)?;
 
     let n_train = store.train.y.size()[0];
@@ -245,10 +258,15 @@ fn main() {
     let argv: Vec<String> = std::env::args().collect();
     let result = match argv.get(1).map(String::as_str) {
         Some("train") => train(),
+        Some("device") => {
+            println!("{}", device_tokens(Device::cuda_if_available()));
+            Ok(())
+        }
         Some("probe") => probe(&argv[2..].chunks(2).filter(|p| p.len() == 2)
                                    .map(|p| (p[0].clone(), p[1].clone())).collect()),
         _ => {
             eprintln!("usage: deepgreen-tch train   (under the DeepGreen runner)\n       \
+                       deepgreen-tch device  (the device it would use here, one line)\n       \
                        deepgreen-tch probe --model TS --weights W --data DIR --dataset D --count N --out FILE");
             std::process::exit(2);
         }

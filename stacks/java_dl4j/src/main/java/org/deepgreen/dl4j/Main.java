@@ -24,6 +24,8 @@ import org.nd4j.linalg.factory.Nd4j;
  *   deepgreen-dl4j train
  *       one run under the harness: connects to 127.0.0.1:$DEEPGREEN_HARNESS_PORT, speaks the
  *       line protocol (docs/protocol.md, version 1), takes its job from the HELLO reply.
+ *   deepgreen-dl4j device
+ *       the device ND4J places this stack's work on here, one line (DeviceInfo), for preflight.
  *   deepgreen-dl4j probe --model TS --weights W --data DIR --dataset D --count N --out FILE
  *       the parity hook: eval-mode and train-mode passes on the first N test images, written
  *       as safetensors (deepgreen_audit/stacks/parity.py reads it); --model (the TorchScript
@@ -40,6 +42,7 @@ public final class Main {
     private static final int EXIT_ERROR = 1;
     private static final int EXIT_USAGE = 2;
     private static final String USAGE = "usage: " + PROGRAM + " train   (under the DeepGreen runner)\n"
+        + "       " + PROGRAM + " device  (the device it would use here, one line)\n"
         + "       " + PROGRAM + " probe --model TS --weights W --data DIR --dataset D --count N --out FILE";
     private static final String[] PROBE_OPTIONS = {"--model", "--weights", "--data", "--dataset", "--count", "--out"};
     private static final String ND4J_POM_FOLDER = "META-INF/maven/org.nd4j/";
@@ -55,6 +58,11 @@ public final class Main {
             if (mode.equals("train") && args.length == 1) {
                 configureBackend();
                 Training.run();
+                return 0;
+            }
+            if (mode.equals("device") && args.length == 1) {
+                configureBackend();
+                System.out.println(DeviceInfo.tokens());
                 return 0;
             }
             if (mode.equals("probe")) {

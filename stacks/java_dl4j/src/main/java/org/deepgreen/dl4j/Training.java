@@ -71,7 +71,8 @@ final class Training {
             .append(pair("framework", "dl4j"))
             .append(pair("framework_version", Main.frameworkVersion()))
             .append(pair("framework_backend", Main.backend()))
-            .append(pair("cudnn_available", "false")); // no cuDNN on any path of either backend (Main)
+            .append(pair("cudnn_available", "false")) // no cuDNN on any path of either backend (Main)
+            .append(" ").append(DeviceInfo.tokens());
         harness.request(set.toString());
 
         int[] trainOrder = IntStream.range(0, store.train.count()).toArray();
