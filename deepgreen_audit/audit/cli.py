@@ -28,6 +28,10 @@ def cmd_audit(args) -> int:
     from deepgreen_audit.package.dispatch import check_verb
 
     check_verb(resolve_package(args.package), "audit")
+    from deepgreen_audit.codecarbon import audit as codecarbon_audit
+
+    if codecarbon_audit.is_codecarbon_log(args.package):  # the audit of a lone CodeCarbon log
+        return codecarbon_audit.cmd_audit(args)
     report, ctx = audit_with_context(args.package, spec_path=args.spec, select=args.select,
                                      sources_root=Path(args.sources) if args.sources else None)
     from deepgreen_audit.package import atomic
