@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import html
+
+import numpy as np
 from pathlib import Path
 
 from deepgreen_audit.codecarbon import checks as cc_checks
@@ -47,6 +49,22 @@ def _in_log_terms(finding):
                                resource="codecarbon_log")
 
 
+def _rate_unit(ctx: LogContext) -> str:
+    """What a broken emissions_rate is, when the numbers say: 1000 x emissions / duration is a
+    rate in g/s under CodeCarbon's kg/s label."""
+    b = ctx.blocks
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = b["codecarbon_emissions_rate_kg_per_s"] / (b["codecarbon_emissions_kg"]
+                                                          / b["codecarbon_duration_s"])
+    ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
+    thousand = ((ratio - 1000).abs() < 1.0)
+    if thousand.any():
+        logs = ", ".join(sorted(set(b.loc[thousand[thousand].index, "ecosystem"])))
+        return (f"; in {int(thousand.sum())} row(s) ({logs}) the rate is 1000 x emissions / "
+                "duration: grams per second under CodeCarbon's kg/s label")
+    return ""
+
+
 def audit_log(location, *, spec: dict | None = None,
               select: list[str] | None = None) -> tuple[Report, LogContext | None]:
     """Audit the CodeCarbon-log package at `location`; never raises for bad data."""
@@ -74,7 +92,11 @@ def audit_log(location, *, spec: dict | None = None,
     ctx = LogContext(Package.open(location), spec, integrity, typed)
     for c in order:
         finding = run_check(c, ctx)
-        report.findings.append(_in_log_terms(finding) if c.suite == "audit" else finding)
+        if c.suite == "audit":
+            finding = _in_log_terms(finding)
+            if c.id == "S5.emissions-rate" and finding.status == "fail":
+                finding = dataclasses.replace(finding, message=finding.message + _rate_unit(ctx))
+        report.findings.append(finding)
     runs = run_verdicts(ctx)
     logs = log_verdicts(ctx, runs)
     report.stats["verdicts"] = {"logs": logs, "runs": runs.drop(columns=["energy_kwh"], errors="ignore")

@@ -77,8 +77,9 @@ class LogContext:
         return pd.DataFrame(out)
 
     def _repeated_powers(self) -> set:
-        """(file, component, hardware, power) that one log reports for two or more runs: a
-        measured power never repeats to every digit, a model's constant does."""
+        """(file, component, hardware, power) that one log reports for two or more runs, and
+        for at least load_model_mode_share of that hardware's runs: a measured power never
+        repeats to every digit like that, a model's constant does."""
         f = self.finals
         found = set()
         for comp in COMPONENTS:
@@ -88,7 +89,10 @@ class LogContext:
                                   "run": f["run_key"]}).dropna(subset=["p"])
             frame = frame[frame["p"] > 0]
             counts = frame.groupby(["file", "hw", "p"])["run"].nunique()
-            found |= {(file, comp, hw, p) for (file, hw, p), n in counts.items() if n >= 2}
+            runs = frame.groupby(["file", "hw"])["run"].nunique()
+            share = float(self.tolerances["load_model_mode_share"])
+            found |= {(file, comp, hw, p) for (file, hw, p), n in counts.items()
+                      if n >= 2 and n >= share * runs[(file, hw)]}
         return found
 
     def _classify(self, row, comp, power, energy, repeated):
@@ -106,13 +110,16 @@ class LogContext:
         m = row["major"]
         if comp == "cpu":
             models = hardware.cpu_models(power, row["cpu_model"], _f(row["cpu_count"]), m)
+            # a constant's energy is power x duration; in process mode the power is the
+            # process's share of it, sample by sample, and the load model varies
+            steady = row["tracking_mode"] != "process"
             if models:
                 load_floor = all(x.startswith("load-model floor") for x in models)
-                return MODELLED, " or ".join(models), not load_floor
+                return MODELLED, " or ".join(models), steady and not load_floor
             if constant_runs:
                 return MODELLED, f"one constant {power:g} W in several runs (a measured power " \
                                  "never repeats to every digit); no CodeCarbon model of this CPU " \
-                                 "in its table gives it", True
+                                 "in its table gives it", steady
             if m is not None and m >= 3:
                 return UNVERIFIED, "varies: a power counter (RAPL, powermetrics) or CodeCarbon " \
                                    "3's load model (TDP x (0.1 + 0.9 x load^3)); the log does " \
@@ -152,7 +159,9 @@ class LogContext:
             "codecarbon_energy_j": r["energy_consumed_kwh"].astype(float) * J_PER_KWH,
             "codecarbon_emissions_kg": r["emissions_kg"].astype(float),
             "codecarbon_emissions_rate_kg_per_s": r["emissions_rate_kg_per_s"].astype(float),
-            "codecarbon_country_iso_code": r["country_iso_code"],
+            # one intensity per location of one log: logs of other years and versions use
+            # other intensity data for the same place
+            "codecarbon_country_iso_code": r["source_file"] + ":" + r["country_iso_code"].fillna("?"),
             "codecarbon_region": r["region"].str.lower(),
             "codecarbon_version": r["codecarbon_version"],
         })

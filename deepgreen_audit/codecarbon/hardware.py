@@ -169,8 +169,27 @@ def cpu_tdp(model) -> tuple[float, str] | None:
     matches = process.extract(cleaned, list(table), processor=utils.default_process,
                               scorer=fuzz.token_set_ratio, score_cutoff=100, limit=2)
     if matches and (len(matches) == 1 or matches[0][1] != matches[1][1]):
-        return table[matches[0][0]], matches[0][0]
+        name = matches[0][0]
+        if _same_cpu(cleaned, name):
+            return table[name], name
+        # CodeCarbon's fuzzy match: what its model used, not necessarily this CPU ("Apple M1
+        # Pro" matches "Apple M1"); `cpu_maximum` does not trust it
+        return table[name], name + " (CodeCarbon's fuzzy match)"
     return None
+
+
+#: Words a CPU's name may carry beside its table name without naming another CPU.
+_GENERIC_WORDS = {"intel", "amd", "r", "tm", "cpu", "processor", "core", "gen", "apple"}
+
+
+def _same_cpu(model: str, name: str) -> bool:
+    """Whether a fuzzy match names this very CPU: the model's words beyond the table name's
+    are generic ('12th Gen', '8-Core Processor', 'with Radeon Graphics'), not a variant
+    ('Pro', 'Max', another model number)."""
+    model = re.split(r"\s+(?:with|w/)\s+", model, maxsplit=1)[0]
+    words = set(re.findall(r"[a-z0-9]+", model.lower())) - set(re.findall(r"[a-z0-9]+", name.lower()))
+    return all(w in _GENERIC_WORDS or re.fullmatch(r"\d{1,3}|\d+(st|nd|rd|th)|[\d.]+ghz", w)
+               for w in words)
 
 
 def max_sockets(model) -> int:
@@ -266,7 +285,7 @@ def cpu_models(power: float, cpu_model, cpu_count, major: int | None) -> list[st
 def cpu_maximum(cpu_model) -> tuple[float, str] | None:
     """The most a CPU model can draw by CodeCarbon's own table: TDP x the family's sockets."""
     tdp = cpu_tdp(cpu_model)
-    if tdp is None:
+    if tdp is None or tdp[1].endswith("(CodeCarbon's fuzzy match)"):
         return None
     t, name = tdp
     s = max_sockets(cpu_model)
