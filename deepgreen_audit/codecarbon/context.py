@@ -163,7 +163,7 @@ class LogContext:
             # other intensity data for the same place
             "codecarbon_country_iso_code": r["source_file"] + ":" + r["country_iso_code"].fillna("?"),
             "codecarbon_region": r["region"].str.lower(),
-            "codecarbon_version": r["codecarbon_version"],
+            "codecarbon_version": r["codecarbon_version"].astype(object).fillna(r["layout"] + " (no version column)"),
         })
         for comp in COMPONENTS:
             frame[f"codecarbon_{comp}_energy_kwh"] = r[f"{comp}_energy_kwh"].astype(float)
