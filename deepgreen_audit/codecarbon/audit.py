@@ -126,6 +126,15 @@ def verdict_html(report: Report, ctx: LogContext | None) -> str:
         colour = colours.get(log["verdict"], "#202124")
         parts.append(f'<p style="font-size:18px"><strong>{html.escape(log["source_file"])}</strong>: '
                      f'<span style="color:{colour};font-weight:700">{html.escape(log["words"])}</span></p>')
+    found = [f for f in report.findings if f.status in ("fail", "warn")]
+    if found:
+        items = "".join(
+            f'<li><a href="#{html.escape(f.id)}" style="color:{"#b3261e" if f.status == "fail" else "#a15c00"}">'
+            f'<strong>{html.escape(f.id)}</strong></a> ({f.status}): '
+            f'{html.escape(f.message if len(f.message) < 260 else f.message[:257] + "...")}</li>'
+            for f in sorted(found, key=lambda f: f.status != "fail"))
+        parts.append(f"<p><strong>What the audit found</strong> (each with its rows and evidence "
+                     f"below):</p><ul>{items}</ul>")
     figure = _energy_figure(ctx)
     if figure:
         parts.append(f'<img class="figure" alt="energy of each run by component, measured or '

@@ -131,7 +131,8 @@ def _component_outcome(ctx, comp: str, what: str) -> Outcome:
                               f"track it ({what})")
     counts = flagged.groupby(["status", "how"]).size().sort_values(ascending=False)
     text = "; ".join(f"{n} run(s) {status}: {how}" for (status, how), n in counts.items())
-    frame = flagged[["source_file", "source_line", "run_key", "power_w", "energy_kwh", "status", "how"]]
+    frame = flagged.assign(energy_j=flagged["energy_kwh"] * J_PER_KWH)[
+        ["source_file", "source_line", "run_key", "power_w", "energy_j", "status", "how"]]
     return Outcome.failed(f"{comp.upper()} power not measured in {len(flagged)} of {len(c)} run(s): "
                           + text, rows=len(flagged), details=evidence(frame))
 
