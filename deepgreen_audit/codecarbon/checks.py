@@ -183,7 +183,7 @@ def cpu_power_max(ctx: LogContext):
             continue
         checked += 1
         for label, p in powers.items():
-            if pd.notna(p) and p > limit[0] * 1.001:
+            if pd.notna(p) and p > limit[0] * (1 + hardware.MODEL_RELATIVE_TOLERANCE):
                 found.append({"source_file": r.at[i, "source_file"], "source_line": int(r.at[i, "source_line"]),
                               "cpu_model": r.at[i, "cpu_model"], "power": label, "power_w": float(p),
                               "maximum_w": limit[0], "source": limit[1]})
@@ -365,7 +365,7 @@ def constancy(ctx: LogContext):
             for c, what in HELD_FIXED.items():
                 values = part[c].dropna()
                 if c == "ram_total_size_gb" and len(values):
-                    changed = values.max() > values.min() * 1.01
+                    changed = values.max() > values.min() * (1 + hardware.RAM_SIZE_RELATIVE_CHANGE)
                 else:
                     changed = values.astype(str).nunique() > 1
                 if changed:

@@ -48,6 +48,13 @@ LOAD_FLOOR_SHARE = 0.1
 POWER_PER_THREAD_W = 4.0
 #: CodeCarbon's default measure_power_secs (emissions_tracker.py): the sampling interval.
 DEFAULT_INTERVAL_S = 15.0
+#: A power equals a model's value when within this relative difference (CodeCarbon writes
+#: its floats with 16 significant digits; a measured power never lands on a model's value).
+MODEL_RELATIVE_TOLERANCE = 1e-6
+#: ... and 2.x's RAM model within this one (some logs round ram_total_size and ram_power).
+RAM_2X_RELATIVE_TOLERANCE = 1e-4
+#: RAM sizes of one machine differ by rounding only; beyond this relative change it is another.
+RAM_SIZE_RELATIVE_CHANGE = 0.01
 #: CodeCarbon's default experiment_id (emissions_tracker.py): shared by every log that set none.
 DEFAULT_EXPERIMENT_ID = "5b0fa12a-3dd7-45bb-9766-cc326314d9f1"
 
@@ -243,7 +250,7 @@ def ram_model_3x(total_gb: float, arm: bool) -> float:
     return max(floor, watts)
 
 
-def close(a, b, rel: float = 1e-6) -> bool:
+def close(a, b, rel: float = MODEL_RELATIVE_TOLERANCE) -> bool:
     try:
         a, b = float(a), float(b)
     except (TypeError, ValueError):
@@ -301,11 +308,11 @@ def ram_models(power: float, total_gb, cpu_model, os_name, major: int | None,
     except (TypeError, ValueError):
         total = float("nan")
     if math.isfinite(total) and total > 0:
-        if (major is None or major < 3) and close(power, ram_model_2x(total), 1e-4):
+        if (major is None or major < 3) and close(power, ram_model_2x(total), RAM_2X_RELATIVE_TOLERANCE):
             found.append(f"2.x model: 3 W per 8 GB of {total:.4g} GB")
         if major is None or major >= 3:
             for arm in (False, True):
-                if close(power, ram_model_3x(total, arm), 1e-6):
+                if close(power, ram_model_3x(total, arm)):
                     found.append(f"3.x DIMM model: {ram_model_3x(total, arm):g} W for {total:.4g} GB"
                                  + (" (ARM)" if arm else ""))
                     break
