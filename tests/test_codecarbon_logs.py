@@ -316,3 +316,22 @@ def test_shipped_codecarbon_docs_are_current():
     shipped = Path(__file__).resolve().parents[1] / "docs" / "codecarbon-logs.md"
     assert shipped.read_text(encoding="utf-8") == to_markdown(folder), \
         "run: python -m deepgreen_audit.codecarbon.docs"
+
+
+def test_header_only_pasted_and_respreadsheeted_logs(tmp_path):
+    empty = write_log(tmp_path / "empty.csv", "2.x", [])
+    pasted = tmp_path / "pasted.csv"
+    first = write_log(tmp_path / "a.csv", "2.x", clean("2.x", n=2)).read_text()
+    second = write_log(tmp_path / "b.csv", "3.x", [row("3.x", 5, timestamp="2025-03-02T10:00:00+01:00")]).read_text()
+    pasted.write_text(first + second)
+    import_logs([empty, pasted], tmp_path / "pkg")
+    report, ctx = audit_log(tmp_path / "pkg")
+    assert list(ctx.rows["layout"]) == ["2.x", "2.x", "3.x"]
+    assert list(ctx.rows["source_line"]) == [2, 3, 5]
+    logs = {v["source_file"]: v["words"] for v in report.stats["verdicts"]["logs"]}
+    assert logs["empty.csv"] == "not known: the log has no rows"
+    assert not [f for f in report.findings if "crashed" in f.message]
+    sheet = tmp_path / "sheet.csv"
+    sheet.write_text(HEADERS["2.x"].replace(",", ";") + "\n")
+    with pytest.raises(UserError, match="';'-separated"):
+        import_logs([sheet], tmp_path / "pkg2")

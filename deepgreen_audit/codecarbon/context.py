@@ -4,6 +4,7 @@ that let its S5 checks run unchanged (`blocks`, `block_runs`)."""
 
 from __future__ import annotations
 
+import json
 from functools import cached_property
 
 import numpy as np
@@ -31,6 +32,10 @@ def _f(value) -> float:
         return float("nan")
 
 
+COMPONENT_COLUMNS = ["index", "source_file", "source_line", "run_key", "final_row", "component",
+                     "power_w", "energy_kwh", "status", "how", "constant"]
+
+
 class LogContext:
     """A CodeCarbon-log package under audit."""
 
@@ -46,6 +51,17 @@ class LogContext:
                          (1 if lay == "1.x" else (2 if lay.startswith("2") else 3))
                          for v, lay in zip(rows["codecarbon_version"], rows["layout"])]
         self.rows = rows
+
+    @cached_property
+    def source_files(self) -> list[str]:
+        """Every log the import read, those without rows too (codecarbon-sources.json)."""
+        names = set(self.rows["source_file"])
+        path = self.package.descriptor_path.parent / "codecarbon-sources.json"
+        try:
+            names |= {s["source_file"] for s in json.loads(path.read_text(encoding="utf-8"))["sources"]}
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a package without the file (or a damaged one): the table's logs
+        return sorted(names)
 
     @property
     def tolerances(self) -> dict:
@@ -74,7 +90,7 @@ class LogContext:
                             "final_row": bool(row["final_row"]), "component": comp,
                             "power_w": power, "energy_kwh": energy, "status": status, "how": how,
                             "constant": constant})
-        return pd.DataFrame(out)
+        return pd.DataFrame(out, columns=COMPONENT_COLUMNS)
 
     def _repeated_powers(self) -> set:
         """(file, component, hardware, power) that one log reports for two or more runs, and

@@ -14,6 +14,9 @@ Decisions
 * A cell that is not a value of its column (``nan``, ``inf``, text in a number column, a
   fractional count) is left empty and named in `cell_problems`; the source line keeps its
   text.  Columns that are not CodeCarbon's are kept verbatim in `extra_columns`.
+* A row holding CodeCarbon's column names is another header (logs of two versions pasted one
+  after the other): the rows below it are read with it, and its line is kept in the sources.
+  A log with a header and no rows imports, and its verdict says it has no rows.
 * Runs: rows of one file with the same run_id are one CodeCarbon run (its flushes write
   cumulative rows); `flush` numbers them in file order and `final_row` marks the last.  A
   1.x row (no run_id) is a run of its own.
@@ -88,26 +91,36 @@ def read_log(path: Path, name: str) -> tuple[dict, list[dict]]:
     header = [h.strip() for h in rows[0]]
     missing = [c for c in REQUIRED if c not in header]
     if missing:
+        hint = ("; it looks ';'-separated, as a spreadsheet re-saves a CSV: give the file "
+                "CodeCarbon wrote" if len(header) == 1 and ";" in header[0] else "")
         raise UserError(f"is not CodeCarbon output: its header lacks {', '.join(missing)} "
-                        f"(it has {', '.join(header[:6])}{', ...' if len(header) > 6 else ''})",
-                        path=path, row=1, code="not-codecarbon")
+                        f"(it has {', '.join(header[:6])[:200]}{', ...' if len(header) > 6 else ''})"
+                        + hint, path=path, row=1, code="not-codecarbon")
     repeated = sorted({h for h in header if header.count(h) > 1})
     if repeated:
         raise UserError(f"repeats the column(s) {', '.join(repeated)} in its header", path=path,
                         row=1, code="not-codecarbon")
-    out = []
+    out, headers = [], []
     for number, row in enumerate(rows[1:], start=2):
         if not row or (len(row) == 1 and not row[0].strip()):
             continue  # a blank line (an editor's final newline twice) holds no row
+        names = [cell.strip() for cell in row]
+        if all(c in names for c in REQUIRED):
+            # another header: logs of two CodeCarbon versions pasted one after the other
+            header = names
+            headers.append({"line": number, "header": header})
+            continue
         if len(row) != len(header):
             raise UserError(f"{len(row)} cells, the header has {len(header)}: not a row "
                             "CodeCarbon wrote", path=path, row=number, code="csv-error")
         cells = dict(zip(header, row))
         cells["__line__"] = number
+        cells["__layout__"] = layout_of(header)
         out.append(cells)
     crlf = b"\r\n" in data
     source = {"source_file": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-              "header": header, "layout": layout_of(header), "rows": len(out),
+              "header": [h.strip() for h in rows[0]], "layout": layout_of([h.strip() for h in rows[0]]),
+              "rows": len(out), "later_headers": headers,
               "line_endings": "CRLF" if crlf else ("CR" if b"\r" in data else "LF"),
               "final_newline": data.endswith(b"\n") or data.endswith(b"\r"),
               "byte_order_mark": data.startswith(b"\xef\xbb\xbf")}
@@ -138,10 +151,9 @@ def table_rows(source: dict, rows: list[dict]) -> list[dict]:
     """The package rows of one log (column -> Python value)."""
     schema = load_schema(TABLE)
     types = {f.name: f.type for f in schema.fields}
-    header = source["header"]
-    extra = [h for h in header if h not in COLUMNS]
     out = []
     for cells in rows:
+        extra = [h for h in cells if h not in COLUMNS and not h.startswith("__")]
         problems: list[str] = []
         row = {f: None for f in types}
         for cc, column in COLUMNS.items():
@@ -154,7 +166,7 @@ def table_rows(source: dict, rows: list[dict]) -> list[dict]:
                 row[column] = text.strip() or None
         line = cells["__line__"]
         row.update({"source_file": source["source_file"], "source_line": line,
-                    "layout": row_layout(source["layout"], row.get("codecarbon_version")),
+                    "layout": row_layout(cells["__layout__"], row.get("codecarbon_version")),
                     "run_key": row["run_id"] or f"line-{line}",
                     "extra_columns": " | ".join(f"{h}={cells[h]}" for h in extra if cells[h] != "")
                     or None,

@@ -28,9 +28,12 @@ def _pct(x: float) -> str:
 def run_verdicts(ctx: LogContext) -> pd.DataFrame:
     """One row per run (its final row): verdict, modelled share of the energy, and the words."""
     comps = ctx.components
-    finals = comps[comps["final_row"]]
+    finals = comps[comps["final_row"].astype(bool)]
     out = []
-    for (source_file, run_key), part in finals.groupby(["source_file", "run_key"], sort=False):
+    if finals.empty:
+        finals = None
+    for (source_file, run_key), part in (finals.groupby(["source_file", "run_key"], sort=False)
+                                         if finals is not None else []):
         line = int(part["source_line"].iloc[0])
         used = part[~part["status"].isin([ABSENT])]
         if (used["status"] == UNKNOWN).all():
@@ -69,13 +72,17 @@ def run_verdicts(ctx: LogContext) -> pd.DataFrame:
         out.append({"source_file": source_file, "run_key": run_key, "source_line": line,
                     "verdict": verdict, "modelled_share": modelled_share, "words": words,
                     "energy_kwh": total})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=["source_file", "run_key", "source_line", "verdict",
+                                      "modelled_share", "words", "energy_kwh"])
 
 
 def log_verdicts(ctx: LogContext, runs: pd.DataFrame | None = None) -> list[dict]:
     """One verdict per log: over its runs, with the modelled share of its summed energy."""
     runs = run_verdicts(ctx) if runs is None else runs
     out = []
+    for source_file in sorted(set(ctx.source_files) - set(runs["source_file"])):
+        out.append({"source_file": source_file, "verdict": UNKNOWN_V, "runs": 0,
+                    "modelled_share": float("nan"), "words": "not known: the log has no rows"})
     for source_file, part in runs.groupby("source_file", sort=True):
         kinds = part["verdict"].value_counts()
         if set(kinds.index) == {UNKNOWN_V}:
