@@ -87,11 +87,11 @@ def duplicated_rows(ctx: LogContext):
     found = []
     key = ["source_file", "duration_s", "energy_consumed_kwh", "emissions_kg"]
     measured = r.dropna(subset=key[1:])
+    first_line = measured.groupby(key)["source_line"].transform("first")
     dup = measured[measured.duplicated(key, keep="first")]
     for i in dup.index:
-        first = measured[(measured[key] == measured.loc[i, key]).all(axis=1)].iloc[0]
         found.append({"source_file": r.at[i, "source_file"], "source_line": int(r.at[i, "source_line"]),
-                      "problem": f"repeats line {int(first['source_line'])}'s duration, energy and "
+                      "problem": f"repeats line {int(first_line[i])}'s duration, energy and "
                                  "emissions"})
     for source_file, part in r.groupby("source_file", sort=False):
         stamps = pd.to_datetime(part["timestamp"], errors="coerce", format="ISO8601", utc=True)

@@ -25,55 +25,64 @@ def _pct(x: float) -> str:
     return f"{x:.0%}" if x >= 0.01 or x == 0 else "<1%"
 
 
+def _component_words(c) -> str:
+    name = c.component.upper()
+    s = _pct(c.share) if c.total > 0 else "?"
+    if c.status == NOT_TRACKED:
+        return f"{name} not tracked (0 W): the total leaves it out"
+    if c.status == MODELLED:
+        return f"{name} modelled ({c.how}), {s} of the energy"
+    if c.status == UNVERIFIED:
+        return f"{name} measured or load-modelled, the log cannot tell ({s})"
+    return f"{name} measured ({s})"
+
+
 def run_verdicts(ctx: LogContext) -> pd.DataFrame:
     """One row per run (its final row): verdict, modelled share of the energy, and the words."""
+    columns = ["source_file", "run_key", "source_line", "verdict", "modelled_share", "words",
+               "energy_kwh"]
     comps = ctx.components
-    finals = comps[comps["final_row"].astype(bool)]
+    used = comps[comps["final_row"].astype(bool) & (comps["status"] != ABSENT)].copy()
+    if used.empty:
+        return pd.DataFrame([], columns=columns)
+    keys = ["source_file", "run_key"]
+    used["e"] = used["energy_kwh"].fillna(0.0).clip(lower=0.0)
+    used["total"] = used.groupby(keys, sort=False)["e"].transform("sum")
+    used["share"] = (used["e"] / used["total"]).where(used["total"] > 0, 0.0)
+    used["modelled_e"] = used["e"].where(used["status"] == MODELLED, 0.0)
+    for flag, status in (("is_modelled", MODELLED), ("is_unverified", UNVERIFIED),
+                         ("is_measured", MEASURED), ("is_untracked", NOT_TRACKED),
+                         ("is_unknown", UNKNOWN)):
+        used[flag] = used["status"] == status
+    used["text"] = [_component_words(c) for c in used.itertuples()]
+    g = used.groupby(keys, sort=False)
+    runs = g.agg(source_line=("source_line", "first"), total=("e", "sum"),
+                 modelled_e=("modelled_e", "sum"), modelled=("is_modelled", "any"),
+                 unverified=("is_unverified", "any"), measured=("is_measured", "any"),
+                 untracked=("is_untracked", "any"), unknown=("is_unknown", "all"),
+                 text=("text", "; ".join)).reset_index()
     out = []
-    if finals.empty:
-        finals = None
-    for (source_file, run_key), part in (finals.groupby(["source_file", "run_key"], sort=False)
-                                         if finals is not None else []):
-        line = int(part["source_line"].iloc[0])
-        used = part[~part["status"].isin([ABSENT])]
-        if (used["status"] == UNKNOWN).all():
-            out.append({"source_file": source_file, "run_key": run_key, "source_line": line,
-                        "verdict": UNKNOWN_V, "modelled_share": float("nan"),
+    for r in runs.itertuples():
+        if r.unknown:
+            out.append({"source_file": r.source_file, "run_key": r.run_key,
+                        "source_line": int(r.source_line), "verdict": UNKNOWN_V,
+                        "modelled_share": float("nan"), "energy_kwh": float("nan"),
                         "words": "not known: CodeCarbon 1.x logs only the total, not how each "
                                  "component's power was obtained"})
             continue
-        energy = used["energy_kwh"].fillna(0.0).clip(lower=0.0)
-        total = float(energy.sum())
-        share = (energy / total) if total > 0 else energy * 0.0
-        modelled = used["status"].isin([MODELLED])
-        unverified = used["status"] == UNVERIFIED
-        measured = used["status"] == MEASURED
-        modelled_share = float(share[modelled].sum()) if total > 0 else float("nan")
-        if modelled.any() and not (measured.any() or unverified.any()):
+        share = r.modelled_e / r.total if r.total > 0 else float("nan")
+        if r.modelled and not (r.measured or r.unverified):
             verdict = MODELLED_V
-        elif modelled.any() or unverified.any() or (used["status"] == NOT_TRACKED).any():
+        elif r.modelled or r.unverified or r.untracked:
             verdict = PARTLY_V
         else:
             verdict = MEASURED_V
-        parts = []
-        for _, c in used.iterrows():
-            name = c["component"].upper()
-            s = _pct(float(share.loc[c.name])) if total > 0 else "?"
-            if c["status"] == NOT_TRACKED:
-                parts.append(f"{name} not tracked (0 W): the total leaves it out")
-            elif c["status"] == MODELLED:
-                parts.append(f"{name} modelled ({c['how']}), {s} of the energy")
-            elif c["status"] == UNVERIFIED:
-                parts.append(f"{name} measured or load-modelled, the log cannot tell ({s})")
-            else:
-                parts.append(f"{name} measured ({s})")
-        words = verdict + (f": {_pct(modelled_share)} of the energy modelled" if verdict != MEASURED_V
-                           and math.isfinite(modelled_share) else "") + "; " + "; ".join(parts)
-        out.append({"source_file": source_file, "run_key": run_key, "source_line": line,
-                    "verdict": verdict, "modelled_share": modelled_share, "words": words,
-                    "energy_kwh": total})
-    return pd.DataFrame(out, columns=["source_file", "run_key", "source_line", "verdict",
-                                      "modelled_share", "words", "energy_kwh"])
+        words = verdict + (f": {_pct(share)} of the energy modelled" if verdict != MEASURED_V
+                           and math.isfinite(share) else "") + "; " + r.text
+        out.append({"source_file": r.source_file, "run_key": r.run_key,
+                    "source_line": int(r.source_line), "verdict": verdict,
+                    "modelled_share": float(share), "words": words, "energy_kwh": float(r.total)})
+    return pd.DataFrame(out, columns=columns)
 
 
 def log_verdicts(ctx: LogContext, runs: pd.DataFrame | None = None) -> list[dict]:
