@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 
 from deepgreen_audit.codecarbon import hardware
-from deepgreen_audit.codecarbon.layout import COMPONENTS, major
+from deepgreen_audit.codecarbon.layout import COMPONENTS, major, version_tuple
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.spec import load_spec
 from deepgreen_audit.units import J_PER_KWH
@@ -20,6 +20,8 @@ from deepgreen_audit.units import J_PER_KWH
 TABLE = "codecarbon_log"
 _NULLABLE = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
 
+#: The first CodeCarbon with a CPU load model (force_mode_cpu_load, 2.8; the fallback from 3.0).
+LOAD_MODEL_SINCE = (2, 8)
 #: The status of a component's power in one row.
 MEASURED, MODELLED, UNVERIFIED, NOT_TRACKED, ABSENT, UNKNOWN = (
     "measured", "modelled", "measured or modelled", "not tracked", "absent", "not logged")
@@ -136,12 +138,13 @@ class LogContext:
                 return MODELLED, f"one constant {power:g} W in several runs (a measured power " \
                                  "never repeats to every digit); no CodeCarbon model of this CPU " \
                                  "in its table gives it", steady
-            if m is not None and m >= 3:
-                return UNVERIFIED, "varies: a power counter (RAPL, powermetrics) or CodeCarbon " \
-                                   "3's load model (TDP x (0.1 + 0.9 x load^3)); the log does " \
-                                   "not say which", False
+            version = version_tuple(row["codecarbon_version"])
+            if (m is not None and m >= 3) or (version is not None and version >= LOAD_MODEL_SINCE):
+                return UNVERIFIED, "varies: a power counter (RAPL, powermetrics) or CodeCarbon's " \
+                                   "load model (TDP x (0.1 + 0.9 x load^3), from 2.8; the " \
+                                   "fallback in 3.x); the log does not say which", False
             return MEASURED, "varies: a power counter (RAPL, Power Gadget, powermetrics); " \
-                             "CodeCarbon before 3 has no load model", False
+                             "CodeCarbon before 2.8 has no load model", False
         if comp == "ram":
             models = hardware.ram_models(power, row["ram_total_size_gb"], row["cpu_model"],
                                          row["os"], m, row["tracking_mode"])

@@ -69,6 +69,15 @@ def major(version) -> int | None:
         return None
 
 
+def version_tuple(version) -> tuple[int, int] | None:
+    """(major, minor) of a CodeCarbon version text; None when unreadable."""
+    try:
+        parts = str(version).strip().split(".")
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except (ValueError, AttributeError):
+        return None
+
+
 def row_layout(file_layout: str, version) -> str:
     """A row's layout: its file's, refined by the row's own codecarbon_version."""
     m = major(version)
