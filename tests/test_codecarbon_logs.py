@@ -335,3 +335,25 @@ def test_header_only_pasted_and_respreadsheeted_logs(tmp_path):
     sheet.write_text(HEADERS["2.x"].replace(",", ";") + "\n")
     with pytest.raises(UserError, match="';'-separated"):
         import_logs([sheet], tmp_path / "pkg2")
+
+
+CPU_MODELS = ["11th Gen Intel(R) Core(TM) i5-11400F @ 2.60GHz", "12th Gen Intel(R) Core(TM) i7-1260P",
+              "AMD EPYC 7702 64-Core Processor", "AMD EPYC 7R13 Processor",
+              "AMD Ryzen 7 8845HS w/ Radeon 780M Graphics", "AMD Ryzen 5 3600 6-Core Processor",
+              "Apple M1 Pro", "Apple M2 Max", "Intel(R) Xeon(R) Processor @ 2.30GHz",
+              "Intel(R) Xeon(R) CPU E5-2667 v4 @ 3.20GHz", "Intel(R) Core(TM) Ultra 7 155H",
+              "Intel(R) Xeon(R) Platinum 8480+"]
+
+
+def test_cpu_matching_is_codecarbons():
+    """The pinned table matched as CodeCarbon's own matcher matches it (where it is installed)."""
+    cpu = pytest.importorskip("codecarbon.core.cpu")
+    from codecarbon.input import DataSource
+
+    from deepgreen_audit.codecarbon.hardware import cpu_tdp
+
+    table = DataSource().get_cpu_power_data()
+    for model in CPU_MODELS:
+        theirs = cpu.TDP._get_matching_cpu(None, model, table)
+        ours = cpu_tdp(model)
+        assert (ours[1].replace(" (CodeCarbon's fuzzy match)", "") if ours else None) == theirs, model

@@ -5,11 +5,12 @@ Sources
 =======
 
 * CPU TDPs: CodeCarbon's own table, ``codecarbon/data/hardware/cpu_power.csv`` (columns Name,
-  TDP), read from the CodeCarbon package installed beside deepgreen (a dependency of the
-  project), and matched to a row's ``cpu_model`` the way CodeCarbon matches it
-  (``codecarbon.core.cpu.TDP._get_matching_cpu``: an exact case-insensitive match, then the
-  name without "(R)", " CPU @ ..." and "@ x.xxGHz", then a unique rapidfuzz token-set match
-  of 100).  The table grows between releases; a CPU it lacks is named, never guessed.
+  TDP) of CodeCarbon 3.3.2, pinned in ``data/cpu_power.csv`` (MIT; data/README.md), and matched
+  to a row's ``cpu_model`` the way CodeCarbon matches it (``codecarbon.core.cpu.
+  TDP._get_matching_cpu``: an exact case-insensitive match, then the name without "(R)",
+  " CPU @ ..." and "@ x.xxGHz", then a unique rapidfuzz token-set match of 100, transcribed
+  here as "one name's words are all among the other's").  The table grows between releases;
+  a CPU it lacks is named, never guessed.
 * CodeCarbon's CPU power models (codecarbon/external/hardware.py, core/resource_tracker.py,
   core/cpu.py of 2.x and 3.x): without a power counter CodeCarbon 2.x uses a constant
   ``0.5 x TDP`` (``CONSUMPTION_PERCENTAGE_CONSTANT``), and ``0.5 x 85 W`` = 42.5 W when the
@@ -125,37 +126,47 @@ def gpu_limit(model, extra: dict | None = None) -> tuple[float, str] | None:
     return max(found)
 
 
-@lru_cache(maxsize=1)
-def cpu_table() -> tuple[dict[str, float], str] | None:
-    """CodeCarbon's CPU table {name: TDP W} and where it was read, or None without CodeCarbon."""
-    try:
-        from importlib.metadata import version
-        from importlib.resources import files
+#: CodeCarbon's CPU table, pinned (data/README.md says where it comes from).
+CPU_TABLE_SOURCE = "CodeCarbon 3.3.2 data/hardware/cpu_power.csv"
 
-        text = (files("codecarbon") / "data" / "hardware" / "cpu_power.csv").read_text(encoding="utf-8")
-        release = version("codecarbon")
-    except Exception:  # CodeCarbon not installed: the checks that need its table say so
-        return None
+
+@lru_cache(maxsize=1)
+def cpu_table() -> tuple[dict[str, float], str]:
+    """CodeCarbon's CPU table {name: TDP W} (pinned in data/cpu_power.csv) and its source."""
     import csv
     import io
+    from importlib.resources import files
 
+    text = (files("deepgreen_audit.codecarbon") / "data" / "cpu_power.csv").read_text(encoding="utf-8")
     table = {}
     for row in csv.DictReader(io.StringIO(text)):
         try:
             table[row["Name"]] = float(row["TDP"])
         except (KeyError, TypeError, ValueError):
             continue
-    return table, f"CodeCarbon {release} data/hardware/cpu_power.csv"
+    return table, CPU_TABLE_SOURCE
+
+
+def _tokens(text: str) -> frozenset[str]:
+    """rapidfuzz's default_process, as CodeCarbon's matcher applies it: lower case, every
+    character that is not a letter or digit a space, split."""
+    return frozenset(re.sub(r"[^0-9a-z]+", " ", text.lower()).split())
+
+
+@lru_cache(maxsize=1)
+def _token_index() -> list[tuple[frozenset, str]]:
+    return [(_tokens(name), name) for name in cpu_table()[0]]
 
 
 @lru_cache(maxsize=512)
 def cpu_tdp(model) -> tuple[float, str] | None:
-    """(TDP W, the table's name) of a cpu_model, matched as CodeCarbon matches it; None when
-    CodeCarbon's table lacks it (or is not installed)."""
-    loaded = cpu_table()
-    if loaded is None or not isinstance(model, str) or not model.strip():
+    """(TDP W, the table's name) of a cpu_model, matched as CodeCarbon matches it
+    (core/cpu.py TDP._get_matching_cpu): an exact case-insensitive name, then the name cleaned
+    of "(R)", " CPU @ ..." and "@ x.xxGHz", then a unique token-set match of 100 (one name's
+    words all among the other's); None when the table lacks it."""
+    if not isinstance(model, str) or not model.strip():
         return None
-    table = loaded[0]
+    table = cpu_table()[0]
     lower = {name.lower(): name for name in table}
     raw = model.strip()
     if raw.lower() in lower:
@@ -169,20 +180,17 @@ def cpu_tdp(model) -> tuple[float, str] | None:
     if cleaned.lower() in lower:
         name = lower[cleaned.lower()]
         return table[name], name
-    try:
-        from rapidfuzz import fuzz, process, utils
-    except ImportError:
-        return None
-    matches = process.extract(cleaned, list(table), processor=utils.default_process,
-                              scorer=fuzz.token_set_ratio, score_cutoff=100, limit=2)
-    if matches and (len(matches) == 1 or matches[0][1] != matches[1][1]):
-        name = matches[0][0]
-        if _same_cpu(cleaned, name):
-            return table[name], name
-        # CodeCarbon's fuzzy match: what its model used, not necessarily this CPU ("Apple M1
-        # Pro" matches "Apple M1"); `cpu_maximum` does not trust it
-        return table[name], name + " (CodeCarbon's fuzzy match)"
-    return None
+    words = _tokens(cleaned)
+    matches = [name for tokens, name in _token_index()
+               if tokens and words and (tokens <= words or words <= tokens)]
+    if len(matches) != 1:
+        return None  # CodeCarbon takes a token-set match only when it is the one of score 100
+    name = matches[0]
+    if _same_cpu(cleaned, name):
+        return table[name], name
+    # CodeCarbon's fuzzy match: what its model used, not necessarily this CPU ("Apple M1
+    # Pro" matches "Apple M1"); `cpu_maximum` does not trust it
+    return table[name], name + " (CodeCarbon's fuzzy match)"
 
 
 #: Words a CPU's name may carry beside its table name without naming another CPU.
