@@ -264,18 +264,21 @@ def power_duration(ctx: LogContext):
         raise Skip("no component with a modelled constant power")
     r = ctx.rows
     duration = r.loc[c["index"], "duration_s"].astype(float).to_numpy()
-    expected = c["power_w"].to_numpy() * duration
-    found_j = c["energy_kwh"].to_numpy() * J_PER_KWH
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(all="ignore"):  # overflow of absurd cells is a finding, not a warning
+        expected = c["power_w"].to_numpy() * duration
+        found_j = c["energy_kwh"].to_numpy() * J_PER_KWH
         rel = np.abs(found_j - expected) / np.abs(expected)
     tol = float(ctx.tolerances["power_duration_relative_tolerance"])
     bad = (rel > tol) & np.isfinite(duration)
-    frame = c.assign(duration_s=duration, energy_j=found_j, power_x_duration_j=expected,
-                     ratio=found_j / expected, seconds_of_power=found_j / c["power_w"].to_numpy())
+    with np.errstate(all="ignore"):
+        frame = c.assign(duration_s=duration, energy_j=found_j, power_x_duration_j=expected,
+                         ratio=found_j / expected, seconds_of_power=found_j / c["power_w"].to_numpy())
     if bad.any():
         off = frame[bad][["source_file", "source_line", "run_key", "component", "power_w",
                           "duration_s", "energy_j", "power_x_duration_j", "ratio", "seconds_of_power"]]
-        off = off.sort_values("ratio", key=lambda s: np.abs(np.log(s.astype(float))), ascending=False)
+        with np.errstate(all="ignore"):
+            off = off.sort_values("ratio", key=lambda s: np.abs(np.log(np.abs(s.astype(float)))),
+                                  ascending=False)
         worst = off.iloc[0]
         rows = off[["source_file", "source_line"]].drop_duplicates().shape[0]
         return Outcome.failed(
@@ -320,7 +323,8 @@ def magnitudes(ctx: LogContext):
         e, d = values["energy_consumed_kwh"], values["duration_s"]
         problem = f"negative {', '.join(negative)}" if negative else None
         if problem is None and pd.notna(e) and pd.notna(d) and d > 0 and e > 0:
-            mean = e * J_PER_KWH / d
+            with np.errstate(all="ignore"):
+                mean = e * J_PER_KWH / d
             limit = hardware.gpu_limit(r.at[i, "gpu_model"], t.get("gpu_board_power_limit_w"))
             gpus = r.at[i, "gpu_count"]
             gpus = int(gpus) if pd.notna(gpus) else (1 if isinstance(r.at[i, "gpu_model"], str) else 0)
