@@ -39,7 +39,7 @@ def is_codecarbon_log(location) -> bool:
 def _in_log_terms(finding):
     """A reused campaign check's finding in a log's words: rows, not blocks."""
     message = (finding.message.replace("block(s)", "row(s)").replace("blocks", "rows")
-               .replace("readings checked", "rows checked"))
+               .replace("readings checked", "rows checked").replace("0 counter totals and ", ""))
     details = finding.details
     if details and details.get("evidence"):
         details = {**details, "evidence": [{_RENAMED.get(k, k): v for k, v in row.items()
