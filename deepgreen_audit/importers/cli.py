@@ -48,7 +48,7 @@ def register(verb) -> None:
              "CodeCarbon emissions.csv files (1.x to 3.x, files or folders) into a package of kind "
              "codecarbon-log, one row per source row with its file and line; 'deepgreen audit PKG' "
              "then says, per log and per run, whether its energy was measured or modelled "
-             "(docs/codecarbon-logs.md).")
+             "(docs/codecarbon.md).")
     p.add_argument("source", choices=sorted(SOURCES), metavar="SOURCE",
                    help="layout of the records: " + ", ".join(sorted(SOURCES)))
     p.add_argument("path", metavar="PATH", nargs="+",
