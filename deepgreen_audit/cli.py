@@ -23,8 +23,9 @@ from deepgreen_audit.errors import BUG_EXIT, Terminated, UserError
 EPILOG = """\
 The replication package is four tables (runs, blocks, samples, environment)
 plus SHA256SUMS, described by datapackage.json, which declares the package's
-kind (deepgreen:package: replication, or api-profiles for the API-level
-package of 'import greenlight'); each verb says when it does not apply to a
+kind (deepgreen:package: replication, api-profiles for the API-level
+package of 'import greenlight', or codecarbon-log for anyone's CodeCarbon
+logs of 'import codecarbon'); each verb says when it does not apply to a
 kind. PKG is a folder holding datapackage.json, or the descriptor itself; by
 default the shipped package described by ./datapackage.json.
 

@@ -38,6 +38,7 @@ SUITES: dict[str, tuple[str, ...]] = {
     "parity": ("S1", "S2", "S3", "S6"),
     "api-audit": ("S5",),
     "preflight": ("host", "counter", "version", "stack"),
+    "codecarbon": ("integrity", "S5", "S6"),
 }
 
 #: Modules whose import registers each suite's checks, in the order their checks run.
@@ -52,6 +53,7 @@ CHECK_MODULES: dict[str, tuple[str, ...]] = {
     "parity": ("deepgreen_audit.stacks.parity",),
     "api-audit": ("deepgreen_audit.greenlight.checks",),
     "preflight": ("deepgreen_audit.collect.preflight",),
+    "codecarbon": ("deepgreen_audit.codecarbon.checks",),
 }
 
 

@@ -2,7 +2,7 @@
 
     nice -n 10 .venv/bin/python scripts/fuzz.py --minutes 12
 
-Splits the time evenly over the four readers of tests/fuzz_readers.py and
+Splits the time evenly over the readers of tests/fuzz_readers.py and
 runs Hypothesis on each in rounds of random examples until its share is
 spent.  Prints, per reader, the inputs tried and the minutes, and every
 traceback found (with Hypothesis's shrunk falsifying example); exits 1 if

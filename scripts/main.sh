@@ -18,6 +18,13 @@ if [ -f pilot/datapackage.json ]; then
   $DG validate pilot
   $DG audit pilot
 fi
+if [ -f examples/first-campaign/datapackage.json ]; then
+  echo
+  echo "== the study's first campaign (examples/first-campaign/: real, flawed CodeCarbon data): audit, not strict"
+  mkdir -p build
+  $DG audit examples/first-campaign --html build/first-campaign-audit.html
+  echo "wrote build/first-campaign-audit.html"
+fi
 echo
 echo "== deepgreen paper: numbers.tex, tables, figures and the PDF"
 $DG paper datapackage.json

@@ -7,7 +7,8 @@ package (its first run, whole, with a few of its samples):
   restore's reader: what validate passes every verb must read);
 * the descriptor, through `validate` (which opens it);
 * a run directory tree, through `flatten` (read, write, validate);
-* the harness protocol, through `Session.handle`.
+* the harness protocol, through `Session.handle`;
+* a CodeCarbon log, through `import codecarbon` and its audit.
 
 Each target accepts any outcome but an exception other than `UserError`.
 `tests/test_fuzz.py` runs them briefly in CI; `scripts/fuzz.py` runs them
@@ -251,5 +252,43 @@ def fuzz_protocol(draw) -> None:
     session.failure(disconnected=True)
 
 
+#: A CodeCarbon 3.x log of three runs (two cumulative rows of one), the seed of its reader's fuzz.
+CODECARBON_SEED = (
+    "timestamp,project_name,run_id,experiment_id,duration,emissions,emissions_rate,cpu_power,"
+    "gpu_power,ram_power,cpu_energy,gpu_energy,ram_energy,energy_consumed,country_name,"
+    "country_iso_code,region,os,python_version,codecarbon_version,cpu_count,cpu_model,gpu_count,"
+    "gpu_model,ram_total_size,tracking_mode,on_cloud,pue\r\n"
+    "2025-10-02T12:57:43,p,r1,e,60.0,1e-05,1.6e-07,42.5,120.5,10.0,0.000708,0.002008,0.000166,"
+    "0.002882,Spain,ESP,catalonia,Windows-11,3.11.9,3.0.5,16,AMD Ryzen 7 8845HS,1,"
+    "1 x NVIDIA GeForce RTX 4070 Laptop GPU,15.7,machine,N,1.0\r\n"
+    "2025-10-02T12:58:43,p,r1,e,120.0,2e-05,1.6e-07,42.5,118.1,10.0,0.001416,0.003944,0.000333,"
+    "0.005693,Spain,ESP,catalonia,Windows-11,3.11.9,3.0.5,16,AMD Ryzen 7 8845HS,1,"
+    "1 x NVIDIA GeForce RTX 4070 Laptop GPU,15.7,machine,N,1.0\r\n"
+    "2025-10-02T13:10:00,p,r2,e,2.5,1e-07,4e-08,360.0,0.0,10.0,0.00025,0.0,6.9e-06,0.000257,"
+    "Spain,ESP,catalonia,Windows-11,3.11.9,3.0.7,16,AMD Ryzen 7 8845HS,,,13.8,machine,N,1.0"
+).encode()
+
+
+def fuzz_codecarbon(draw) -> None:
+    """A mutated CodeCarbon log through `import codecarbon` and its audit: refused in one line,
+    or imported into a valid package whose checks all run without crashing."""
+    TRIED["codecarbon logs"] += 1
+    from deepgreen_audit.codecarbon.audit import audit_log
+    from deepgreen_audit.codecarbon.importer import import_logs
+
+    with tempfile.TemporaryDirectory(prefix="deepgreen-fuzz-") as scratch:
+        log = Path(scratch) / "emissions.csv"
+        log.write_bytes(draw(mutated(CODECARBON_SEED)))
+        try:
+            import_logs([log], Path(scratch) / "pkg")
+        except UserError as exc:
+            assert "\n" not in str(exc), str(exc)
+            return
+        report, _ = audit_log(Path(scratch) / "pkg")
+        crashed = [f"{f.id}: {f.message}" for f in report.findings if "crashed" in f.message]
+        assert not crashed and report.finding("integrity.validate").status == "pass", crashed
+
+
 TARGETS = {"csv tables": fuzz_table, "descriptor": fuzz_descriptor,
-           "run directories": fuzz_run_tree, "protocol": fuzz_protocol}
+           "run directories": fuzz_run_tree, "protocol": fuzz_protocol,
+           "codecarbon logs": fuzz_codecarbon}

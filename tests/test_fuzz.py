@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from fuzz_readers import TARGETS
 
 #: Examples per reader in CI: a few seconds each on one core.
-CI_EXAMPLES = {"csv tables": 40, "descriptor": 40, "run directories": 40, "protocol": 300}
+CI_EXAMPLES = {"csv tables": 40, "descriptor": 40, "run directories": 40, "protocol": 300,
+               "codecarbon logs": 20}
 
 
 @pytest.mark.parametrize("reader", list(TARGETS))

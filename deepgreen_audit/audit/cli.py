@@ -28,6 +28,10 @@ def cmd_audit(args) -> int:
     from deepgreen_audit.package.dispatch import check_verb
 
     check_verb(resolve_package(args.package), "audit")
+    from deepgreen_audit.codecarbon import audit as codecarbon_audit
+
+    if codecarbon_audit.is_codecarbon_log(args.package):  # the audit of a lone CodeCarbon log
+        return codecarbon_audit.cmd_audit(args)
     report, ctx = audit_with_context(args.package, spec_path=args.spec, select=args.select,
                                      sources_root=Path(args.sources) if args.sources else None)
     from deepgreen_audit.package import atomic
@@ -72,7 +76,9 @@ def register(verb) -> None:
              "Each finding has an id, a section, a status (pass/fail/warn/skip), a message and "
              "the rows it concerns; the report ends with the counts. A skipped check means the "
              "audit did not finish. Exit 1 when the package does not validate, or with --strict "
-             "on any fail. An API-level package is audited by 'api-audit' instead. See "
+             "on any fail. An API-level package is audited by 'api-audit' instead. A CodeCarbon-log "
+             "package ('import codecarbon') gets the CodeCarbon checks and a verdict per log and "
+             "run: measured, partly modelled or modelled (docs/codecarbon.md). See "
              "docs/audit.md.")
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")

@@ -8,4 +8,5 @@ Each source has a module with ``import_source(path, out, ...) -> Path``; the
 SOURCES: dict[str, str] = {
     "legacy": "deepgreen_audit.importers.legacy",
     "greenlight": "deepgreen_audit.importers.greenlight",
+    "codecarbon": "deepgreen_audit.codecarbon.importer",
 }

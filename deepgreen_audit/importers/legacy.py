@@ -62,6 +62,9 @@ from deepgreen_audit.units import J_PER_KWH
 from deepgreen_audit.package.writer import write_package
 
 CAMPAIGN = "legacy-2025"
+#: The licence of the source repository, as the campaign folder's README states it.
+LICENCE = ("MIT License, as the repository's README states (its LICENSE file is empty, 0 bytes, "
+           "in this snapshot)")
 REPORT_FILE = "legacy-import.json"
 SOURCE_ROWS_FILE = "legacy-source-rows.csv"
 
@@ -424,7 +427,8 @@ def import_source(source: Path, out: Path, *, overwrite: bool = False,
         "synthetic": False,
         "provenance": {"importer": "deepgreen import legacy", "source": "legacy-campaign",
                        "repository": "https://github.com/Pampaj7/DeepGreen",
-                       "commit": "8f9ae83784210d80ba328a55929c503f1d17b51f"},
+                       "commit": "8f9ae83784210d80ba328a55929c503f1d17b51f",
+                       "licence": LICENCE},
     }
     extra = {REPORT_FILE: (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode(),
              SOURCE_ROWS_FILE: canonical_text(header, source_rows).encode()}

@@ -36,10 +36,14 @@ REPLICATION = Kind("replication", "replication package", TABLES,
                    instead={"api-audit": "audit"})
 API_PROFILES = Kind("api-profiles", "API-level package", ("api_calls", "api_samples"),
                     verbs=("validate", "api-audit", "export"), instead={"audit": "api-audit"})
+#: Anyone's CodeCarbon emissions.csv rows (`deepgreen import codecarbon`), audited for what
+#: the study learned about such logs (deepgreen_audit.codecarbon).
+CODECARBON_LOG = Kind("codecarbon-log", "CodeCarbon-log package", ("codecarbon_log",),
+                      verbs=("validate", "audit", "export"), instead={"api-audit": "audit"})
 FOREIGN = Kind("foreign", "Frictionless data package not written by deepgreen", (),
                verbs=("validate",))
 #: The kinds a descriptor can declare, by the value of its KIND_KEY.
-DECLARABLE = {kind.name: kind for kind in (REPLICATION, API_PROFILES)}
+DECLARABLE = {kind.name: kind for kind in (REPLICATION, API_PROFILES, CODECARBON_LOG)}
 #: What each verb that some kind refuses does, for the message that refuses it.
 VERB_PURPOSE = {
     "audit": "audits a campaign's runs against the experiment specification",

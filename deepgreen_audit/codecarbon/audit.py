@@ -1,0 +1,214 @@
+"""The audit of a `codecarbon-log` package: integrity, the suite `codecarbon`, the campaign
+audit's S5 checks that are the same check (`checks.REUSED`), and the verdict of each log and
+run, in one `Report` (kind ``audit``) that prints, writes JSON, JUnit and the HTML page the
+same way as the campaign audit's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+
+import numpy as np
+from pathlib import Path
+
+from deepgreen_audit.codecarbon import checks as cc_checks
+from deepgreen_audit.codecarbon.context import LogContext
+from deepgreen_audit.codecarbon.verdict import log_verdicts, run_verdicts
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.package.descriptor import Package
+from deepgreen_audit.package.kinds import CODECARBON_LOG
+from deepgreen_audit.package.validate import validate_tables
+from deepgreen_audit.registry import REGISTRY, registered_checks, run_check
+from deepgreen_audit.report import Report
+from deepgreen_audit.spec import load_spec
+
+#: Runs listed under each log in the text report (all of them are in --json and --html).
+RUNS_SHOWN = 12
+#: The reused checks' evidence keys, back in a log's terms.
+_RENAMED = {"ecosystem": "source_file", "epoch": "source_line", "phase": "row", "run_id": "run"}
+
+
+def is_codecarbon_log(location) -> bool:
+    try:
+        return Package.open(location).kind is CODECARBON_LOG
+    except UserError:
+        return False
+
+
+def _in_log_terms(finding):
+    """A reused campaign check's finding in a log's words: rows, not blocks."""
+    message = (finding.message.replace("block(s)", "row(s)").replace("blocks", "rows")
+               .replace("readings checked", "rows checked").replace("0 counter totals and ", ""))
+    details = finding.details
+    if details and details.get("evidence"):
+        details = {**details, "evidence": [{_RENAMED.get(k, k): v for k, v in row.items()
+                                            if k != "codecarbon_version"}
+                                           for row in details["evidence"]]}
+    return dataclasses.replace(finding, message=message, details=details,
+                               resource="codecarbon_log")
+
+
+def _rate_unit(ctx: LogContext) -> str:
+    """What a broken emissions_rate is, when the numbers say: 1000 x emissions / duration is a
+    rate in g/s under CodeCarbon's kg/s label."""
+    b = ctx.blocks
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = b["codecarbon_emissions_rate_kg_per_s"] / (b["codecarbon_emissions_kg"]
+                                                          / b["codecarbon_duration_s"])
+    ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
+    thousand = ((ratio - 1000).abs() < 1.0)
+    if thousand.any():
+        logs = ", ".join(sorted(set(b.loc[thousand[thousand].index, "ecosystem"])))
+        return (f"; in {int(thousand.sum())} row(s) ({logs}) the rate is 1000 x emissions / "
+                "duration: grams per second under CodeCarbon's kg/s label")
+    return ""
+
+
+def audit_log(location, *, spec: dict | None = None,
+              select: list[str] | None = None) -> tuple[Report, LogContext | None]:
+    """Audit the CodeCarbon-log package at `location`; never raises for bad data."""
+    spec = spec or load_spec()
+    integrity, typed = validate_tables(location, CODECARBON_LOG.tables)
+    report = Report(integrity.subject, "audit", synthetic=integrity.synthetic, notice=integrity.notice)
+    import deepgreen_audit.audit.checks.measurement  # noqa: F401  (registers the reused checks)
+
+    own = registered_checks(cc_checks.SUITE)
+    reused = [REGISTRY["audit"][i] for i in cc_checks.REUSED]
+    order = own[:3] + reused + own[3:]
+    order = [c for c in order if not select or c.id == "integrity.validate"
+             or any(c.id.startswith(p) for p in select)]
+    if not integrity.valid:
+        first = integrity.findings[0] if integrity.findings else None
+        for c in order:
+            if c.id == "integrity.validate":
+                report.findings.append(c.finding(
+                    "fail", f"the package does not validate: {integrity.error_count} error(s)"
+                    + (f"; first: [{first.id}] {first.where()}: {first.message}" if first else ""),
+                    rows_affected=integrity.error_count))
+            else:
+                report.findings.append(c.finding("skip", "not run: the package does not validate"))
+        return report, None
+    ctx = LogContext(Package.open(location), spec, integrity, typed)
+    for c in order:
+        finding = run_check(c, ctx)
+        if c.suite == "audit":
+            finding = _in_log_terms(finding)
+            if c.id == "S5.emissions-rate" and finding.status == "fail":
+                finding = dataclasses.replace(finding, message=finding.message + _rate_unit(ctx))
+        report.findings.append(finding)
+    runs = run_verdicts(ctx)
+    logs = log_verdicts(ctx, runs)
+    report.stats["verdicts"] = {"logs": logs, "runs": runs.drop(columns=["energy_kwh"], errors="ignore")
+                                .to_dict(orient="records")}
+    for log in logs:
+        report.notes.append(f"{log['source_file']}: {log['words']}")
+        part = runs[runs["source_file"] == log["source_file"]]
+        for r in part.head(RUNS_SHOWN).itertuples():
+            report.notes.append(f"  line {r.source_line} (run {r.run_key[:13]}): {r.words}")
+        if len(part) > RUNS_SHOWN:
+            report.notes.append(f"  ... {len(part) - RUNS_SHOWN} more run(s) in --json and --html")
+    return report, ctx
+
+
+# ---------------------------------------------------------------- the page's verdict
+
+def verdict_html(report: Report, ctx: LogContext | None) -> str:
+    """The verdict section that opens the page: each log's verdict, its runs' verdicts, and a
+    figure of each run's energy by component, coloured measured / modelled."""
+    verdicts = report.stats.get("verdicts")
+    if not verdicts:
+        return ""
+    colours = {"measured": "#1b7f3b", "partly modelled": "#a15c00", "modelled": "#b3261e",
+               "not known": "#5f6368"}
+    parts = ['<h2>Verdict: was this energy measured?</h2>']
+    for log in verdicts["logs"]:
+        colour = colours.get(log["verdict"], "#202124")
+        parts.append(f'<p style="font-size:18px"><strong>{html.escape(log["source_file"])}</strong>: '
+                     f'<span style="color:{colour};font-weight:700">{html.escape(log["words"])}</span></p>')
+    found = [f for f in report.findings if f.status in ("fail", "warn")]
+    if found:
+        items = "".join(
+            f'<li><a href="#{html.escape(f.id)}" style="color:{"#b3261e" if f.status == "fail" else "#a15c00"}">'
+            f'<strong>{html.escape(f.id)}</strong></a> ({f.status}): '
+            f'{html.escape(f.message if len(f.message) < 260 else f.message[:257] + "...")}</li>'
+            for f in sorted(found, key=lambda f: f.status != "fail"))
+        parts.append(f"<p><strong>What the audit found</strong> (each with its rows and evidence "
+                     f"below):</p><ul>{items}</ul>")
+    figure = _energy_figure(ctx)
+    if figure:
+        parts.append(f'<img class="figure" alt="energy of each run by component, measured or '
+                     f'modelled" src="{figure}">')
+    rows = "".join(f"<tr><td>{html.escape(str(r['source_file']))}</td><td>{r['source_line']}</td>"
+                   f"<td>{html.escape(str(r['run_key']))}</td><td style=\"color:"
+                   f"{colours.get(r['verdict'], '#202124')}\">{html.escape(r['words'])}</td></tr>"
+                   for r in verdicts["runs"][:200])
+    parts.append('<table><tr><th>log</th><th>line</th><th>run</th><th>verdict</th></tr>'
+                 + rows + "</table>")
+    return "".join(parts)
+
+
+def _energy_figure(ctx: LogContext | None) -> str | None:
+    if ctx is None:
+        return None
+    from deepgreen_audit.audit.html import _figure, _png
+
+    c = ctx.components
+    c = c[c["final_row"] & c["energy_kwh"].notna() & (c["energy_kwh"] > 0)]
+    if c.empty:
+        return None
+    runs = list(dict.fromkeys(zip(c["source_file"], c["source_line"])))[:60]
+    fig, axes = _figure(width=9, height=0.22 * len(runs) + 1.4)
+    ax = axes[0][0]
+    colours = {"measured": "#1b7f3b", "modelled": "#b3261e", "measured or modelled": "#e8a33d",
+               "not tracked": "#5f6368"}
+    hatch = {"cpu": "", "gpu": "//", "ram": ".."}
+    seen = set()
+    for y, (source_file, line) in enumerate(runs):
+        part = c[(c["source_file"] == source_file) & (c["source_line"] == line)]
+        total = part["energy_kwh"].sum()
+        left = 0.0
+        for _, comp in part.iterrows():
+            width = comp["energy_kwh"] / total
+            label = f"{comp['component'].upper()} {comp['status']}"
+            ax.barh(y, width, left=left, color=colours.get(comp["status"], "#999"),
+                    hatch=hatch[comp["component"]], edgecolor="white",
+                    label=None if label in seen else label)
+            seen.add(label)
+            left += width
+    ax.set_yticks(range(len(runs)), [f"{f} line {n}" for f, n in runs], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of the run's energy")
+    ax.set_title("Each run's energy by component: measured (green) or modelled (red)")
+    ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
+    return _png(fig)
+
+
+def render_log_page(report: Report, ctx: LogContext | None) -> str:
+    """The campaign audit's page, opened by the verdict."""
+    from deepgreen_audit.audit.html import render_page
+
+    page = render_page(report, ctx)
+    return page.replace("<main><h2>Checks</h2>", "<main>" + verdict_html(report, ctx)
+                        + "<h2>Checks</h2>", 1)
+
+
+def cmd_audit(args) -> int:
+    """`deepgreen audit PKG` on a CodeCarbon-log package (the audit verb dispatches here)."""
+    from deepgreen_audit.audit.html import render_junit
+    from deepgreen_audit.package import atomic
+
+    report, ctx = audit_log(args.package, spec=load_spec(args.spec) if args.spec else None,
+                            select=args.select)
+    if args.out:
+        atomic.write_text(Path(args.out), report.to_json())
+    if args.html:
+        atomic.write_text(Path(args.html), render_log_page(report, ctx))
+    if args.junit:
+        atomic.write_text(Path(args.junit), render_junit(report))
+    print(report.to_json() if args.json else report.format_text(evidence_rows=3),
+          end="" if args.json else "\n")
+    if report.finding("integrity.validate").status != "pass" or (args.strict and not report.valid):
+        return 1
+    return 0

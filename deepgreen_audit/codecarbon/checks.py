@@ -1,0 +1,389 @@
+"""The checks of a CodeCarbon log: the registry's suite `codecarbon`, plus the campaign audit's S5
+checks that are the same check on these rows (`REUSED`, run unchanged on the context's
+`blocks` frame; see `audit.py`).
+
+Why a suite of its own: a lone log has no counters, blocks, runs table or specification to
+conform to, so most campaign checks do not apply; what applies is asked of CodeCarbon's own
+behaviour (its power models, its identities, its layouts).  The identities the campaign audit
+already checks on CodeCarbon's columns (components sum to the total, emissions rate, one carbon
+intensity per location) are the same check and are reused by id.  Tolerances are the
+specification's ``[audit]`` values, the same ones the campaign audit uses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from deepgreen_audit.audit.context import evidence
+from deepgreen_audit.codecarbon import hardware
+from deepgreen_audit.codecarbon.context import (MODELLED, NOT_TRACKED, UNVERIFIED, LogContext)
+from deepgreen_audit.registry import Outcome, Skip, check
+from deepgreen_audit.units import J_PER_KWH
+
+SUITE = "codecarbon"
+#: Checks of the campaign audit (suite `audit`) that are the same check on a CodeCarbon log.
+REUSED = ("S5.energy-domains", "S5.carbon-intensity", "S5.emissions-rate")
+#: The numeric cells a CodeCarbon row must have to hold a measurement.
+NEEDED = ("duration_s", "emissions_kg", "energy_consumed_kwh")
+
+
+def cc_check(id_: str, section: str = "S5", severity: str = "error"):
+    return check(id_, section, suite=SUITE, severity=severity, table="codecarbon_log")
+
+
+def _where(frame: pd.DataFrame) -> str:
+    """'001.csv lines 2, 3; 005.csv line 4' (at most 6 lines named)."""
+    parts = []
+    for source_file, part in frame.groupby("source_file", sort=True):
+        lines = sorted({int(x) for x in part["source_line"]})
+        shown = ", ".join(map(str, lines[:6])) + (f" (+{len(lines) - 6})" if len(lines) > 6 else "")
+        parts.append(f"{source_file} line{'s' if len(lines) > 1 else ''} {shown}")
+    return "; ".join(parts[:6]) + (f"; {len(parts) - 6} more log(s)" if len(parts) > 6 else "")
+
+
+@check("integrity.validate", "integrity", suite=SUITE)
+def validates(ctx: LogContext):
+    """The package validates: checksums, descriptor, every row against schemas/codecarbon_log.json."""
+    report = ctx.integrity
+    if report is None:
+        raise Skip("not validated")
+    rows = report.stats.get("codecarbon_log", {}).get("rows", len(ctx.rows))
+    return Outcome.passed(f"{rows:,} CodeCarbon row(s) of {len(ctx.source_files)} "
+                          "log(s); checksums and schema hold")
+
+
+@cc_check("integrity.cells", "integrity")
+def cells(ctx: LogContext):
+    """Every row holds CodeCarbon's measurement (duration, emissions, energy_consumed) and, in
+    the layouts that have them, each component's power and energy; a cell that is empty,
+    non-finite (nan, inf) or not a number is named with its row."""
+    r = ctx.rows
+    problems = []
+    for i in r.index:
+        missing = [c for c in NEEDED if pd.isna(r.at[i, c])]
+        if r.at[i, "layout"] != "1.x":
+            missing += [f"{d}_{k}" for d in ("cpu", "gpu", "ram") for k in ("power_w", "energy_kwh")
+                        if pd.isna(r.at[i, f"{d}_{k}"])]
+        bad = r.at[i, "cell_problems"]
+        if missing or isinstance(bad, str):
+            problems.append({"source_file": r.at[i, "source_file"],
+                             "source_line": int(r.at[i, "source_line"]),
+                             "empty": ", ".join(missing) or None,
+                             "not_a_value": bad if isinstance(bad, str) else None})
+    if problems:
+        frame = pd.DataFrame(problems)
+        return Outcome.failed(f"{len(frame)} row(s) with empty or non-finite measurement cells "
+                              f"({_where(frame)})", rows=len(frame), details=evidence(frame))
+    return Outcome.passed(f"all {len(r):,} rows hold finite values in every measurement cell")
+
+
+@cc_check("S5.cc-rows")
+def duplicated_rows(ctx: LogContext):
+    """Rows are CodeCarbon's: no row repeats another's measurement (same duration, energy and
+    emissions at another line), a log's timestamps do not go back in file order, and the
+    cumulative rows of one run (CodeCarbon's flushes) never decrease in duration or energy."""
+    r = ctx.rows
+    found = []
+    key = ["source_file", "duration_s", "energy_consumed_kwh", "emissions_kg"]
+    measured = r.dropna(subset=key[1:])
+    first_line = measured.groupby(key)["source_line"].transform("first")
+    dup = measured[measured.duplicated(key, keep="first")]
+    for i in dup.index:
+        found.append({"source_file": r.at[i, "source_file"], "source_line": int(r.at[i, "source_line"]),
+                      "problem": f"repeats line {int(first_line[i])}'s duration, energy and "
+                                 "emissions"})
+    for source_file, part in r.groupby("source_file", sort=False):
+        stamps = pd.to_datetime(part["timestamp"], errors="coerce", format="ISO8601", utc=True)
+        back = stamps < stamps.cummax().shift(1)
+        for i in part.index[back.fillna(False).to_numpy()]:
+            found.append({"source_file": source_file, "source_line": int(r.at[i, "source_line"]),
+                          "problem": f"timestamp {r.at[i, 'timestamp']} is earlier than a row above it"})
+        for run_key, run in part.groupby("run_key", sort=False):
+            if len(run) < 2:
+                continue
+            for column in ("duration_s", "energy_consumed_kwh"):
+                values = run[column].astype(float)
+                drop = values < values.cummax().shift(1)
+                for i in run.index[drop.fillna(False).to_numpy()]:
+                    found.append({"source_file": source_file, "source_line": int(r.at[i, "source_line"]),
+                                  "problem": f"run {run_key}: {column} {values[i]:.6g} is below an "
+                                             "earlier row of the same run (not a cumulative flush)"})
+    flushes = int((~r["final_row"]).sum())
+    note = (f"; {flushes} row(s) are cumulative flushes of a run whose final row follows"
+            if flushes else "")
+    if found:
+        frame = pd.DataFrame(found).drop_duplicates()
+        return Outcome.failed(f"{len(frame)} row(s) duplicated or out of order ({_where(frame)})"
+                              + note, rows=len(frame), details=evidence(frame))
+    return Outcome.passed(f"no duplicated or out-of-order rows in {len(r):,}" + note)
+
+
+def _component_outcome(ctx, comp: str, what: str) -> Outcome:
+    c = ctx.components
+    c = c[(c["component"] == comp) & c["final_row"].astype(bool)]
+    if c.empty:
+        raise Skip("the log has no rows")
+    if (c["status"] == "not logged").all():
+        raise Skip("CodeCarbon 1.x logs no per-component power")
+    flagged = c[c["status"].isin([MODELLED, NOT_TRACKED, UNVERIFIED])]
+    if flagged.empty:
+        used = c[c["status"] == "measured"]
+        return Outcome.passed(f"{comp.upper()} power measured in all {len(used)} run(s) that "
+                              f"track it ({what})")
+    counts = flagged.groupby(["status", "how"]).size().sort_values(ascending=False)
+    text = "; ".join(f"{n} run(s) {status}: {how}" for (status, how), n in counts.items())
+    frame = flagged.assign(energy_j=flagged["energy_kwh"] * J_PER_KWH)[
+        ["source_file", "source_line", "run_key", "power_w", "energy_j", "status", "how"]]
+    return Outcome.failed(f"{comp.upper()} power not measured in {len(flagged)} of {len(c)} run(s): "
+                          + text, rows=len(flagged), details=evidence(frame))
+
+
+@cc_check("S5.cc-cpu-power", severity="warning")
+def cpu_power(ctx: LogContext):
+    """Whether each run's CPU power was measured or modelled: CodeCarbon's TDP-fraction constant
+    (0.5 x TDP, 2.x and 3.x), its generic-TDP constant (0.5 x 85 W for a CPU it does not know),
+    3.0's TDP counted once per logical CPU, 3.x's load-model floor (0.1 x TDP), a constant
+    repeated across runs, or a CPU not tracked at all (0 W); TDPs from CodeCarbon's own
+    data/hardware/cpu_power.csv.  Under CodeCarbon 3 a varying power may be its load model:
+    said so, not counted as measured."""
+    return _component_outcome(ctx, "cpu", "a power counter's readings vary")
+
+
+@cc_check("S5.cc-ram-power", severity="warning")
+def ram_power(ctx: LogContext):
+    """Which RAM model gave each run's RAM power: 3 W per 8 GB (2.x), the DIMM model (3.x: 5 W
+    per x86 DIMM, 1.5 W on ARM), or a process-mode share. CodeCarbon never measures RAM power,
+    so a run with RAM energy always has a modelled part."""
+    return _component_outcome(ctx, "ram", "")
+
+
+@cc_check("S5.cc-gpu-power", severity="warning")
+def gpu_power(ctx: LogContext):
+    """Whether each run's GPU power was read (NVML, powermetrics) or is one constant repeated
+    to every digit across runs (no GPU reading repeats like that)."""
+    return _component_outcome(ctx, "gpu", "NVML or powermetrics")
+
+
+@cc_check("S5.cc-cpu-power-max")
+def cpu_power_max(ctx: LogContext):
+    """No CPU power above what the CPU model can draw: its TDP in CodeCarbon's own table times
+    the sockets its family is sold for (1 for client CPUs, 2 for EPYC, 8 for Xeon), both the
+    reported power and the mean power of the CPU energy over the duration."""
+    r = ctx.rows
+    found, checked, unknown = [], 0, set()
+    for i in r.index:
+        limit = hardware.cpu_maximum(r.at[i, "cpu_model"])
+        powers = {"reported": r.at[i, "cpu_power_w"]}
+        if pd.notna(r.at[i, "cpu_energy_kwh"]) and pd.notna(r.at[i, "duration_s"]) and r.at[i, "duration_s"] > 0:
+            powers["mean (energy / duration)"] = r.at[i, "cpu_energy_kwh"] * J_PER_KWH / r.at[i, "duration_s"]
+        if all(pd.isna(v) for v in powers.values()):
+            continue
+        if limit is None:
+            if isinstance(r.at[i, "cpu_model"], str):
+                unknown.add(r.at[i, "cpu_model"])
+            continue
+        checked += 1
+        for label, p in powers.items():
+            if pd.notna(p) and p > limit[0] * (1 + hardware.MODEL_RELATIVE_TOLERANCE):
+                found.append({"source_file": r.at[i, "source_file"], "source_line": int(r.at[i, "source_line"]),
+                              "cpu_model": r.at[i, "cpu_model"], "power": label, "power_w": float(p),
+                              "maximum_w": limit[0], "source": limit[1]})
+    if not checked:
+        raise Skip("no row's CPU is in CodeCarbon's table"
+                   + (f" ({', '.join(sorted(unknown)[:3])})" if unknown else ""))
+    tail = (f"; {len(unknown)} CPU model(s) not in {hardware.cpu_table()[1]}, not checked: "
+            + ", ".join(sorted(unknown)[:4]) if unknown else f"; TDPs from {hardware.cpu_table()[1]}")
+    if found:
+        frame = pd.DataFrame(found)
+        worst = frame.loc[frame["power_w"].idxmax()]
+        return Outcome.failed(f"{frame[['source_file', 'source_line']].drop_duplicates().shape[0]} row(s) "
+                              f"report more CPU power than the CPU can draw (up to {worst['power_w']:.4g} W "
+                              f"for {worst['source']}; {_where(frame)})" + tail,
+                              rows=frame[["source_file", "source_line"]].drop_duplicates().shape[0],
+                              details=evidence(frame))
+    return Outcome.passed(f"{checked:,} row(s) within their CPU's TDP x sockets" + tail)
+
+
+@cc_check("S5.cc-gpu-power-limit")
+def gpu_power_limit(ctx: LogContext):
+    """No GPU power above the board limit of its model (NVIDIA's specification, laptop GPUs at
+    their top TGP with Dynamic Boost; hardware.GPU_BOARD_LIMIT_W) times the gpu count and
+    gpu_power_limit_factor: both the reported power and energy / duration."""
+    r = ctx.rows
+    t = ctx.tolerances
+    factor = float(t["gpu_power_limit_factor"])
+    found, checked, unknown = [], 0, set()
+    for i in r.index:
+        p, e, d = r.at[i, "gpu_power_w"], r.at[i, "gpu_energy_kwh"], r.at[i, "duration_s"]
+        powers = {"reported": p}
+        if pd.notna(e) and pd.notna(d) and d > 0:
+            powers["mean (energy / duration)"] = e * J_PER_KWH / d
+        if not any(pd.notna(v) and v > 0 for v in powers.values()):
+            continue
+        limit = hardware.gpu_limit(r.at[i, "gpu_model"], t.get("gpu_board_power_limit_w"))
+        if limit is None:
+            unknown.add(str(r.at[i, "gpu_model"]))
+            continue
+        count = r.at[i, "gpu_count"]
+        count = int(count) if pd.notna(count) and count > 0 else 1
+        checked += 1
+        bound = limit[0] * count * factor
+        for label, value in powers.items():
+            if pd.notna(value) and value > bound:
+                found.append({"source_file": r.at[i, "source_file"], "source_line": int(r.at[i, "source_line"]),
+                              "gpu_model": r.at[i, "gpu_model"], "power": label, "power_w": float(value),
+                              "limit_w": limit[0] * count, "source": limit[1],
+                              "duration_s": float(d) if pd.notna(d) else None})
+    if not checked:
+        raise Skip("no row has a GPU power of a model in the board-limit table"
+                   + (f" (not in it: {', '.join(sorted(unknown)[:3])})" if unknown else ""))
+    tail = (f"; not in the board-limit table, not checked: {', '.join(sorted(unknown)[:4])}"
+            if unknown else "")
+    if found:
+        frame = pd.DataFrame(found)
+        worst = frame.loc[frame["power_w"].idxmax()]
+        n = frame[["source_file", "source_line"]].drop_duplicates().shape[0]
+        return Outcome.failed(f"{n} row(s) report GPU power above the board limit (up to "
+                              f"{worst['power_w']:.4g} W on a {hardware.gpu_name(worst['gpu_model'])} "
+                              f"whose limit is {worst['limit_w']:.4g} W; {_where(frame)})" + tail,
+                              rows=n, details=evidence(frame))
+    return Outcome.passed(f"{checked:,} row(s) within their GPU's board limit x {factor:g}" + tail)
+
+
+@cc_check("S5.cc-power-duration")
+def power_duration(ctx: LogContext):
+    """Where a component's power is a model's constant (CPU TDP constants, RAM models in machine
+    mode, a constant repeated across runs), its energy is that power times the duration, within
+    power_duration_relative_tolerance: otherwise CodeCarbon accumulated the energy over another
+    window than the duration beside it (e.g. a tracker restarted without resetting its RAM
+    energy), and energy and duration cannot both be right."""
+    c = ctx.components
+    c = c[c["constant"] & c["power_w"].notna() & c["energy_kwh"].notna()]
+    if c.empty:
+        raise Skip("no component with a modelled constant power")
+    r = ctx.rows
+    duration = r.loc[c["index"], "duration_s"].astype(float).to_numpy()
+    with np.errstate(all="ignore"):  # overflow of absurd cells is a finding, not a warning
+        expected = c["power_w"].to_numpy() * duration
+        found_j = c["energy_kwh"].to_numpy() * J_PER_KWH
+        rel = np.abs(found_j - expected) / np.abs(expected)
+    tol = float(ctx.tolerances["power_duration_relative_tolerance"])
+    bad = (rel > tol) & np.isfinite(duration)
+    with np.errstate(all="ignore"):
+        frame = c.assign(duration_s=duration, energy_j=found_j, power_x_duration_j=expected,
+                         ratio=found_j / expected, seconds_of_power=found_j / c["power_w"].to_numpy())
+    if bad.any():
+        off = frame[bad][["source_file", "source_line", "run_key", "component", "power_w",
+                          "duration_s", "energy_j", "power_x_duration_j", "ratio", "seconds_of_power"]]
+        with np.errstate(all="ignore"):
+            off = off.sort_values("ratio", key=lambda s: np.abs(np.log(np.abs(s.astype(float)))),
+                                  ascending=False)
+        worst = off.iloc[0]
+        rows = off[["source_file", "source_line"]].drop_duplicates().shape[0]
+        return Outcome.failed(
+            f"{rows} row(s) whose energy is not their constant power x duration "
+            f"({', '.join(f'{k.upper()} {v}' for k, v in off['component'].value_counts().items())}; "
+            f"worst: {worst['component'].upper()} {worst['power_w']:.4g} W beside an energy worth "
+            f"{worst['seconds_of_power']:.4g} s of it in a {worst['duration_s']:.4g} s run, "
+            f"{worst['source_file']} line {int(worst['source_line'])})",
+            rows=rows, details=evidence(off))
+    return Outcome.passed(f"{int(len(c)):,} constant-power component readings equal power x "
+                          f"duration within {tol:.0%}")
+
+
+@cc_check("S5.cc-short-runs", severity="warning")
+def short_runs(ctx: LogContext):
+    """Runs shorter than CodeCarbon's sampling interval (measure_power_secs, 15 s unless set;
+    the log does not record it): their energy rests on the one reading taken at stop."""
+    f = ctx.finals
+    d = f["duration_s"].astype(float)
+    short = f[d < hardware.DEFAULT_INTERVAL_S]
+    if short.empty:
+        return Outcome.passed(f"every run lasts at least {hardware.DEFAULT_INTERVAL_S:g} s")
+    frame = short[["source_file", "source_line", "run_key", "duration_s"]]
+    return Outcome.failed(f"{len(short)} of {len(f)} run(s) shorter than CodeCarbon's default "
+                          f"{hardware.DEFAULT_INTERVAL_S:g} s sampling interval (shortest "
+                          f"{d.min():.3g} s; {_where(frame)})", rows=len(short), details=evidence(frame))
+
+
+@cc_check("S5.cc-magnitudes")
+def magnitudes(ctx: LogContext):
+    """Energies are possible in kWh: no negative energy, duration or emissions; the mean power
+    of the total energy over the duration between kwh_suspect_power_w and the most the machine
+    can draw (the CPU and RAM ranges of [audit] plus each GPU's board limit, 1 kW when unknown);
+    outside it the figure is in another unit (J, Wh) or over another window."""
+    r = ctx.rows
+    t = ctx.tolerances
+    found = []
+    for i in r.index:
+        values = {c: r.at[i, c] for c in ("duration_s", "emissions_kg", "energy_consumed_kwh",
+                                          "cpu_energy_kwh", "gpu_energy_kwh", "ram_energy_kwh")}
+        negative = [c for c, v in values.items() if pd.notna(v) and v < 0]
+        e, d = values["energy_consumed_kwh"], values["duration_s"]
+        problem = f"negative {', '.join(negative)}" if negative else None
+        if problem is None and pd.notna(e) and pd.notna(d) and d > 0 and e > 0:
+            with np.errstate(all="ignore"):
+                mean = e * J_PER_KWH / d
+            limit = hardware.gpu_limit(r.at[i, "gpu_model"], t.get("gpu_board_power_limit_w"))
+            gpus = r.at[i, "gpu_count"]
+            gpus = int(gpus) if pd.notna(gpus) else (1 if isinstance(r.at[i, "gpu_model"], str) else 0)
+            pue = r.at[i, "pue"] if pd.notna(r.at[i, "pue"]) and r.at[i, "pue"] >= 1 else 1.0
+            most = (float(t["cpu_power_range_w"][1]) + float(t["ram_power_range_w"][1])
+                    + gpus * (limit[0] * float(t["gpu_power_limit_factor"]) if limit else 1000.0)) * pue
+            if mean > most:
+                problem = (f"{e:.4g} kWh in {d:.4g} s is a mean {mean:.4g} W, above the {most:.4g} W "
+                           "this machine can draw")
+            elif mean < float(t["kwh_suspect_power_w"]):
+                problem = f"{e:.4g} kWh in {d:.4g} s is a mean {mean:.3g} W: not kWh"
+        if problem:
+            found.append({"source_file": r.at[i, "source_file"], "source_line": int(r.at[i, "source_line"]),
+                          "problem": problem})
+    if found:
+        frame = pd.DataFrame(found)
+        return Outcome.failed(f"{len(frame)} row(s) with impossible magnitudes ({_where(frame)}): "
+                              + frame["problem"].iloc[0], rows=len(frame), details=evidence(frame))
+    return Outcome.passed(f"{len(r):,} rows: energies, durations and emissions possible in their units")
+
+
+#: What must not change within one project or experiment: column -> what it is.
+HELD_FIXED = {"country_iso_code": "location (country)", "region": "location (region)",
+              "cpu_model": "CPU", "gpu_model": "GPU", "cpu_count": "CPU count", "gpu_count": "GPU count",
+              "ram_total_size_gb": "RAM size", "os": "OS", "codecarbon_version": "CodeCarbon version",
+              "tracking_mode": "tracking mode", "python_version": "interpreter", "pue": "PUE"}
+
+
+@cc_check("S6.cc-constancy", "S6", severity="warning")
+def constancy(ctx: LogContext):
+    """Location, hardware, OS, CodeCarbon version, tracking mode and interpreter stay one value
+    within a project (a log's project_name) and within an experiment (a non-default
+    experiment_id): runs measured on other hardware or software, or located elsewhere (another
+    carbon intensity), are not comparable. RAM size counts as changed beyond 1 %. An empty cell
+    is not a value."""
+    r = ctx.rows.copy()
+    r["region"] = r["region"].str.lower()
+    groups = []
+    for label, column in (("project", "project_name"), ("experiment", "experiment_id")):
+        scope = r if column == "project_name" else r[r[column] != hardware.DEFAULT_EXPERIMENT_ID]
+        for (source_file, name), part in scope.groupby(["source_file", column], sort=True):
+            for c, what in HELD_FIXED.items():
+                values = part[c].dropna()
+                if c == "ram_total_size_gb" and len(values):
+                    changed = values.max() > values.min() * (1 + hardware.RAM_SIZE_RELATIVE_CHANGE)
+                else:
+                    changed = values.astype(str).nunique() > 1
+                if changed:
+                    counts = values.astype(str).value_counts()
+                    groups.append({"source_file": source_file, "scope": f"{label} {name}",
+                                   "column": c, "what": what, "values": "; ".join(
+                                       f"{v} ({n} row(s))" for v, n in counts.items()),
+                                   "lines": ", ".join(str(int(x)) for x in part.loc[values.index, "source_line"][:12])})
+    if groups:
+        frame = pd.DataFrame(groups)
+        text = "; ".join(f"{g['source_file']} {g['scope']}: {g['what']} {g['values']}"
+                         for g in groups[:4])
+        return Outcome.failed(f"{len(frame)} setting(s) change within a project or experiment: "
+                              + text + (f"; {len(groups) - 4} more" if len(groups) > 4 else ""),
+                              rows=len(frame), details=evidence(frame))
+    return Outcome.passed("location, hardware, versions, tracking mode and interpreter are one "
+                          "value within every project and experiment")

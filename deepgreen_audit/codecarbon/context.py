@@ -1,0 +1,195 @@
+"""What the checks of a CodeCarbon log read: its rows (typed once), how each component's power
+of each row was obtained (`components`), and the frames under the campaign audit's column names
+that let its S5 checks run unchanged (`blocks`, `block_runs`)."""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from deepgreen_audit.codecarbon import hardware
+from deepgreen_audit.codecarbon.layout import COMPONENTS, major, version_tuple
+from deepgreen_audit.package.descriptor import Package
+from deepgreen_audit.spec import load_spec
+from deepgreen_audit.units import J_PER_KWH
+
+TABLE = "codecarbon_log"
+_NULLABLE = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
+
+#: The first CodeCarbon with a CPU load model (force_mode_cpu_load, 2.8; the fallback from 3.0).
+LOAD_MODEL_SINCE = (2, 8)
+#: The status of a component's power in one row.
+MEASURED, MODELLED, UNVERIFIED, NOT_TRACKED, ABSENT, UNKNOWN = (
+    "measured", "modelled", "measured or modelled", "not tracked", "absent", "not logged")
+
+
+def _f(value) -> float:
+    try:
+        return float(value) if value is not None and value is not pd.NA else float("nan")
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+COMPONENT_COLUMNS = ["index", "source_file", "source_line", "run_key", "final_row", "component",
+                     "power_w", "energy_kwh", "status", "how", "constant"]
+
+
+class LogContext:
+    """A CodeCarbon-log package under audit."""
+
+    def __init__(self, package: Package, spec: dict | None = None, integrity=None,
+                 typed_tables: dict | None = None):
+        self.package = package
+        self.spec = spec or load_spec()
+        self.integrity = integrity
+        typed = (typed_tables or {}).get(TABLE) or package.table(TABLE)
+        rows = typed.to_pandas(types_mapper=_NULLABLE.get)
+        rows["final_row"] = rows["final_row"].astype(bool)
+        rows["major"] = [major(v) if isinstance(v, str) else
+                         (1 if lay == "1.x" else (2 if lay.startswith("2") else 3))
+                         for v, lay in zip(rows["codecarbon_version"], rows["layout"])]
+        self.rows = rows
+
+    @cached_property
+    def source_files(self) -> list[str]:
+        """Every log the import read, those without rows too (codecarbon-sources.json)."""
+        names = set(self.rows["source_file"])
+        path = self.package.descriptor_path.parent / "codecarbon-sources.json"
+        try:
+            names |= {s["source_file"] for s in json.loads(path.read_text(encoding="utf-8"))["sources"]}
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a package without the file (or a damaged one): the table's logs
+        return sorted(names)
+
+    @property
+    def tolerances(self) -> dict:
+        return self.spec["audit"]
+
+    @property
+    def finals(self) -> pd.DataFrame:
+        """One row per CodeCarbon run: its last (cumulative) row."""
+        return self.rows[self.rows["final_row"]]
+
+    @cached_property
+    def components(self) -> pd.DataFrame:
+        """One row per (source row, component): power, energy, status (measured, modelled,
+        measured or modelled, not tracked, absent, not logged), how, and whether the power is a
+        model's constant (then energy must be power x duration)."""
+        r = self.rows
+        repeated = self._repeated_powers()
+        out = []
+        for i in r.index:
+            row = r.loc[i]
+            for comp in COMPONENTS:
+                power, energy = _f(row[f"{comp}_power_w"]), _f(row[f"{comp}_energy_kwh"])
+                status, how, constant = self._classify(row, comp, power, energy, repeated)
+                out.append({"index": i, "source_file": row["source_file"],
+                            "source_line": int(row["source_line"]), "run_key": row["run_key"],
+                            "final_row": bool(row["final_row"]), "component": comp,
+                            "power_w": power, "energy_kwh": energy, "status": status, "how": how,
+                            "constant": constant})
+        return pd.DataFrame(out, columns=COMPONENT_COLUMNS)
+
+    def _repeated_powers(self) -> set:
+        """(file, component, hardware, power) that one log reports for two or more runs, and
+        for at least load_model_mode_share of that hardware's runs: a measured power never
+        repeats to every digit like that, a model's constant does."""
+        f = self.finals
+        found = set()
+        for comp in COMPONENTS:
+            hw = f["gpu_model"] if comp == "gpu" else f["cpu_model"]
+            power = f[f"{comp}_power_w"].astype(float)
+            frame = pd.DataFrame({"file": f["source_file"], "hw": hw.fillna(""), "p": power,
+                                  "run": f["run_key"]}).dropna(subset=["p"])
+            frame = frame[frame["p"] > 0]
+            counts = frame.groupby(["file", "hw", "p"])["run"].nunique()
+            runs = frame.groupby(["file", "hw"])["run"].nunique()
+            share = float(self.tolerances["load_model_mode_share"])
+            found |= {(file, comp, hw, p) for (file, hw, p), n in counts.items()
+                      if n >= 2 and n >= share * runs[(file, hw)]}
+        return found
+
+    def _classify(self, row, comp, power, energy, repeated):
+        if np.isnan(power) and np.isnan(energy):
+            return (UNKNOWN, "CodeCarbon 1.x logs no per-component power or energy", False) \
+                if row["layout"] == "1.x" else (ABSENT, "empty cells", False)
+        if (np.isnan(power) or power == 0) and (np.isnan(energy) or energy == 0):
+            if comp == "cpu":
+                return NOT_TRACKED, "0 W and 0 kWh: CodeCarbon did not track the CPU, so the " \
+                                    "total leaves it out", False
+            return ABSENT, f"no {comp.upper()} tracked", False
+        hw = row["gpu_model"] if comp == "gpu" else row["cpu_model"]
+        key = (row["source_file"], comp, hw if isinstance(hw, str) else "", power)
+        constant_runs = key in repeated
+        m = row["major"]
+        if comp == "cpu":
+            models = hardware.cpu_models(power, row["cpu_model"], _f(row["cpu_count"]), m)
+            # a constant's energy is power x duration; in process mode the power is the
+            # process's share of it, sample by sample, and the load model varies
+            steady = row["tracking_mode"] != "process"
+            if models:
+                load_floor = all(x.startswith("load-model floor") for x in models)
+                return MODELLED, " or ".join(models), steady and not load_floor
+            if constant_runs:
+                return MODELLED, f"one constant {power:g} W in several runs (a measured power " \
+                                 "never repeats to every digit); no CodeCarbon model of this CPU " \
+                                 "in its table gives it", steady
+            version = version_tuple(row["codecarbon_version"])
+            if (m is not None and m >= 3) or (version is not None and version >= LOAD_MODEL_SINCE):
+                return UNVERIFIED, "varies: a power counter (RAPL, powermetrics) or CodeCarbon's " \
+                                   "load model (TDP x (0.1 + 0.9 x load^3), from 2.8; the " \
+                                   "fallback in 3.x); the log does not say which", False
+            return MEASURED, "varies: a power counter (RAPL, Power Gadget, powermetrics); " \
+                             "CodeCarbon before 2.8 has no load model", False
+        if comp == "ram":
+            models = hardware.ram_models(power, row["ram_total_size_gb"], row["cpu_model"],
+                                         row["os"], m, row["tracking_mode"])
+            if models:
+                return MODELLED, " or ".join(models), not models[0].startswith("process")
+            return MODELLED, "no RAM model of its version gives this power; CodeCarbon never " \
+                             "measures RAM power", constant_runs
+        if constant_runs:
+            return MODELLED, f"one constant {power:g} W in several runs: not a GPU reading", True
+        name = str(hw or "")
+        source = "powermetrics" if "Apple" in name else "NVML" if ("NVIDIA" in name or " x " in name) \
+            else "the GPU's driver"
+        return MEASURED, f"varies: read from {source}", False
+
+    # ------------------------------------------------ the campaign audit's column names
+
+    @cached_property
+    def blocks(self) -> pd.DataFrame:
+        """The rows under the names the campaign audit's S5 checks read: a row is a 'block',
+        its log the 'ecosystem', its line the 'epoch' (the reused checks' evidence is renamed
+        back by the driver)."""
+        r = self.rows
+        nan = pd.Series(np.nan, index=r.index)
+        frame = pd.DataFrame({
+            "run_id": r["source_file"] + ":" + r["run_key"], "ecosystem": r["source_file"],
+            "epoch": r["source_line"].astype(int), "phase": np.where(r["final_row"], "final", "flush"),
+            "energy_j": nan, "gpu_energy_j": nan, "cpu_energy_j": nan,
+            "duration_s": r["duration_s"].astype(float),
+            "codecarbon_duration_s": r["duration_s"].astype(float),
+            "codecarbon_energy_kwh": r["energy_consumed_kwh"].astype(float),
+            "codecarbon_energy_j": r["energy_consumed_kwh"].astype(float) * J_PER_KWH,
+            "codecarbon_emissions_kg": r["emissions_kg"].astype(float),
+            "codecarbon_emissions_rate_kg_per_s": r["emissions_rate_kg_per_s"].astype(float),
+            # one intensity per location of one log: logs of other years and versions use
+            # other intensity data for the same place
+            "codecarbon_country_iso_code": r["source_file"] + ":" + r["country_iso_code"].fillna("?"),
+            "codecarbon_region": r["region"].str.lower(),
+            "codecarbon_version": r["codecarbon_version"].astype(object).fillna(r["layout"] + " (no version column)"),
+        })
+        for comp in COMPONENTS:
+            frame[f"codecarbon_{comp}_energy_kwh"] = r[f"{comp}_energy_kwh"].astype(float)
+            frame[f"codecarbon_{comp}_power_w"] = r[f"{comp}_power_w"].astype(float)
+        return frame
+
+    @property
+    def block_runs(self) -> pd.DataFrame:
+        """The same frame: a log has no runs table to join."""
+        return self.blocks

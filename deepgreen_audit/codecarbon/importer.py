@@ -1,0 +1,251 @@
+"""`deepgreen import codecarbon PATH... --out PKG`: CodeCarbon logs to a `codecarbon-log` package.
+
+Reads one or many `emissions.csv` files (a folder: every `*.csv` under it, sorted), of any
+CodeCarbon layout (`layout.py`): columns in any order, CRLF or LF line endings, with or without
+a final newline, a UTF-8 byte-order mark.  Each row becomes one row of the `codecarbon_log`
+table with its source file and line; nothing is recomputed or filled in.
+
+Decisions
+=========
+
+* A file is CodeCarbon output when its header holds CodeCarbon's `REQUIRED` columns; any
+  other file is refused in one line naming it (and the columns it lacks).  A row with another
+  number of cells than the header is refused, naming the file and line.
+* A cell that is not a value of its column (``nan``, ``inf``, text in a number column, a
+  fractional count) is left empty and named in `cell_problems`; the source line keeps its
+  text.  Columns that are not CodeCarbon's are kept verbatim in `extra_columns`.
+* A row holding CodeCarbon's column names is another header (logs of two versions pasted one
+  after the other): the rows below it are read with it, and its line is kept in the sources.
+  A log with a header and no rows imports, and its verdict says it has no rows.
+* Runs: rows of one file with the same run_id are one CodeCarbon run (its flushes write
+  cumulative rows); `flush` numbers them in file order and `final_row` marks the last.  A
+  1.x row (no run_id) is a run of its own.
+* The sources (path, bytes, SHA-256, header, layout, line endings, final newline) go to
+  ``codecarbon-sources.json`` beside the table; the inputs are never modified, and the package
+  is written atomically (`package.writer`).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+from pathlib import Path
+
+from deepgreen_audit.codecarbon.layout import COLUMNS, REQUIRED, layout_of, row_layout
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.package.kinds import CODECARBON_LOG
+from deepgreen_audit.package.schema import load_schema
+from deepgreen_audit.package.tables import TextTable, rows_from_columns
+from deepgreen_audit.package.writer import write_package
+
+TABLE = "codecarbon_log"
+SOURCES_FILE = "codecarbon-sources.json"
+
+
+def discover(paths: list[Path]) -> tuple[list[Path], Path]:
+    """The files to read (a folder's `*.csv`, recursively, sorted) and the folder their
+    names are relative to."""
+    files: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            found = sorted(q for q in p.rglob("*.csv") if q.is_file())
+            if not found:
+                raise UserError("holds no *.csv file", path=p, code="missing-input")
+            files += found
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise UserError("no such file or folder", path=p, code="missing-input")
+    resolved = [f.resolve() for f in files]
+    if len(set(resolved)) != len(resolved):
+        raise UserError("a log is given twice", path=paths[0])
+    dirs = [p.resolve() if Path(p).is_dir() else Path(p).resolve().parent for p in paths]
+    root = Path(os.path.commonpath(dirs))
+    return files, root
+
+
+def read_log(path: Path, name: str) -> tuple[dict, list[dict]]:
+    """One log: its source facts and its rows (column -> text, plus line)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot be read: {exc.strerror}", path=path, code="missing-input") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"is not CodeCarbon output: not UTF-8 text (byte {exc.start})",
+                        path=path, code="not-codecarbon") from None
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise UserError(f"is not CodeCarbon output: not CSV ({exc})", path=path,
+                        code="not-codecarbon") from None
+    if not rows or not any(cell.strip() for cell in rows[0]):
+        raise UserError("is not CodeCarbon output: empty, no header row", path=path, row=1,
+                        code="not-codecarbon")
+    header = [h.strip() for h in rows[0]]
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        hint = ("; it looks ';'-separated, as a spreadsheet re-saves a CSV: give the file "
+                "CodeCarbon wrote" if len(header) == 1 and ";" in header[0] else "")
+        raise UserError(f"is not CodeCarbon output: its header lacks {', '.join(missing)} "
+                        f"(it has {', '.join(header[:6])[:200]}{', ...' if len(header) > 6 else ''})"
+                        + hint, path=path, row=1, code="not-codecarbon")
+    repeated = sorted({h for h in header if header.count(h) > 1})
+    if repeated:
+        raise UserError(f"repeats the column(s) {', '.join(repeated)} in its header", path=path,
+                        row=1, code="not-codecarbon")
+    out, headers = [], []
+    for number, row in enumerate(rows[1:], start=2):
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue  # a blank line (an editor's final newline twice) holds no row
+        names = [cell.strip() for cell in row]
+        if all(c in names for c in REQUIRED):
+            # another header: logs of two CodeCarbon versions pasted one after the other
+            header = names
+            headers.append({"line": number, "header": header})
+            continue
+        if len(row) != len(header):
+            raise UserError(f"{len(row)} cells, the header has {len(header)}: not a row "
+                            "CodeCarbon wrote", path=path, row=number, code="csv-error")
+        cells = dict(zip(header, row))
+        cells["__line__"] = number
+        cells["__layout__"] = layout_of(header)
+        out.append(cells)
+    crlf = b"\r\n" in data
+    source = {"source_file": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+              "header": [h.strip() for h in rows[0]], "layout": layout_of([h.strip() for h in rows[0]]),
+              "rows": len(out), "later_headers": headers,
+              "line_endings": "CRLF" if crlf else ("CR" if b"\r" in data else "LF"),
+              "final_newline": data.endswith(b"\n") or data.endswith(b"\r"),
+              "byte_order_mark": data.startswith(b"\xef\xbb\xbf")}
+    return source, out
+
+
+def _number(text: str, column: str, integer: bool, problems: list[str]):
+    text = text.strip()
+    if text == "":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        problems.append(f"{column}: {text!r} is not a number")
+        return None
+    if not math.isfinite(value):
+        problems.append(f"{column}: {text!r} is not a finite number")
+        return None
+    if integer:
+        if value != int(value):
+            problems.append(f"{column}: {text!r} is not a whole count")
+            return None
+        return int(value)
+    return value
+
+
+def table_rows(source: dict, rows: list[dict]) -> list[dict]:
+    """The package rows of one log (column -> Python value)."""
+    schema = load_schema(TABLE)
+    types = {f.name: f.type for f in schema.fields}
+    out = []
+    for cells in rows:
+        extra = [h for h in cells if h not in COLUMNS and not h.startswith("__")]
+        problems: list[str] = []
+        row = {f: None for f in types}
+        for cc, column in COLUMNS.items():
+            if cc not in cells:
+                continue
+            text = cells[cc]
+            if types[column] in ("number", "integer"):
+                row[column] = _number(text, cc, types[column] == "integer", problems)
+            else:
+                row[column] = text.strip() or None
+        line = cells["__line__"]
+        row.update({"source_file": source["source_file"], "source_line": line,
+                    "layout": row_layout(cells["__layout__"], row.get("codecarbon_version")),
+                    "run_key": row["run_id"] or f"line-{line}",
+                    "extra_columns": " | ".join(f"{h}={cells[h]}" for h in extra if cells[h] != "")
+                    or None,
+                    "cell_problems": " | ".join(problems) or None})
+        out.append(row)
+    counts: dict[str, int] = {}
+    for row in out:
+        counts[row["run_key"]] = counts.get(row["run_key"], 0) + 1
+        row["flush"] = counts[row["run_key"]]
+    for row in out:
+        row["final_row"] = row["flush"] == counts[row["run_key"]]
+    return out
+
+
+def build_table(paths: list[Path]) -> tuple[TextTable, list[dict]]:
+    files, root = discover(paths)
+    schema = load_schema(TABLE)
+    sources, rows = [], []
+    for path in files:
+        name = path.resolve().relative_to(root).as_posix()
+        source, raw = read_log(path, name)
+        sources.append(source)
+        rows += table_rows(source, raw)
+    rows.sort(key=lambda r: (r["source_file"], r["source_line"]))
+    columns = {f.name: [r[f.name] for r in rows] for f in schema.fields}
+    return TextTable(schema.field_names, rows_from_columns(schema, columns)), sources
+
+
+def import_logs(paths: list[Path], out: Path, *, overwrite: bool = False,
+                descriptor_path: Path | None = None, meta: dict | None = None) -> tuple[Path, dict]:
+    """Import the CodeCarbon logs at `paths` into a package at `out`; returns (descriptor, report)."""
+    if descriptor_path is not None and Path(descriptor_path).resolve() != (
+            Path(out) / "datapackage.json").resolve():
+        raise UserError("a CodeCarbon-log package keeps its descriptor inside PKG; drop --descriptor",
+                        path=descriptor_path)
+    paths = [Path(p) for p in paths]
+    table, sources = build_table(paths)
+    meta = meta or {
+        "name": "codecarbon-logs",
+        "title": "CodeCarbon logs: " + ", ".join(s["source_file"] for s in sources[:5])
+                 + (f" and {len(sources) - 5} more" if len(sources) > 5 else ""),
+        "description": ("CodeCarbon emissions.csv rows imported by 'deepgreen import codecarbon', "
+                        "one row per source row with its file and line; values as CodeCarbon "
+                        "wrote them, in CodeCarbon's documented units. Sources: "
+                        f"{SOURCES_FILE}."),
+        "synthetic": False,
+        "provenance": {"importer": "deepgreen import codecarbon",
+                       "sources": [{k: s[k] for k in ("source_file", "sha256", "bytes")}
+                                   for s in sources]},
+    }
+    extra = {SOURCES_FILE: (json.dumps({"sources": sources}, indent=2, ensure_ascii=False)
+                            + "\n").encode()}
+    path = write_package({TABLE: table}, Path(out), meta, overwrite=overwrite, extra_files=extra,
+                         check=_refuse_invalid, inputs=paths, kind=CODECARBON_LOG)
+    rows = len(table.rows)
+    report = {"logs": len(sources), "rows": rows, "sources": sources,
+              "summary": "\n".join(
+                  [f"imported {rows:,} row(s) of {len(sources)} CodeCarbon log(s)"]
+                  + [f"  {s['source_file']}: {s['rows']} row(s), layout {s['layout']}, "
+                     f"{s['line_endings']}{'' if s['final_newline'] else ', no final newline'}"
+                     for s in sources[:20]]
+                  + ([f"  ... {len(sources) - 20} more"] if len(sources) > 20 else [])
+                  + [f"wrote {out} (described by {path}); run 'deepgreen audit {out}' next"])}
+    return path, report
+
+
+def import_source(source, out: Path, *, overwrite: bool = False,
+                  descriptor_path: Path | None = None) -> tuple[Path, dict]:
+    """The `import` verb's entry point: `source` is one path or a list of them."""
+    paths = list(source) if isinstance(source, (list, tuple)) else [source]
+    return import_logs(paths, out, overwrite=overwrite, descriptor_path=descriptor_path)
+
+
+def _refuse_invalid(staged_descriptor: Path) -> None:
+    from deepgreen_audit.package.validate import validate
+
+    report = validate(staged_descriptor, CODECARBON_LOG.tables)
+    if not report.valid:
+        first = report.findings[0]
+        raise UserError(f"the import does not make a valid package ({report.error_count} "
+                        f"error(s); first: [{first.id}] {first.where()}: {first.message}); "
+                        "this is a bug in the importer", code="invalid-package")

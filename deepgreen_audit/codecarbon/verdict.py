@@ -1,0 +1,114 @@
+"""The verdict in plain words, for each CodeCarbon run and each log: measured, partly modelled
+(which components, and what share of the energy), modelled, or, for a 1.x log, not known.
+
+A component counts as modelled when its power is one of CodeCarbon's models (named), or one
+constant repeated to every digit across runs; RAM is always modelled (CodeCarbon has no RAM
+counter).  A CPU power that varies under CodeCarbon 3 may be a counter or the load model: it
+is "measured or modelled" and the verdict says so, never counting it as measured.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from deepgreen_audit.codecarbon.context import (ABSENT, MEASURED, MODELLED, NOT_TRACKED,
+                                                UNKNOWN, UNVERIFIED, LogContext)
+
+MEASURED_V, PARTLY_V, MODELLED_V, UNKNOWN_V = "measured", "partly modelled", "modelled", "not known"
+
+
+def _pct(x: float) -> str:
+    if not math.isfinite(x):
+        return "?"
+    return f"{x:.0%}" if x >= 0.01 or x == 0 else "<1%"
+
+
+def _component_words(c) -> str:
+    name = c.component.upper()
+    s = _pct(c.share) if c.total > 0 else "?"
+    if c.status == NOT_TRACKED:
+        return f"{name} not tracked (0 W): the total leaves it out"
+    if c.status == MODELLED:
+        return f"{name} modelled ({c.how}), {s} of the energy"
+    if c.status == UNVERIFIED:
+        return f"{name} measured or load-modelled, the log cannot tell ({s})"
+    return f"{name} measured ({s})"
+
+
+def run_verdicts(ctx: LogContext) -> pd.DataFrame:
+    """One row per run (its final row): verdict, modelled share of the energy, and the words."""
+    columns = ["source_file", "run_key", "source_line", "verdict", "modelled_share", "words",
+               "energy_kwh"]
+    comps = ctx.components
+    used = comps[comps["final_row"].astype(bool) & (comps["status"] != ABSENT)].copy()
+    if used.empty:
+        return pd.DataFrame([], columns=columns)
+    keys = ["source_file", "run_key"]
+    used["e"] = used["energy_kwh"].fillna(0.0).clip(lower=0.0)
+    used["total"] = used.groupby(keys, sort=False)["e"].transform("sum")
+    used["share"] = (used["e"] / used["total"]).where(used["total"] > 0, 0.0)
+    used["modelled_e"] = used["e"].where(used["status"] == MODELLED, 0.0)
+    for flag, status in (("is_modelled", MODELLED), ("is_unverified", UNVERIFIED),
+                         ("is_measured", MEASURED), ("is_untracked", NOT_TRACKED),
+                         ("is_unknown", UNKNOWN)):
+        used[flag] = used["status"] == status
+    used["text"] = [_component_words(c) for c in used.itertuples()]
+    g = used.groupby(keys, sort=False)
+    runs = g.agg(source_line=("source_line", "first"), total=("e", "sum"),
+                 modelled_e=("modelled_e", "sum"), modelled=("is_modelled", "any"),
+                 unverified=("is_unverified", "any"), measured=("is_measured", "any"),
+                 untracked=("is_untracked", "any"), unknown=("is_unknown", "all"),
+                 text=("text", "; ".join)).reset_index()
+    out = []
+    for r in runs.itertuples():
+        if r.unknown:
+            out.append({"source_file": r.source_file, "run_key": r.run_key,
+                        "source_line": int(r.source_line), "verdict": UNKNOWN_V,
+                        "modelled_share": float("nan"), "energy_kwh": float("nan"),
+                        "words": "not known: CodeCarbon 1.x logs only the total, not how each "
+                                 "component's power was obtained"})
+            continue
+        share = r.modelled_e / r.total if r.total > 0 else float("nan")
+        if r.modelled and not (r.measured or r.unverified):
+            verdict = MODELLED_V
+        elif r.modelled or r.unverified or r.untracked:
+            verdict = PARTLY_V
+        else:
+            verdict = MEASURED_V
+        words = verdict + (f": {_pct(share)} of the energy modelled" if verdict != MEASURED_V
+                           and math.isfinite(share) else "") + "; " + r.text
+        out.append({"source_file": r.source_file, "run_key": r.run_key,
+                    "source_line": int(r.source_line), "verdict": verdict,
+                    "modelled_share": float(share), "words": words, "energy_kwh": float(r.total)})
+    return pd.DataFrame(out, columns=columns)
+
+
+def log_verdicts(ctx: LogContext, runs: pd.DataFrame | None = None) -> list[dict]:
+    """One verdict per log: over its runs, with the modelled share of its summed energy."""
+    runs = run_verdicts(ctx) if runs is None else runs
+    out = []
+    for source_file in sorted(set(ctx.source_files) - set(runs["source_file"])):
+        out.append({"source_file": source_file, "verdict": UNKNOWN_V, "runs": 0,
+                    "modelled_share": float("nan"), "words": "not known: the log has no rows"})
+    for source_file, part in runs.groupby("source_file", sort=True):
+        kinds = part["verdict"].value_counts()
+        if set(kinds.index) == {UNKNOWN_V}:
+            verdict = UNKNOWN_V
+        elif set(kinds.index) == {MEASURED_V}:
+            verdict = MEASURED_V
+        elif set(kinds.index) == {MODELLED_V}:
+            verdict = MODELLED_V
+        else:
+            verdict = PARTLY_V
+        energy = part.get("energy_kwh", pd.Series(dtype=float)).fillna(0.0)
+        modelled = (part["modelled_share"].fillna(0.0) * energy).sum()
+        share = float(modelled / energy.sum()) if energy.sum() > 0 else float("nan")
+        counts = ", ".join(f"{n} {k}" for k, n in kinds.items())
+        words = (f"{verdict}: {len(part)} run(s) ({counts})"
+                 + (f"; {_pct(share)} of the logged energy modelled" if math.isfinite(share)
+                    and verdict != UNKNOWN_V else ""))
+        out.append({"source_file": source_file, "verdict": verdict, "runs": int(len(part)),
+                    "modelled_share": share, "words": words})
+    return out

@@ -1,0 +1,364 @@
+"""`deepgreen import codecarbon` and the audit of a codecarbon-log package: small logs built
+here in each CodeCarbon layout, a clean and a defective one for each finding, and the 28 real
+logs of ../shared/codecarbon-logs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import shared_data
+from deepgreen_audit.cli import main
+from deepgreen_audit.codecarbon.audit import audit_log, render_log_page
+from deepgreen_audit.codecarbon.importer import import_logs
+from deepgreen_audit.errors import UserError
+
+HEADERS = {
+    "1.x": "timestamp,experiment_id,project_name,duration,emissions,energy_consumed,country_name,"
+           "country_iso_code,region,on_cloud,cloud_provider,cloud_region",
+    "2.x-early": "timestamp,project_name,run_id,duration,emissions,emissions_rate,cpu_power,gpu_power,"
+                 "ram_power,cpu_energy,gpu_energy,ram_energy,energy_consumed,country_name,"
+                 "country_iso_code,region,cloud_provider,cloud_region,os,python_version,cpu_count,"
+                 "cpu_model,gpu_count,gpu_model,longitude,latitude,ram_total_size,tracking_mode,on_cloud",
+    "2.x": "timestamp,project_name,run_id,duration,emissions,emissions_rate,cpu_power,gpu_power,"
+           "ram_power,cpu_energy,gpu_energy,ram_energy,energy_consumed,country_name,country_iso_code,"
+           "region,cloud_provider,cloud_region,os,python_version,codecarbon_version,cpu_count,"
+           "cpu_model,gpu_count,gpu_model,longitude,latitude,ram_total_size,tracking_mode,on_cloud,pue",
+    "3.x": "timestamp,project_name,run_id,experiment_id,duration,emissions,emissions_rate,cpu_power,"
+           "gpu_power,ram_power,cpu_energy,gpu_energy,ram_energy,energy_consumed,water_consumed,"
+           "country_name,country_iso_code,region,cloud_provider,cloud_region,os,python_version,"
+           "codecarbon_version,cpu_count,cpu_model,gpu_count,gpu_model,longitude,latitude,"
+           "ram_total_size,tracking_mode,cpu_utilization_percent,gpu_utilization_percent,"
+           "ram_utilization_percent,ram_used_gb,on_cloud,pue,wue",
+}
+VERSION = {"1.x": None, "2.x-early": None, "2.x": "2.3.4", "3.x": "3.2.6"}
+INTENSITY = 0.4  # kg/kWh
+RAM_GB = 16.0
+
+
+def row(layout: str, i: int, *, duration=120.0, cpu_w=None, gpu_w=None, ram_w=None, **override):
+    """One consistent CodeCarbon row: powers measured (varying) unless given, energy = power x
+    duration for each component, total = their sum, emissions = total x one intensity."""
+    cpu_w = 20.0 + 1.37 * i if cpu_w is None else cpu_w
+    gpu_w = 110.0 + 3.1 * i if gpu_w is None else gpu_w
+    ram_w = (3 * RAM_GB / 8 if layout != "3.x" else 10.0) if ram_w is None else ram_w
+    kwh = {d: p * duration / 3.6e6 for d, p in (("cpu", cpu_w), ("gpu", gpu_w), ("ram", ram_w))}
+    total = sum(kwh.values())
+    cells = {
+        "timestamp": f"2025-03-0{1 + i // 24}T{i % 24:02d}:30:00", "project_name": "thesis",
+        "run_id": f"0000000{i}-aaaa-bbbb-cccc-dddddddddddd", "experiment_id": "exp-1",
+        "duration": duration, "emissions": total * INTENSITY,
+        "emissions_rate": total * INTENSITY / duration, "cpu_power": cpu_w, "gpu_power": gpu_w,
+        "ram_power": ram_w, "cpu_energy": kwh["cpu"], "gpu_energy": kwh["gpu"],
+        "ram_energy": kwh["ram"], "energy_consumed": total, "water_consumed": 0.0,
+        "country_name": "France", "country_iso_code": "FRA", "region": "ile-de-france",
+        "cloud_provider": "", "cloud_region": "", "os": "Linux-6.8.0-x86_64-with-glibc2.39",
+        "python_version": "3.11.9", "codecarbon_version": VERSION[layout], "cpu_count": 16,
+        "cpu_model": "AMD Ryzen 7 5800X 8-Core Processor", "gpu_count": 1,
+        "gpu_model": "1 x NVIDIA GeForce RTX 3060", "longitude": 2.35, "latitude": 48.85,
+        "ram_total_size": RAM_GB, "tracking_mode": "machine", "cpu_utilization_percent": 50.0,
+        "gpu_utilization_percent": 90.0, "ram_utilization_percent": 40.0, "ram_used_gb": 6.0,
+        "on_cloud": "N", "pue": 1.0, "wue": 0.0}
+    cells.update(override)
+    return cells
+
+
+def write_log(path: Path, layout: str, rows: list[dict], *, crlf=False, final_newline=True) -> Path:
+    header = HEADERS[layout].split(",")
+    lines = [",".join(header)] + [",".join("" if r.get(c) is None else str(r.get(c)) for c in header)
+                                  for r in rows]
+    text = ("\r\n" if crlf else "\n").join(lines) + (("\r\n" if crlf else "\n") if final_newline else "")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode())
+    return path
+
+
+def audited(tmp_path, layout, rows, name="emissions.csv", **kw):
+    log = write_log(tmp_path / "logs" / name, layout, rows, **kw)
+    import_logs([log], tmp_path / "pkg")
+    report, ctx = audit_log(tmp_path / "pkg")
+    return report, ctx
+
+
+def status(report, check_id):
+    return report.finding(check_id).status
+
+
+def clean(layout, n=4, **kw):
+    return [row(layout, i, **kw) for i in range(n)]
+
+
+# ------------------------------------------------------------------ import
+
+
+@pytest.mark.parametrize("layout", list(HEADERS))
+def test_every_layout_imports_clean_and_validates(tmp_path, layout):
+    log = write_log(tmp_path / "e.csv", layout, clean(layout), crlf=layout == "1.x",
+                    final_newline=layout != "2.x")
+    before = log.read_bytes()
+    import_logs([log], tmp_path / "pkg")
+    assert log.read_bytes() == before  # the input is never modified
+    assert main(["validate", str(tmp_path / "pkg")]) == 0
+    report, ctx = audit_log(tmp_path / "pkg")
+    assert all("crashed" not in f.message for f in report.findings)
+    assert set(ctx.rows["layout"]) == {layout}
+    assert list(ctx.rows["source_line"]) == [2, 3, 4, 5]
+    failed = [f.id for f in report.findings if f.status == "fail"]
+    assert failed == [], [(f.id, f.message) for f in report.findings if f.status == "fail"]
+
+
+def test_folder_of_logs_and_export(tmp_path):
+    write_log(tmp_path / "logs" / "a" / "emissions.csv", "3.x", clean("3.x"))
+    write_log(tmp_path / "logs" / "b" / "emissions.csv", "2.x", clean("2.x"))
+    assert main(["import", "codecarbon", str(tmp_path / "logs"), "--out", str(tmp_path / "pkg")]) == 0
+    sources = json.loads((tmp_path / "pkg" / "codecarbon-sources.json").read_text())["sources"]
+    assert [s["source_file"] for s in sources] == ["a/emissions.csv", "b/emissions.csv"]
+    assert main(["export", str(tmp_path / "pkg"), "--parquet", "--out", str(tmp_path / "pq")]) == 0
+    assert (tmp_path / "pq" / "codecarbon_log.parquet").is_file()
+
+
+def test_not_codecarbon_output_is_refused_in_one_line(tmp_path, capsys):
+    other = tmp_path / "results.csv"
+    other.write_text("epoch,loss\n1,0.5\n")
+    with pytest.raises(UserError, match="results.csv.*not CodeCarbon output"):
+        import_logs([other], tmp_path / "pkg")
+    assert main(["import", "codecarbon", str(other), "--out", str(tmp_path / "pkg")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "results.csv" in err[0] and "Traceback" not in err[0]
+    assert not (tmp_path / "pkg").exists()
+
+
+def test_a_row_with_another_cell_count_names_file_and_line(tmp_path):
+    log = write_log(tmp_path / "e.csv", "2.x", clean("2.x"))
+    log.write_text(log.read_text() + "2025-01-01T00:00:00,x,y\n")
+    with pytest.raises(UserError, match=r"e.csv, row 6"):
+        import_logs([log], tmp_path / "pkg")
+
+
+def test_cumulative_flushes_of_one_run_are_recognised(tmp_path):
+    rows = [row("3.x", 0, duration=d, run_id="run-1", cpu_w=25.0, gpu_w=100.0)
+            for d in (60.0, 120.0, 180.0)] + [row("3.x", 1)]
+    report, ctx = audited(tmp_path, "3.x", rows)
+    r = ctx.rows
+    assert list(r["flush"]) == [1, 2, 3, 1] and list(r["final_row"]) == [False, False, True, True]
+    assert status(report, "S5.cc-rows") == "pass"
+    assert len(report.stats["verdicts"]["runs"]) == 2
+
+
+# ------------------------------------------------------------------ findings, clean and defective
+
+
+@pytest.mark.parametrize("layout", ["2.x-early", "2.x"])
+def test_cpu_tdp_constants_are_modelled(tmp_path, layout):
+    report, _ = audited(tmp_path, layout, clean(layout, cpu_w=42.5))
+    f = report.finding("S5.cc-cpu-power")
+    assert f.status == "warn" and "generic-TDP" in f.message
+    report, _ = audited(tmp_path / "b", layout, clean(layout, cpu_w=52.5))  # 0.5 x 105 W
+    assert "TDP-fraction constant: 0.5 x the 105 W" in report.finding("S5.cc-cpu-power").message
+    report, _ = audited(tmp_path / "c", layout, clean(layout))
+    assert status(report, "S5.cc-cpu-power") == "pass"
+
+
+def test_cpu_power_above_the_cpus_maximum_fails(tmp_path):
+    report, _ = audited(tmp_path, "3.x", clean("3.x", cpu_w=0.5 * 105 * 16))
+    f = report.finding("S5.cc-cpu-power-max")
+    assert f.status == "fail" and "840 W" in f.message
+    assert "once per logical CPU" in report.finding("S5.cc-cpu-power").message
+    report, _ = audited(tmp_path / "b", "3.x", clean("3.x"))
+    assert status(report, "S5.cc-cpu-power-max") == "pass"
+    assert "load model" in report.finding("S5.cc-cpu-power").message  # 3.x: cannot tell
+
+
+def test_load_model_floor_is_recognised(tmp_path):
+    report, _ = audited(tmp_path, "3.x", clean("3.x", cpu_w=10.5))  # 0.1 x 105 W
+    assert "load-model floor" in report.finding("S5.cc-cpu-power").message
+
+
+@pytest.mark.parametrize("layout", ["2.x-early", "2.x", "3.x"])
+def test_ram_model_of_each_version_and_power_x_duration(tmp_path, layout):
+    report, _ = audited(tmp_path, layout, clean(layout))
+    f = report.finding("S5.cc-ram-power")
+    assert f.status == "warn"
+    assert ("3.x DIMM model" if layout == "3.x" else "2.x model: 3 W per 8 GB") in f.message
+    assert status(report, "S5.cc-power-duration") == "pass"
+    rows = clean(layout)
+    rows[1]["ram_energy"] *= 24  # a RAM energy worth 24 x the duration
+    rows[1]["energy_consumed"] = rows[1]["cpu_energy"] + rows[1]["gpu_energy"] + rows[1]["ram_energy"]
+    rows[1]["emissions"] = rows[1]["energy_consumed"] * INTENSITY
+    rows[1]["emissions_rate"] = rows[1]["emissions"] / rows[1]["duration"]
+    report, _ = audited(tmp_path / "b", layout, rows)
+    f = report.finding("S5.cc-power-duration")
+    assert f.status == "fail" and "line 3" in f.message and "RAM" in f.message
+
+
+@pytest.mark.parametrize("layout", ["2.x", "3.x"])
+def test_gpu_above_its_board_limit_fails(tmp_path, layout):
+    rows = clean(layout)
+    rows[2]["gpu_power"] = 305.0
+    report, _ = audited(tmp_path, layout, rows)
+    f = report.finding("S5.cc-gpu-power-limit")
+    assert f.status == "fail" and "305" in f.message and "170" in f.message
+    report, _ = audited(tmp_path / "b", layout, clean(layout))
+    assert status(report, "S5.cc-gpu-power-limit") == "pass"
+
+
+@pytest.mark.parametrize("layout", list(HEADERS))
+def test_identities(tmp_path, layout):
+    report, _ = audited(tmp_path / "clean", layout, clean(layout))
+    assert status(report, "S5.carbon-intensity") == "pass"
+    rows = clean(layout)
+    rows[0]["energy_consumed"] *= 1.5          # components do not sum to the total
+    rows[1]["emissions_rate"] *= 1000          # g/s under the kg/s label
+    rows[2]["emissions"] *= 1.3                # another carbon intensity, same place
+    report, _ = audited(tmp_path, layout, rows)
+    assert status(report, "S5.carbon-intensity") == "fail"
+    assert "block" not in report.finding("S5.carbon-intensity").message
+    if layout == "1.x":  # no components, no rate: those identities cannot be checked
+        assert status(report, "S5.energy-domains") == status(report, "S5.emissions-rate") == "skip"
+        return
+    assert status(report, "S5.energy-domains") == "fail"
+    rate = report.finding("S5.emissions-rate")
+    assert rate.status == "fail" and "grams per second" in rate.message
+
+
+@pytest.mark.parametrize("layout", list(HEADERS))
+def test_settings_changing_within_a_project(tmp_path, layout):
+    rows = clean(layout)
+    rows[3]["country_iso_code"] = "DEU"
+    if layout != "1.x":
+        rows[2]["codecarbon_version"] = "2.8.0" if layout != "3.x" else "3.0.1"
+        rows[1]["python_version"] = "3.12.1"
+    report, _ = audited(tmp_path, layout, rows)
+    f = report.finding("S6.cc-constancy")
+    assert f.status == "warn" and "location (country)" in f.message
+    report, _ = audited(tmp_path / "b", layout, clean(layout))
+    assert status(report, "S6.cc-constancy") == "pass"
+
+
+@pytest.mark.parametrize("layout", list(HEADERS))
+def test_short_runs_and_impossible_magnitudes(tmp_path, layout):
+    rows = clean(layout)
+    rows[0] = row(layout, 0, duration=2.0)
+    rows[1]["energy_consumed"] = 3.0  # 3 kWh in 120 s is 90 kW
+    report, _ = audited(tmp_path, layout, rows)
+    assert status(report, "S5.cc-short-runs") == "warn"
+    m = report.finding("S5.cc-magnitudes")
+    assert m.status == "fail" and "line 3" in m.message
+    report, _ = audited(tmp_path / "b", layout, clean(layout))
+    assert status(report, "S5.cc-short-runs") == "pass" and status(report, "S5.cc-magnitudes") == "pass"
+
+
+@pytest.mark.parametrize("layout", list(HEADERS))
+def test_duplicated_out_of_order_and_non_finite_rows(tmp_path, layout):
+    rows = clean(layout)
+    rows.append(dict(rows[1], run_id="copy-of-run-1", timestamp="2025-01-01T00:00:00"))
+    rows[2]["duration"] = "nan"
+    report, _ = audited(tmp_path, layout, rows)
+    f = report.finding("S5.cc-rows")
+    assert f.status == "fail" and "line 6" in f.message
+    cells = report.finding("integrity.cells")
+    assert cells.status == "fail" and "line 4" in cells.message
+    assert "not a finite number" in json.dumps(cells.details)
+
+
+def test_verdicts_in_plain_words(tmp_path):
+    report, _ = audited(tmp_path, "2.x", clean("2.x", cpu_w=42.5))
+    runs = report.stats["verdicts"]["runs"]
+    assert {r["verdict"] for r in runs} == {"partly modelled"}
+    assert "CPU modelled" in runs[0]["words"] and "GPU measured" in runs[0]["words"]
+    report, _ = audited(tmp_path / "b", "2.x", clean("2.x", cpu_w=42.5, gpu_w=0.0)
+                        [:2] + [dict(row("2.x", 3, cpu_w=42.5), gpu_power=0.0, gpu_energy=0.0,
+                                     energy_consumed=row("2.x", 3, cpu_w=42.5)["cpu_energy"]
+                                     + row("2.x", 3, cpu_w=42.5)["ram_energy"])])
+    logs = report.stats["verdicts"]["logs"]
+    assert logs[0]["verdict"] == "modelled"
+    report, _ = audited(tmp_path / "c", "1.x", clean("1.x"))
+    assert report.stats["verdicts"]["logs"][0]["verdict"] == "not known"
+    assert report.finding("S5.cc-cpu-power").status == "skip"
+
+
+def test_audit_verb_writes_html_junit_json(tmp_path, capsys):
+    rows = clean("3.x", cpu_w=360.0)
+    write_log(tmp_path / "logs" / "emissions.csv", "3.x", rows)
+    pkg = tmp_path / "pkg"
+    assert main(["import", "codecarbon", str(tmp_path / "logs" / "emissions.csv"), "--out", str(pkg)]) == 0
+    capsys.readouterr()
+    assert main(["audit", str(pkg), "--html", str(tmp_path / "a.html"), "--junit",
+                 str(tmp_path / "a.xml"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["stats"]["verdicts"]["logs"][0]["verdict"] == "partly modelled"
+    assert main(["audit", str(pkg), "--strict"]) == 1
+    page = (tmp_path / "a.html").read_text()
+    assert page.index("Verdict: was this energy measured?") < page.index("<h2>Checks</h2>")
+    assert "S5.cc-cpu-power-max" in (tmp_path / "a.xml").read_text()
+    assert main(["restore", str(pkg), "--out", str(tmp_path / "runs")]) == 2
+
+
+# ------------------------------------------------------------------ the 28 shared logs
+
+
+def test_every_shared_log_imports_and_audits(tmp_path):
+    folder = shared_data("codecarbon-logs")
+    import_logs([folder], tmp_path / "all")
+    report, ctx = audit_log(tmp_path / "all")
+    assert not [f for f in report.findings if "crashed" in f.message]
+    logs = {v["source_file"]: v for v in report.stats["verdicts"]["logs"]}
+    assert len(logs) == 28
+    assert logs["007.csv"]["verdict"] == "not known"              # 1.x: no components
+    assert logs["034.csv"]["verdict"] == "modelled"               # EPYC 100 W + 378 W RAM model
+    assert "360 W" in report.finding("S5.cc-cpu-power-max").message  # 032: 0.5 x 45 W x 16
+    assert "752.9 W" in report.finding("S5.cc-gpu-power-limit").message  # 013: a laptop 4070
+    page = render_log_page(report, ctx)
+    assert "034.csv" in page
+
+
+def test_shipped_codecarbon_docs_are_current():
+    folder = shared_data("codecarbon-logs")
+    from deepgreen_audit.codecarbon.docs import to_markdown
+
+    shipped = Path(__file__).resolve().parents[1] / "docs" / "codecarbon-logs.md"
+    assert shipped.read_text(encoding="utf-8") == to_markdown(folder), \
+        "run: python -m deepgreen_audit.codecarbon.docs"
+
+
+def test_header_only_pasted_and_respreadsheeted_logs(tmp_path):
+    empty = write_log(tmp_path / "empty.csv", "2.x", [])
+    pasted = tmp_path / "pasted.csv"
+    first = write_log(tmp_path / "a.csv", "2.x", clean("2.x", n=2)).read_text()
+    second = write_log(tmp_path / "b.csv", "3.x", [row("3.x", 5, timestamp="2025-03-02T10:00:00+01:00")]).read_text()
+    pasted.write_text(first + second)
+    import_logs([empty, pasted], tmp_path / "pkg")
+    report, ctx = audit_log(tmp_path / "pkg")
+    assert list(ctx.rows["layout"]) == ["2.x", "2.x", "3.x"]
+    assert list(ctx.rows["source_line"]) == [2, 3, 5]
+    logs = {v["source_file"]: v["words"] for v in report.stats["verdicts"]["logs"]}
+    assert logs["empty.csv"] == "not known: the log has no rows"
+    assert not [f for f in report.findings if "crashed" in f.message]
+    sheet = tmp_path / "sheet.csv"
+    sheet.write_text(HEADERS["2.x"].replace(",", ";") + "\n")
+    with pytest.raises(UserError, match="';'-separated"):
+        import_logs([sheet], tmp_path / "pkg2")
+
+
+CPU_MODELS = ["11th Gen Intel(R) Core(TM) i5-11400F @ 2.60GHz", "12th Gen Intel(R) Core(TM) i7-1260P",
+              "AMD EPYC 7702 64-Core Processor", "AMD EPYC 7R13 Processor",
+              "AMD Ryzen 7 8845HS w/ Radeon 780M Graphics", "AMD Ryzen 5 3600 6-Core Processor",
+              "Apple M1 Pro", "Apple M2 Max", "Intel(R) Xeon(R) Processor @ 2.30GHz",
+              "Intel(R) Xeon(R) CPU E5-2667 v4 @ 3.20GHz", "Intel(R) Core(TM) Ultra 7 155H",
+              "Intel(R) Xeon(R) Platinum 8480+"]
+
+
+def test_cpu_matching_is_codecarbons():
+    """The pinned table matched as CodeCarbon's own matcher matches it (where it is installed)."""
+    cpu = pytest.importorskip("codecarbon.core.cpu")
+    from codecarbon.input import DataSource
+
+    from deepgreen_audit.codecarbon.hardware import cpu_tdp
+
+    table = DataSource().get_cpu_power_data()
+    for model in CPU_MODELS:
+        theirs = cpu.TDP._get_matching_cpu(None, model, table)
+        ours = cpu_tdp(model)
+        assert (ours[1].replace(" (CodeCarbon's fuzzy match)", "") if ours else None) == theirs, model
