@@ -192,22 +192,26 @@ def power_plausible(ctx, report) -> tuple[str, str] | None:
 
 def power_duration(ctx, report) -> tuple[str, str] | None:
     """The energy CodeCarbon reported against constant power x duration for every reading
-    S5.power-duration flags, on the identity line."""
+    S5.power-duration flags, on the identity line and between the tolerance's."""
     rows = _evidence_frame(report, "S5.power-duration")
     if rows is None or not {"found", "expected"} <= set(rows):
         return None
     rows = rows[(rows["found"] > 0) & (rows["expected"] > 0)]
     if rows.empty:
         return None
-    fig, axes = _figure(width=6, height=4.4)
+    fig, axes = _figure(width=7, height=4.6)
     ax = axes[0][0]
     for eco, part in rows.groupby("ecosystem") if "ecosystem" in rows else [("", rows)]:
         ax.loglog(part["expected"], part["found"], ".", ms=4, alpha=0.7, label=eco or None)
     lo, hi = rows[["found", "expected"]].min().min(), rows[["found", "expected"]].max().max()
     ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+    tol = float(ctx.tolerances["power_duration_relative_tolerance"])
+    for factor in (1 - tol, 1 + tol):
+        ax.plot([lo, hi], [lo * factor, hi * factor], "k--", lw=0.6)
     ax.set_xlabel("constant power x duration (J)")
     ax.set_ylabel("energy CodeCarbon reported (J)")
-    title = "Readings that break energy = power x duration (line: equality)"
+    title = (f"Readings that break energy = power x duration (line: equality; dashed: the "
+             f"tolerance, ±{tol:.0%})")
     ax.set_title(title)
     if "ecosystem" in rows:
         ax.legend(fontsize=8, markerscale=2)
@@ -307,6 +311,7 @@ h3{font-size:15px;margin:0}
 .verdict h2{margin:6px 0 2px;font-size:15px}
 .verdict ul{list-style:none;margin:0 0 4px;padding:0;font-size:13px;line-height:1.4}
 .verdict li{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+.verdict ul.logs{font-size:14px;columns:2}
 .verdict li .status{display:inline-block;width:3.2em}
 .verdict a{font-weight:600}
 .verdict li a{margin-right:6px}
@@ -415,21 +420,22 @@ def descriptions(suite: str = "audit") -> dict[str, str]:
     return {**CODES, **docs}
 
 
-def _verdict(report: Report, groups: dict[str, list[Finding]]) -> str:
-    """What failed and what warned, one linked line each, contradicted apart from unrecorded."""
-    parts = []
+def _verdict(report: Report, groups: dict[str, list[Finding]], opening: str = "") -> str:
+    """What failed and what warned, one linked line each, contradicted apart from unrecorded,
+    after the `opening` (HTML) a kind of package has of its own."""
+    parts = [opening] if opening else []
     for key, heading in GROUPS[:2]:
         found = groups[key]
         if not found:
             continue
         items = "".join(
-            f'<li><span class="status" style="color:{STATUS_COLOURS[f.status]}">{f.status}</span>'
+            f'<li title="{_esc(f.message)}"><span class="status" style="color:{STATUS_COLOURS[f.status]}">{f.status}</span>'
             f'<a href="#{_esc(f.id)}">{_esc(f.id)}</a>{_esc(f.message)}</li>' for f in found)
         parts.append(f"<h2>{heading} ({len(found)})</h2><ul>{items}</ul>")
     if groups["skip"]:
         links = ", ".join(f'<a href="#{_esc(f.id)}">{_esc(f.id)}</a>' for f in groups["skip"])
         parts.append(f'<p class="meta">Skipped, so not verified ({len(groups["skip"])}): {links}</p>')
-    if not parts:
+    if not any(groups[key] for key in ("contradicted", "not recorded", "skip")):
         parts.append(f"<h2>Every one of the {len(report.findings)} checks passed</h2>")
     return '<nav class="verdict">' + "".join(parts) + "</nav>"
 
@@ -500,7 +506,7 @@ def render_page(report: Report, ctx=None, *, suite: str = "audit", verdict: str 
 <style>{STYLE}</style></head>
 <body>{banner}<header><h1>{'SYNTHETIC DATA: ' if report.synthetic else ''}DeepGreen audit
 <span style="color:{STATUS_COLOURS['pass' if report.valid else 'fail']}">{words}</span></h1>
-{verdict}{_verdict(report, groups)}
+{_verdict(report, groups, verdict)}
 <p class="summary"><span style="color:{STATUS_COLOURS['pass']}">{counts['pass']} pass</span>
 <span style="color:{STATUS_COLOURS['fail']}">{counts['fail']} fail</span>
 <span style="color:{STATUS_COLOURS['warn']}">{counts['warn']} warn</span>

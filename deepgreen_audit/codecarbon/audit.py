@@ -122,11 +122,11 @@ def verdict_html(report: Report, ctx: LogContext | None) -> tuple[str, str]:
         return "", ""
     colours = {"measured": "#1b7f3b", "partly modelled": "#a15c00", "modelled": "#b3261e",
                "not known": "#5f6368"}
-    top = ['<h2>Verdict: was this energy measured?</h2>']
-    for log in verdicts["logs"]:
-        colour = colours.get(log["verdict"], "#202124")
-        top.append(f'<p style="font-size:16px;margin:2px 0"><strong>{html.escape(log["source_file"])}</strong>: '
-                   f'<span style="color:{colour};font-weight:700">{html.escape(log["words"])}</span></p>')
+    lines = "".join(
+        f'<li title="{html.escape(log["words"])}"><strong>{html.escape(log["source_file"])}</strong>: <span style="color:'
+        f'{colours.get(log["verdict"], "#202124")};font-weight:600">{html.escape(log["words"])}</span></li>'
+        for log in verdicts["logs"])
+    top = [f'<h2>Verdict: was this energy measured?</h2><ul class="logs">{lines}</ul>']
     parts = ["<h2>Each run's energy</h2>"]
     figure = _energy_figure(ctx)
     if figure:
