@@ -322,7 +322,7 @@ h3{font-size:15px;margin:0}
 .scroll{max-width:100%;overflow-x:auto}
 table{border-collapse:collapse;font-size:12px;margin:6px 0}
 th,td{border:1px solid #dadce0;padding:2px 6px;text-align:left;vertical-align:top}
-td{max-width:36em;overflow-wrap:anywhere}
+td{max-width:36em;min-width:5em;overflow-wrap:anywhere}
 th{background:#f1f3f4}
 .summary span{display:inline-block;margin-right:14px;font-weight:600}
 section.check{border:1px solid #dadce0;border-left:6px solid #5f6368;border-radius:4px;
@@ -350,7 +350,7 @@ def _csv_uri(rows: list[dict]) -> str:
 
 def _evidence_table(finding: Finding) -> str:
     """The first rows of the finding's evidence, folded when long or only unrecorded, with
-    every row a click away as CSV."""
+    every row a click away as CSV (the link stays in sight when the rows are folded)."""
     rows = (finding.details or {}).get("evidence") or []
     if not rows:
         return ""
@@ -361,15 +361,15 @@ def _evidence_table(finding: Finding) -> str:
     head = "".join(f"<th>{_esc(c)}</th>" for c in columns)
     total = len(rows)
     name = f"{finding.id}-evidence.csv"
-    more = (f'<p class="more">and {total - len(shown):,} more row(s): '
-            f'<a class="csv" download="{_esc(name)}" href="{_csv_uri(rows)}">all {total:,} rows '
-            f'as CSV ({_esc(name)})</a>; the JSON report (--out) carries them too</p>'
+    more = (f'<p class="more">{total - len(shown):,} more row(s) than the table\'s {len(shown)}: '
+            f'<a class="csv" download="{_esc(name)}" href="{_csv_uri(rows)}">{_esc(name)}</a> '
+            f'has all {total:,} (embedded in this page; so does the JSON report, --out)</p>'
             if total > len(shown) else "")
     opened = " open" if group_of(finding) == "contradicted" and total <= OPEN_EVIDENCE_ROWS else ""
     return (f'<details class="evidence"{opened}><summary>evidence: {total:,} row(s)'
             f'{f", the first {len(shown)} here" if total > len(shown) else ""}</summary>'
             f'<div class="scroll"><table class="evidence"><tr>{head}</tr>{body}</table></div>'
-            f'{more}</details>')
+            f'</details>{more}')
 
 
 def _explained(finding: Finding) -> str:
