@@ -170,17 +170,22 @@ def power_plausible(ctx, report) -> tuple[str, str] | None:
         out = power[low | high]
         captions.append(f"{name}: {len(out):,} out of range" + (
             f" ({out.min():.3g}-{out.max():.3g} W)" if len(out) else ""))
-        _strip(ax, b, power, ecosystems, low | high)
+        positive = power[np.isfinite(power) & (power > 0)]
+        log = len(positive) and positive.max() / max(min(positive.min(), lo or positive.min()), 1e-9) > 50
+        # a log scale cannot show 0 W, the commonest broken reading: it sits on the panel's floor
+        floor = min(positive.min(), lo or positive.min()) / 3 if log else None
+        _strip(ax, b, power.where(power > 0, floor) if log else power, ecosystems, low | high)
         ax.axhline(lo, color=FLAGGED, lw=1, ls="--")
         highs = [hi] if np.isscalar(hi) else sorted(set(pd.Series(hi).dropna()))
         for limit in highs:
             ax.axhline(limit, color=FLAGGED, lw=1)
-        values = power[np.isfinite(power) & (power > 0)]
-        if len(values) and values.max() / max(min(values.min(), lo or values.min()), 1e-9) > 50:
+        if log:
             ax.set_yscale("log")
         ax.set_ylabel("W")
         n = int((low | high).sum())
-        ax.set_title(f"{name}: {n:,} block(s) out of range" if n else f"{name}: all in range")
+        zeros = int((power <= 0).sum()) if log else 0
+        ax.set_title((f"{name}: {n:,} block(s) out of range" if n else f"{name}: all in range")
+                     + (f"\n({zeros:,} at 0 W or less, drawn at {floor:.2g} W)" if zeros else ""))
     for ax in flat[len(shown):]:
         ax.set_visible(False)
     title = ("Device power per block against its plausible range (dashed: the lower bound, "
