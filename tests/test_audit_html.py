@@ -209,3 +209,18 @@ def test_in_chromium_a_click_on_a_failing_check_scrolls_to_its_section(pages, tm
         page.screenshot(path=str(tmp_path / "clicked.png"))
         browser.close()
     assert 0 <= top < 50 and figure["y"] < 900
+
+
+def test_not_recorded_only_when_every_failing_row_is_only_unrecorded():
+    """The rule the page groups by: one contradicted row makes the finding contradicted, and a
+    check that does not count its unrecorded rows (or crashed) never hides as a gap in records."""
+    from deepgreen_audit.registry import Outcome
+    from deepgreen_audit.report import Finding
+
+    assert Outcome.failed("x", rows=3, unrecorded=3).basis == "not recorded"
+    assert Outcome.failed("x", rows=3, unrecorded=2).basis == "contradicted"
+    assert Outcome.failed("x", rows=3).basis == "contradicted"
+    assert Outcome.passed("x").basis is None
+    crashed = Finding(id="S1.x", status="fail", message="the check crashed")
+    assert group_of(crashed) == "contradicted"
+    assert group_of(Finding(id="S1.x", status="warn", message="m", basis="not recorded")) == "not recorded"
