@@ -71,14 +71,30 @@ class Outcome:
     details: dict | None = None
     #: a defect the user chose to accept (preflight's --allow-missing-counters): a warning
     allowed: bool = False
+    #: how many of the `rows` fail only because the package leaves a checked cell empty (or
+    #: lacks the reading): when that is all of them, nothing contradicts the specification and
+    #: the finding is "not recorded, so not verifiable" (`Finding.basis`)
+    unrecorded: int = 0
 
     @classmethod
     def passed(cls, message: str, rows: int | None = None, details: dict | None = None) -> "Outcome":
         return cls(True, message, rows, details)
 
     @classmethod
-    def failed(cls, message: str, rows: int | None = None, details: dict | None = None) -> "Outcome":
-        return cls(False, message, rows, details)
+    def failed(cls, message: str, rows: int | None = None, details: dict | None = None,
+               unrecorded: int = 0) -> "Outcome":
+        """A defect; `unrecorded` counts the `rows` that fail only for an empty cell."""
+        return cls(False, message, rows, details, unrecorded=int(unrecorded))
+
+    @property
+    def basis(self) -> str | None:
+        """Why a failed outcome failed: "not recorded" when every failing row fails only for
+        what the package does not record, else "contradicted" (the data contradicts the
+        specification somewhere).  A check that does not count its unrecorded rows is
+        contradicted: a real finding is never filed away as a gap in the records."""
+        if self.ok:
+            return None
+        return "not recorded" if self.unrecorded and self.unrecorded == self.rows else "contradicted"
 
     @classmethod
     def allowed_gap(cls, message: str) -> "Outcome":
@@ -163,4 +179,5 @@ def run_check(c: Check, ctx, **where) -> Finding:
                          **where)
     status = "pass" if outcome.ok else ("fail" if c.severity == "error" and not outcome.allowed else "warn")
     rows = outcome.rows if outcome.rows is not None else (0 if c.table and outcome.ok else None)
-    return c.finding(status, outcome.message, rows_affected=rows, details=outcome.details, **where)
+    return c.finding(status, outcome.message, rows_affected=rows, details=outcome.details,
+                     basis=outcome.basis, **where)

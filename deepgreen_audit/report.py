@@ -78,6 +78,9 @@ class Finding:
     field: str | None = None
     rows_affected: int | None = None
     details: dict | None = None
+    #: why a fail or warn failed: "contradicted" (the data contradicts the specification) or
+    #: "not recorded" (only empty cells: not verifiable); None for pass and skip
+    basis: str | None = None
 
     def __post_init__(self):
         if self.status not in STATUSES:

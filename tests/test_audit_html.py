@@ -1,12 +1,18 @@
 """The audit as a reviewer reads it (one self-contained HTML page) and as CI reads it (JUnit).
 
-The pages of the shipped synthetic package and of the imported legacy campaign (read from
-../shared) are rendered, checked as text, and opened in headless Chromium (Debian's
-`chromium`; scripts/setup.sh installs it as root): every check has its section, every failing
-or warning finding its figure, the console has no error and the page fetches nothing."""
+The pages of the shipped synthetic package and of the study's first campaign
+(examples/first-campaign, imported from the legacy logs) are rendered, checked as text, and
+opened in headless Chromium (Debian's `chromium`, driven by Playwright; scripts/setup.sh
+installs it as root): the page opens with the verdict, every check has its section, every
+finding its whole evidence, every figure is distinct and shows what failed, the console has no
+error and the page fetches nothing."""
 
 from __future__ import annotations
 
+import base64
+import csv
+import io
+import re
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -14,29 +20,26 @@ from pathlib import Path
 import pytest
 
 from deepgreen_audit.audit.driver import audit_with_context
-from deepgreen_audit.audit.html import render_junit, render_page
+from deepgreen_audit.audit.html import FIGURE_OF_CHECK, SHOWN_EVIDENCE_ROWS, group_of, render_junit, render_page
 from deepgreen_audit.cli import main
-from tests.conftest import SHARED
 
 CHROMIUM = Path("/usr/bin/chromium")
-LEGACY = SHARED / "legacy-campaign"
 ROOT = Path(__file__).resolve().parents[1]
+LEGACY = ROOT / "examples" / "first-campaign" / "datapackage.json"
+#: what the first campaign fails only for want of records (the issue's "not recorded")
+UNRECORDED = {"S1.initial-weights", "S2.recipe", "S3.recipe", "S4.precision-policy", "S4.device",
+              "S4.dl4j-backend", "S5.both-readings", "S5.codecarbon-config", "S5.sampler",
+              "S6.distinct-seeds", "S6.independent-processes"}
 #: the acceptance's bound on the legacy campaign's page
 MAX_PAGE_BYTES = 5 * 2**20
 
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
-    """(report, page) of the shipped package and of the legacy campaign."""
-    from deepgreen_audit.importers.legacy import import_source
-
-    if not LEGACY.is_dir():
-        pytest.skip(f"the legacy campaign is not at {LEGACY} (../shared beside the checkout)")
+    """(report, page) of the shipped package and of the first campaign."""
     base = tmp_path_factory.mktemp("html")
-    legacy_descriptor, _ = import_source(LEGACY, base / "legacy")
     out = {}
-    for name, location in (("shipped", ROOT / "datapackage.json"),
-                           ("legacy", legacy_descriptor)):
+    for name, location in (("shipped", ROOT / "datapackage.json"), ("legacy", LEGACY)):
         report, ctx = audit_with_context(location)
         path = base / f"{name}.html"
         path.write_text(render_page(report, ctx), encoding="utf-8")
@@ -53,10 +56,14 @@ def test_every_check_has_its_section_and_every_finding_its_evidence_and_figure(p
         start = text.index(f'data-check="{f.id}"')
         section = text[start:text.index("</section>", start)]
         assert f">{f.status}</span>" in section
+        assert "Checks: " in section, f.id                   # its description from the registry
         if f.status in ("fail", "warn"):
-            assert 'class="figure"' in section and "data:image/png;base64," in section, f.id
+            if FIGURE_OF_CHECK.get(f.id) and group_of(f) == "contradicted":
+                assert 'class="figure"' in section or 'href="#figure-' in section, f.id
             if (f.details or {}).get("evidence"):
                 assert 'class="evidence"' in section, f.id
+    figures = re.findall(r'<img class="figure"[^>]*src="(data:image/png;base64,[^"]+)"', text)
+    assert len(figures) == len(set(figures)), "a figure is drawn twice"
     # nothing to fetch: no remote reference, and a policy that forbids any
     assert "http://" not in text.replace("http-equiv", "") and "https://" not in text
     assert "Content-Security-Policy" in text and "<script" not in text
@@ -78,7 +85,37 @@ def test_the_legacy_page_shows_the_campaigns_evidence(pages):
     assert report.counts["fail"] > 0 and not report.finished
     assert "python-tensorflow/resnet18/fashion-mnist" in text         # the mislabel, in its table
     assert "Not flagged, with the explanation the evidence favours" in text
-    assert "more row(s) in the JSON report" in text                   # capped evidence says so
+    # the verdict comes first: every fail and warn linked, contradicted apart from unrecorded
+    verdict = text[text.index('<nav class="verdict">'):text.index("</nav>")]
+    assert text.index("</nav>") < text.index('<section class="check')
+    assert {f.id for f in report.findings if f.basis == "not recorded"} == UNRECORDED
+    contradicted, unrecorded = verdict.split("Not recorded, so not verifiable")
+    for f in report.findings:
+        if f.status in ("fail", "warn"):
+            assert f'href="#{f.id}"' in (unrecorded if f.id in UNRECORDED else contradicted), f.id
+    # the rule: each row of an unrecorded finding lacks a value
+    for f in report.findings:
+        if f.basis == "not recorded" and f.id != "S5.both-readings":    # per-run counts of blocks
+            assert all(None in row.values() or row.get("samples") == 0
+                       for row in f.details["evidence"]), f.id
+    # the whole evidence: all rows in the JSON, the ones not shown as a CSV on the page
+    for f in report.findings:
+        rows = (f.details or {}).get("evidence") or []
+        assert not rows or len(rows) == f.details["evidence_total"]
+        if len(rows) > SHOWN_EVIDENCE_ROWS:
+            start = text.index(f'data-check="{f.id}"')
+            section = text[start:text.index("</section>", start)]
+            uri = re.search(r'class="csv" download="[^"]+" href="data:text/csv;charset=utf-8;base64,([^"]+)"',
+                            section).group(1)
+            table = list(csv.DictReader(io.StringIO(base64.b64decode(uri).decode("utf-8"))))
+            assert len(table) == len(rows) and f"{len(rows) - SHOWN_EVIDENCE_ROWS:,} more row(s)" in section
+            assert table[-1]["run_id" if "run_id" in rows[-1] else next(iter(rows[-1]))] == str(
+                rows[-1].get("run_id", next(iter(rows[-1].values()))))
+    assert "JSON report (which keeps" not in text
+    # S5.power-plausible's figure shows the reported GPU and the RAM powers that failed
+    alt = re.search(r'data-figure="power-plausible" alt="([^"]+)"', text).group(1)
+    assert "RAM (CodeCarbon)" in alt and "RAM (CodeCarbon&#x27;s reported power)" in alt
+    assert re.search(r"GPU \(CodeCarbon&#x27;s reported power\): \d+ out of range \([\d.]+-3\.0\de\+03 W\)", alt), alt
 
 
 @pytest.mark.parametrize("name", ["shipped", "legacy"])
@@ -94,19 +131,28 @@ def test_in_chromium_the_page_renders_without_error_or_request(pages, name, tmp_
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[
             "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync"])
-        page = browser.new_page(viewport={"width": 1200, "height": 1600})
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.on("request", lambda r: requests.append(r.url))
         page.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
         page.on("pageerror", lambda e: problems.append(str(e)))
         page.goto(path.as_uri())
         page.wait_for_load_state("load")
         sections = page.locator("section.check").count()
-        figures = page.locator("section.fail img.figure, section.warn img.figure")
+        figures = page.locator("img.figure")
+        drawn = figures.count()
         loaded = figures.evaluate_all("imgs => imgs.filter(i => i.complete && i.naturalWidth > 0).length")
+        # the first screen shows every failing and warning check as a link
+        links = page.locator("nav.verdict li a")
+        below = links.evaluate_all("as => as.filter(a => a.getBoundingClientRect().bottom > innerHeight).length")
+        linked = links.count()
+        # nothing runs off the page's right edge: wide tables scroll in their own box
+        cut = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
         page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=False)
         browser.close()
     assert sections == len(report.findings)
-    assert loaded == report.counts["fail"] + report.counts["warn"]
+    assert loaded == drawn and (drawn > 0 or name == "shipped")
+    assert linked == report.counts["fail"] + report.counts["warn"] and below == 0
+    assert cut == 0
     assert requests == [path.as_uri()], requests
     assert not problems, problems
     assert (tmp_path / f"{name}.png").stat().st_size > 10_000
@@ -141,3 +187,40 @@ def test_the_cli_writes_both_beside_its_usual_report(tmp_path, capsys):
     assert "SYNTHETIC DATA" in capsys.readouterr().out
     assert html.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert ET.parse(junit).getroot().get("failures") == "0"
+
+
+def test_in_chromium_a_click_on_a_failing_check_scrolls_to_its_section(pages, tmp_path):
+    """The reviewer's path: the verdict's link to S5.power-plausible brings its section, and
+    the figure of the powers that failed, to the top of the screen."""
+    if not CHROMIUM.is_file():
+        pytest.skip("Chromium is not installed")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra")
+    _, path = pages["legacy"]
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(path.as_uri())
+        section = page.locator('section[data-check="S5.power-plausible"]')
+        assert section.bounding_box()["y"] > 900
+        page.locator('nav.verdict a[href="#S5.power-plausible"]').click()
+        page.wait_for_function("location.hash === '#S5.power-plausible'")
+        top = section.bounding_box()["y"]
+        figure = page.locator("#figure-power-plausible").bounding_box()
+        page.screenshot(path=str(tmp_path / "clicked.png"))
+        browser.close()
+    assert 0 <= top < 50 and figure["y"] < 900
+
+
+def test_not_recorded_only_when_every_failing_row_is_only_unrecorded():
+    """The rule the page groups by: one contradicted row makes the finding contradicted, and a
+    check that does not count its unrecorded rows (or crashed) never hides as a gap in records."""
+    from deepgreen_audit.registry import Outcome
+    from deepgreen_audit.report import Finding
+
+    assert Outcome.failed("x", rows=3, unrecorded=3).basis == "not recorded"
+    assert Outcome.failed("x", rows=3, unrecorded=2).basis == "contradicted"
+    assert Outcome.failed("x", rows=3).basis == "contradicted"
+    assert Outcome.passed("x").basis is None
+    crashed = Finding(id="S1.x", status="fail", message="the check crashed")
+    assert group_of(crashed) == "contradicted"
+    assert group_of(Finding(id="S1.x", status="warn", message="m", basis="not recorded")) == "not recorded"

@@ -291,7 +291,9 @@ def test_audit_verb_writes_html_junit_json(tmp_path, capsys):
     assert out["stats"]["verdicts"]["logs"][0]["verdict"] == "partly modelled"
     assert main(["audit", str(pkg), "--strict"]) == 1
     page = (tmp_path / "a.html").read_text()
-    assert page.index("Verdict: was this energy measured?") < page.index("<h2>Checks</h2>")
+    verdict = page.index("Verdict: was this energy measured?")
+    assert page.index('<nav class="verdict">') < verdict < page.index("Contradicted by the data") \
+        < page.index("Each run's energy") < page.index('<section class="check')
     assert "S5.cc-cpu-power-max" in (tmp_path / "a.xml").read_text()
     assert main(["restore", str(pkg), "--out", str(tmp_path / "runs")]) == 2
 

@@ -93,18 +93,13 @@ def relative_difference(a, b) -> np.ndarray:
         return np.where(scale > 0, np.abs(a - b) / scale, 0.0)
 
 
-#: Evidence rows a finding carries at most; the report says how many there were in all.
-EVIDENCE_LIMIT = 50
-
-
-def evidence(frame: pd.DataFrame, limit: int = EVIDENCE_LIMIT) -> dict:
-    """A finding's evidence for the JSON report: the first `limit` rows of `frame` as plain
-    JSON values (the runs or configurations it names and the figures that convicted them),
-    and how many rows there were."""
-    rows = []
-    for record in frame.head(limit).to_dict(orient="records"):
-        rows.append({k: _plain(v) for k, v in record.items()})
-    return {"evidence": rows, "evidence_total": int(len(frame))}
+def evidence(frame: pd.DataFrame) -> dict:
+    """A finding's evidence for the JSON report: every row of `frame` as plain JSON values (the
+    runs or configurations it names and the figures that convicted them), so a reader can check
+    each one; the HTML page shows the first rows and links the rest as CSV.  `evidence_total`
+    (the count) is kept for readers of older reports, which carried 50 rows at most."""
+    rows = [{k: _plain(v) for k, v in record.items()} for record in frame.to_dict(orient="records")]
+    return {"evidence": rows, "evidence_total": len(rows)}
 
 
 def _plain(value):

@@ -26,6 +26,15 @@ A check that crashes (a bug) reports `fail` whatever its severity, so `--strict`
 never passes an audit that could not check everything it ran.
 A synthetic package is announced at the top and the bottom of every report.
 
+A fail or warn also says why (`basis`): `not recorded` when every row it concerns fails only
+because the package leaves the checked value empty (a cell, a reading, the samples), so
+nothing shows the specification was met but nothing contradicts it; `contradicted` when a
+recorded value breaks it.  A check says how many of its rows are only unrecorded
+(`Outcome.failed(..., unrecorded=n)`); one that does not say is contradicted, so a real
+finding is never filed as a gap in the records.  A finding's `details.evidence` holds every
+row it concerns.  The HTML page (`--html`) opens with the failing and warning checks, one
+linked line each, in these two groups.
+
 Options: `--strict` exits 1 on any fail; `--json` prints the report as JSON
 (`--out FILE` writes it), in the shape every report of the tool has (docs/package-format.md,
 Reports); `--list` prints this registry; `--spec TOML` audits

@@ -1,13 +1,20 @@
 """The audit as one self-contained HTML page a reviewer reads, and as JUnit XML for CI.
 
-The page needs nothing at view time: inline CSS, figures as inline PNG (data: URIs), no
-script, no font, no link to anywhere (a Content-Security-Policy forbids every fetch, so a
-page that tried would fail loudly in the browser's console).  It opens with the package's
-identity and the summary, then every check in registry order; a failing or warning finding
-shows its message, its evidence table (capped, with the count of the rest) and a figure of
-that evidence.  The figures are drawn from the package's tables (`FIGURES`), one per kind,
-and each check names the kind that shows its evidence (`FIGURE_OF_CHECK`); a check with no
-kind of its own gets the evidence's rows per ecosystem.
+The page needs nothing at view time: inline CSS, figures as inline PNG and the evidence as
+CSV (data: URIs), no script, no font, no link to anywhere (a Content-Security-Policy forbids
+every fetch, so a page that tried would fail loudly in the browser's console).
+
+It opens with the verdict: each failing or warning check on one line, linked to its section,
+split by `Finding.basis` into what the data contradicts and what it does not record (so
+cannot be verified); then the package's identity and the counts; then every check, grouped
+the same way (contradicted, not recorded, skipped, passed), with its description from the
+registry.  A finding's evidence folds away (`<details>`) when long; the page shows its first
+rows and embeds all of them as a CSV download, as the JSON report carries all of them.
+
+A figure is drawn only where it shows what convicted the rows (`FIGURE_OF_CHECK`): the values
+the check tested, the flagged ones marked, the limit drawn.  Each figure is drawn once, under
+the first check (in page order) that it shows; the other checks it shows link to it.  A
+finding that is only not recorded has no values, so no figure.
 """
 
 from __future__ import annotations
@@ -21,42 +28,74 @@ from datetime import datetime, timezone
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.report import Finding, Report
+from deepgreen_audit.report import CODES, Finding, Report
 
-#: Evidence rows shown under a finding; the page says how many more there were.
+#: Evidence rows shown under a finding; all of them are in its CSV and in the JSON report.
 SHOWN_EVIDENCE_ROWS = 20
+#: Evidence of at most this many rows shows unfolded (for a contradicted finding).
+OPEN_EVIDENCE_ROWS = 5
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 STATUS_COLOURS = {"pass": "#1b7f3b", "fail": "#b3261e", "warn": "#a15c00", "skip": "#5f6368"}
+FLAGGED, FINE = "#b3261e", "#9aa0a6"
+#: The page's groups of findings, in page order: (key, heading).
+GROUPS = (("contradicted", "Contradicted by the data"),
+          ("not recorded", "Not recorded, so not verifiable"),
+          ("skip", "Skipped: not verified"), ("pass", "Passed"))
+
+
+def group_of(finding: Finding) -> str:
+    """The page's group of a finding: a fail or warn by its basis (a crash, which has none, is
+    contradicted: nothing shows it conforms), else its status."""
+    if finding.status in ("fail", "warn"):
+        return "not recorded" if finding.basis == "not recorded" else "contradicted"
+    return finding.status
 
 
 # ---------------------------------------------------------------- figures
 
 def _png(fig) -> str:
-    """A matplotlib figure as a data: URI (PNG keeps dense scatters small)."""
+    """A matplotlib figure as a data: URI (PNG keeps dense scatters small), at the screen's
+    96 dpi so that its 9-10 pt labels read at 100 % zoom."""
     import matplotlib.pyplot as plt
 
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=72, bbox_inches="tight")
+    fig.savefig(buffer, format="png", dpi=96, bbox_inches="tight")
     plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _figure(width=8.0, height=3.2, ncols=1):
+def _figure(width=8.0, height=3.2, ncols=1, nrows=1):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    return plt.subplots(1, ncols, figsize=(width, height), squeeze=False)
+    plt.rcParams.update({"font.size": 10, "xtick.labelsize": 9, "ytick.labelsize": 9,
+                         "legend.fontsize": 9, "axes.titlesize": 10})
+    return plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False)
 
 
-def timeline(ctx) -> str | None:
+def _flagged_of(report: Report, check_id: str, column: str) -> set:
+    """The values of `column` in the evidence of a failing or warning `check_id`."""
+    try:
+        f = report.finding(check_id)
+    except KeyError:
+        return set()
+    if f.status not in ("fail", "warn"):
+        return set()
+    return {row.get(column) for row in (f.details or {}).get("evidence") or []}
+
+
+def timeline(ctx, report) -> tuple[str, str] | None:
     """Every run as a bar from start to end, one row per ecosystem: interleaving, gaps and
-    windows at a glance."""
+    windows at a glance; the runs S6.schedule-gaps and S6.contemporaneous flag in red."""
     runs = ctx.runs.sort_values("started_at_utc")
     if runs.empty:
         return None
-    fig, axes = _figure(height=0.4 * runs["ecosystem"].nunique() + 1.2)
+    flagged = (_flagged_of(report, "S6.schedule-gaps", "run_id")
+               | set(runs.loc[runs["ecosystem"].isin(_flagged_of(report, "S6.contemporaneous",
+                                                                 "ecosystem")), "run_id"]))
+    fig, axes = _figure(width=10, height=0.4 * runs["ecosystem"].nunique() + 1.4)
     ax = axes[0][0]
     ecosystems = sorted(runs["ecosystem"].unique())
     # a campaign of weeks would draw hour-long runs as nothing: each bar is at least 0.2 % of it
@@ -65,91 +104,166 @@ def timeline(ctx) -> str | None:
         part = runs[runs["ecosystem"] == eco]
         starts = part["started_at_utc"].dt.tz_localize(None)
         widths = ((part["ended_at_utc"] - part["started_at_utc"]).dt.total_seconds() / 86400
-                  ).clip(lower=0.002 * span_days)
-        ax.barh([y] * len(part), widths.to_numpy(), left=starts.to_numpy(), height=0.6)
+                  ).clip(lower=0.004 * span_days)
+        colours = [FLAGGED if r in flagged else "#1a73e8" for r in part["run_id"]]
+        ax.barh([y] * len(part), widths.to_numpy(), left=starts.to_numpy(), height=0.6, color=colours)
     ax.set_yticks(range(len(ecosystems)), ecosystems)
     ax.set_xlabel("time (UTC, as recorded)")
-    ax.set_title("Runs by ecosystem")
+    title = "Runs by ecosystem" + (" (red: runs flagged by S6.schedule-gaps or "
+                                   "S6.contemporaneous)" if flagged else "")
+    ax.set_title(title)
     fig.autofmt_xdate()
-    return _png(fig)
+    return _png(fig), title
 
 
-def _strip(ax, b: pd.DataFrame, values: pd.Series, ecosystems: list[str]) -> None:
-    """One jittered column of points per ecosystem."""
+def _strip(ax, b: pd.DataFrame, values: pd.Series, ecosystems: list[str],
+           flagged: pd.Series | None = None) -> None:
+    """One jittered column of points per ecosystem; `flagged` points in red, drawn last."""
+    flagged = pd.Series(False, index=values.index) if flagged is None else flagged
     for x, eco in enumerate(ecosystems):
-        points = values[b["ecosystem"] == eco].dropna().astype(float)
-        jitter = np.random.default_rng(x).uniform(-0.25, 0.25, len(points))
-        ax.plot(x + jitter, points, ".", ms=2, alpha=0.4)
+        mine = (b["ecosystem"] == eco).to_numpy()
+        for mask, colour, size in ((~flagged.to_numpy(), FINE, 2), (flagged.to_numpy(), FLAGGED, 3)):
+            points = values[mine & mask].dropna().astype(float)
+            jitter = np.random.default_rng(x).uniform(-0.25, 0.25, len(points))
+            ax.plot(x + jitter, points, ".", ms=size, alpha=0.6, color=colour)
+    ax.set_xticks(range(len(ecosystems)), ecosystems, rotation=35, ha="right")
 
 
-def codecarbon_power(ctx) -> str | None:
-    """CodeCarbon's reported CPU, GPU and RAM power per block, by ecosystem: a modelled
-    constant is a flat line of one value."""
+def codecarbon_power(ctx, report) -> tuple[str, str] | None:
+    """CodeCarbon's reported CPU power per block, by ecosystem, the runs S5.modelled-cpu-power
+    flags in red: a modelled constant is a flat line of one value."""
     b = ctx.block_runs
-    columns = [c for c in ("codecarbon_cpu_power_w", "codecarbon_gpu_power_w", "codecarbon_ram_power_w")
-               if b[c].notna().any()]
-    if not columns:
-        return None
-    fig, axes = _figure(width=9, height=3.2, ncols=len(columns))
-    ecosystems = sorted(b["ecosystem"].unique())
-    for ax, column in zip(axes[0], columns):
-        _strip(ax, b, b[column], ecosystems)
-        ax.set_xticks(range(len(ecosystems)), ecosystems, rotation=60, ha="right", fontsize=7)
-        ax.set_title(column.removeprefix("codecarbon_").replace("_power_w", " power (W)"), fontsize=9)
-    return _png(fig)
-
-
-def derived_power(ctx) -> str | None:
-    """Block-mean GPU power per board from energy / duration (counters, else CodeCarbon), by
-    ecosystem, against the board limits the specification lists."""
-    from deepgreen_audit.audit.checks.measurement import device_powers
-
-    b = ctx.block_runs
-    powers = device_powers(ctx)
-    power = powers["GPU (counter)"].fillna(powers["GPU (CodeCarbon)"])
+    power = b["codecarbon_cpu_power_w"].astype("Float64").astype(float)
     if power.dropna().empty:
         return None
-    fig, axes = _figure()
+    fig, axes = _figure(width=8, height=3.6)
     ax = axes[0][0]
+    flagged = b["run_id"].isin(_flagged_of(report, "S5.modelled-cpu-power", "run_id"))
+    _strip(ax, b, power, sorted(b["ecosystem"].unique()), flagged)
+    ax.set_ylabel("CPU power (W)")
+    title = "CodeCarbon's reported CPU power per block (red: runs with a modelled power)"
+    ax.set_title(title)
+    return _png(fig), title
+
+
+def power_plausible(ctx, report) -> tuple[str, str] | None:
+    """Every device power S5.power-plausible tests that broke its range somewhere, derived and
+    reported alike (one panel each, the same device's other source beside it): the blocks out
+    of range in red, the range's bounds as lines."""
+    from deepgreen_audit.audit.checks.measurement import power_bounds
+
+    bounds = power_bounds(ctx)
+    failed = {name.split()[0] for name, (_, _, _, low, high) in bounds.items() if (low | high).any()}
+    shown = [name for name, (power, *_rest) in bounds.items()
+             if name.split()[0] in failed and power.notna().any()]
+    if not shown:
+        return None
+    b = ctx.block_runs
     ecosystems = sorted(b["ecosystem"].unique())
-    _strip(ax, b, power, ecosystems)
-    limits = ctx.tolerances.get("gpu_board_power_limit_w", {})
-    for model in sorted(set(b["gpu_model"].dropna())):
-        if model in limits:
-            ax.axhline(limits[model], color="#b3261e", lw=1)
-            ax.annotate(f"{model} limit {limits[model]:.0f} W", (0, limits[model]), fontsize=7,
-                        color="#b3261e", va="bottom")
-    ax.set_xticks(range(len(ecosystems)), ecosystems, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("GPU power per board (W)")
-    ax.set_title("Derived GPU power against the board limit")
-    return _png(fig)
+    ncols = min(2, len(shown))
+    nrows = -(-len(shown) // ncols)
+    fig, axes = _figure(width=11, height=3.4 * nrows, ncols=ncols, nrows=nrows)
+    flat = [ax for row in axes for ax in row]
+    captions = []
+    for ax, name in zip(flat, shown):
+        power, lo, hi, low, high = bounds[name]
+        out = power[low | high]
+        captions.append(f"{name}: {len(out):,} out of range" + (
+            f" ({out.min():.3g}-{out.max():.3g} W)" if len(out) else ""))
+        positive = power[np.isfinite(power) & (power > 0)]
+        log = len(positive) and positive.max() / max(min(positive.min(), lo or positive.min()), 1e-9) > 50
+        # a log scale cannot show 0 W, the commonest broken reading: it sits on the panel's floor
+        floor = min(positive.min(), lo or positive.min()) / 3 if log else None
+        _strip(ax, b, power.where(power > 0, floor) if log else power, ecosystems, low | high)
+        ax.axhline(lo, color=FLAGGED, lw=1, ls="--")
+        highs = [hi] if np.isscalar(hi) else sorted(set(pd.Series(hi).dropna()))
+        for limit in highs:
+            ax.axhline(limit, color=FLAGGED, lw=1)
+        if log:
+            ax.set_yscale("log")
+        ax.set_ylabel("W")
+        n = int((low | high).sum())
+        zeros = int((power <= 0).sum()) if log else 0
+        ax.set_title((f"{name}: {n:,} block(s) out of range" if n else f"{name}: all in range")
+                     + (f"\n({zeros:,} at 0 W or less, drawn at {floor:.2g} W)" if zeros else ""))
+    for ax in flat[len(shown):]:
+        ax.set_visible(False)
+    title = ("Device power per block against its plausible range (dashed: the lower bound, "
+             "solid: the upper; red: out of range)")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return _png(fig), f"{title}: " + "; ".join(captions)
 
 
-def time_per_sample(ctx) -> str | None:
+def power_duration(ctx, report) -> tuple[str, str] | None:
+    """The energy CodeCarbon reported against constant power x duration for every reading
+    S5.power-duration flags, on the identity line and between the tolerance's."""
+    rows = _evidence_frame(report, "S5.power-duration")
+    if rows is None or not {"found", "expected"} <= set(rows):
+        return None
+    rows = rows[(rows["found"] > 0) & (rows["expected"] > 0)]
+    if rows.empty:
+        return None
+    fig, axes = _figure(width=7, height=4.6)
+    ax = axes[0][0]
+    for eco, part in rows.groupby("ecosystem") if "ecosystem" in rows else [("", rows)]:
+        ax.loglog(part["expected"], part["found"], ".", ms=4, alpha=0.7, label=eco or None)
+    lo, hi = rows[["found", "expected"]].min().min(), rows[["found", "expected"]].max().max()
+    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+    tol = float(ctx.tolerances["power_duration_relative_tolerance"])
+    for factor in (1 - tol, 1 + tol):
+        ax.plot([lo, hi], [lo * factor, hi * factor], "k--", lw=0.6)
+    ax.set_xlabel("constant power x duration (J)")
+    ax.set_ylabel("energy CodeCarbon reported (J)")
+    title = (f"Readings that break energy = power x duration (line: equality; dashed: the "
+             f"tolerance, ±{tol:.0%})")
+    ax.set_title(title)
+    if "ecosystem" in rows:
+        ax.legend(fontsize=8, markerscale=2)
+    return _png(fig), title
+
+
+def _evidence_frame(report: Report, check_id: str) -> pd.DataFrame | None:
+    try:
+        rows = (report.finding(check_id).details or {}).get("evidence") or []
+    except KeyError:
+        return None
+    return pd.DataFrame(rows) if rows else None
+
+
+def time_per_sample(ctx, report) -> tuple[str, str] | None:
     """Median train time per sample of each configuration, by ecosystem and dataset, one
     marker per architecture: a mislabelled configuration sits in the other architecture's
-    place."""
+    place (the ones S1.architecture-identity flags ringed in red)."""
     from deepgreen_audit.audit.checks.model import config_profiles
 
     prof = config_profiles(ctx).dropna(subset=["time"]).reset_index()
     if prof.empty:
         return None
-    prof["label"] = prof["ecosystem"] + "\n" + prof["dataset"]
+    prof["label"] = prof["ecosystem"] + " / " + prof["dataset"]
     labels = sorted(prof["label"].unique())
-    fig, axes = _figure(width=max(8.0, 0.35 * len(labels)), height=3.6)
+    flagged = _flagged_of(report, "S1.architecture-identity", "configuration")
+    fig, axes = _figure(width=max(9.0, 0.32 * len(labels)), height=4.6)
     ax = axes[0][0]
     for marker, (arch, part) in zip("os^D", prof.groupby("architecture")):
         xs = [labels.index(label) for label in part["label"]]
         ax.plot(xs, np.exp(part["time"]) * 1e3, marker, label=arch, ms=6, alpha=0.8)
+    key = prof["ecosystem"] + "/" + prof["architecture"] + "/" + prof["dataset"]
+    ringed = prof[key.isin(flagged)]
+    if len(ringed):
+        ax.plot([labels.index(label) for label in ringed["label"]], np.exp(ringed["time"]) * 1e3,
+                "o", ms=14, mfc="none", mec=FLAGGED, mew=2, label="flagged label")
     ax.set_yscale("log")
-    ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=6)
+    ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right")
     ax.set_ylabel("train ms per sample")
-    ax.legend(fontsize=8)
+    ax.legend()
+    title = "Time per sample by configuration and architecture" + (
+        f" (ringed: {', '.join(sorted(flagged))}, flagged by S1.architecture-identity)" if len(ringed) else "")
     ax.set_title("Time per sample by configuration and architecture")
-    return _png(fig)
+    return _png(fig), title
 
 
-def instruments(ctx) -> str | None:
+def instruments(ctx, report) -> tuple[str, str] | None:
     """CodeCarbon's energy against the counters' for every block that has both, on the
     identity line."""
     b = ctx.blocks
@@ -164,70 +278,66 @@ def instruments(ctx) -> str | None:
     ax.set_xlabel("counters (J)")
     ax.set_ylabel("CodeCarbon (J)")
     ax.set_title("CodeCarbon against the counters")
-    return _png(fig)
+    return _png(fig), "CodeCarbon's energy against the counters' per block (line: equality)"
 
 
-#: The figures a page can carry, by kind.
+#: The figures a page can carry, by kind: fn(ctx, report) -> (data: URI, what it shows) or None.
 FIGURES = {"timeline": timeline, "codecarbon-power": codecarbon_power,
-           "derived-power": derived_power, "time-per-sample": time_per_sample,
-           "instruments": instruments}
+           "power-plausible": power_plausible, "power-duration": power_duration,
+           "time-per-sample": time_per_sample, "instruments": instruments}
+#: Each figure's caption, which the checks that link to it name.
+FIGURE_TITLES = {"timeline": "the runs' timeline", "codecarbon-power": "CodeCarbon's CPU power",
+                 "power-plausible": "the device powers against their ranges",
+                 "power-duration": "energy against power x duration",
+                 "time-per-sample": "time per sample by configuration",
+                 "instruments": "CodeCarbon against the counters"}
 
-#: The figure that shows each check's evidence (others: the evidence's rows per ecosystem).
+#: The figure that shows each check's evidence; a check not listed has none (its table is
+#: the evidence: a count per ecosystem would add nothing).
 FIGURE_OF_CHECK = {
     "S6.interleaving": "timeline", "S6.contemporaneous": "timeline", "S6.schedule-gaps": "timeline",
-    "S6.no-overlap": "timeline", "S6.completeness-runs": "timeline",
-    "S6.independent-processes": "timeline",
-    "S5.modelled-cpu-power": "codecarbon-power", "S5.power-duration": "codecarbon-power",
-    "S5.power-plausible": "derived-power",
-    "S1.architecture-identity": "time-per-sample", "S6.phase-work": "time-per-sample",
-    "S6.outlier-blocks": "time-per-sample", "S6.warmup": "time-per-sample",
-    "S5.short-blocks": "time-per-sample",
+    "S6.no-overlap": "timeline",
+    "S5.modelled-cpu-power": "codecarbon-power", "S5.power-duration": "power-duration",
+    "S5.power-plausible": "power-plausible",
+    "S1.architecture-identity": "time-per-sample",
     "S5.codecarbon-agreement": "instruments", "S5.codecarbon-duration": "instruments",
     "S5.counter-recompute": "instruments",
 }
-
-
-def evidence_by_ecosystem(finding: Finding, ctx) -> str | None:
-    """The evidence rows of a finding counted per ecosystem (or per value of its first
-    column): where the finding lies."""
-    rows = (finding.details or {}).get("evidence") or []
-    if not rows:
-        return None
-    frame = pd.DataFrame(rows)
-    if "ecosystem" not in frame and "run_id" in frame and ctx is not None:
-        frame["ecosystem"] = frame["run_id"].map(ctx.runs.set_index("run_id")["ecosystem"])
-    key = "ecosystem" if "ecosystem" in frame else frame.columns[0]
-    counts = frame[key].astype(str).value_counts().sort_index()
-    fig, axes = _figure(width=6, height=0.3 * len(counts) + 1.2)
-    ax = axes[0][0]
-    ax.barh(range(len(counts)), counts.to_numpy())
-    ax.set_yticks(range(len(counts)), counts.index, fontsize=8)
-    shown = len(rows)
-    total = (finding.details or {}).get("evidence_total", shown)
-    ax.set_xlabel(f"evidence rows ({shown} shown of {total})")
-    ax.set_title(f"{finding.id}: where the evidence lies", fontsize=9)
-    return _png(fig)
 
 
 # ---------------------------------------------------------------- the page
 
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#202124;background:#fff}
-main{max-width:1100px;margin:0 auto;padding:0 24px 48px}
-header{padding:16px 24px;border-bottom:1px solid #dadce0}
-h1{font-size:22px;margin:8px 0} h2{font-size:17px;margin:28px 0 8px} h3{font-size:15px;margin:0}
+main{max-width:1150px;margin:0 auto;padding:0 24px 48px}
+header{max-width:1150px;margin:0 auto;padding:8px 24px 4px}
+h1{font-size:20px;margin:4px 0} h2{font-size:17px;margin:24px 0 8px}
+h3{font-size:15px;margin:0}
+.verdict h2{margin:6px 0 2px;font-size:15px}
+.verdict ul{list-style:none;margin:0 0 4px;padding:0;font-size:13px;line-height:1.4}
+.verdict li{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+.verdict ul.logs{font-size:14px;columns:2}
+.verdict li .status{display:inline-block;width:3.2em}
+.verdict a{font-weight:600}
+.verdict li a{margin-right:6px}
 .synthetic{background:#b3261e;color:#fff;font-weight:700;font-size:20px;text-align:center;
  padding:14px;letter-spacing:.04em}
 .watermark{position:fixed;top:40%;left:0;width:100%;text-align:center;font-size:120px;font-weight:800;
  color:rgba(179,38,30,.09);transform:rotate(-28deg);pointer-events:none;z-index:0;white-space:nowrap}
-table{border-collapse:collapse;font-size:12px;margin:6px 0;max-width:100%;display:block;overflow-x:auto}
+.scroll{max-width:100%;overflow-x:auto}
+table{border-collapse:collapse;font-size:12px;margin:6px 0}
 th,td{border:1px solid #dadce0;padding:2px 6px;text-align:left;vertical-align:top}
+td{max-width:36em;min-width:5em;overflow-wrap:anywhere}
 th{background:#f1f3f4}
 .summary span{display:inline-block;margin-right:14px;font-weight:600}
 section.check{border:1px solid #dadce0;border-left:6px solid #5f6368;border-radius:4px;
- padding:8px 12px;margin:8px 0;position:relative;z-index:1;background:rgba(255,255,255,.92)}
+ padding:6px 12px;margin:8px 0;position:relative;z-index:1;background:rgba(255,255,255,.92);
+ scroll-margin-top:8px}
+section.pass,section.skip{padding:3px 12px;margin:4px 0}
+section.pass p,section.skip p{margin:2px 0}
 .status{font-weight:700;text-transform:uppercase;margin-right:8px}
-.meta{color:#5f6368;font-size:12px}
+.meta,.doc{color:#5f6368;font-size:12px}
+summary{cursor:pointer;color:#1a73e8;font-size:13px}
 img{max-width:100%;height:auto;display:block;margin:6px 0}
 .more{color:#5f6368;font-size:12px}
 """
@@ -237,21 +347,34 @@ def _esc(value) -> str:
     return html.escape("" if value is None else str(value))
 
 
+def _csv_uri(rows: list[dict]) -> str:
+    """All the evidence rows as a CSV data: URI (a download that needs no fetch)."""
+    text = pd.DataFrame(rows).to_csv(index=False, lineterminator="\n")
+    return "data:text/csv;charset=utf-8;base64," + base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
 def _evidence_table(finding: Finding) -> str:
-    details = finding.details or {}
-    rows = details.get("evidence") or []
+    """The first rows of the finding's evidence, folded when long or only unrecorded, with
+    every row a click away as CSV (the link stays in sight when the rows are folded)."""
+    rows = (finding.details or {}).get("evidence") or []
     if not rows:
         return ""
     columns = list(dict.fromkeys(k for row in rows for k in row))
     shown = rows[:SHOWN_EVIDENCE_ROWS]
     body = "".join("<tr>" + "".join(f"<td>{_esc(row.get(c))}</td>" for c in columns) + "</tr>"
                    for row in shown)
-    total = int(details.get("evidence_total", len(rows)))
-    more = (f'<p class="more">and {total - len(shown):,} more row(s) in the JSON report'
-            + (" (which keeps the first " f"{len(rows)})" if total > len(rows) else "") + "</p>"
-            if total > len(shown) else "")
     head = "".join(f"<th>{_esc(c)}</th>" for c in columns)
-    return f'<table class="evidence"><tr>{head}</tr>{body}</table>{more}'
+    total = len(rows)
+    name = f"{finding.id}-evidence.csv"
+    more = (f'<p class="more">{total - len(shown):,} more row(s) than the table\'s {len(shown)}: '
+            f'<a class="csv" download="{_esc(name)}" href="{_csv_uri(rows)}">{_esc(name)}</a> '
+            f'has all {total:,} (embedded in this page; so does the JSON report, --out)</p>'
+            if total > len(shown) else "")
+    opened = " open" if group_of(finding) == "contradicted" and total <= OPEN_EVIDENCE_ROWS else ""
+    return (f'<details class="evidence"{opened}><summary>evidence: {total:,} row(s)'
+            f'{f", the first {len(shown)} here" if total > len(shown) else ""}</summary>'
+            f'<div class="scroll"><table class="evidence"><tr>{head}</tr>{body}</table></div>'
+            f'</details>{more}')
 
 
 def _explained(finding: Finding) -> str:
@@ -286,41 +409,91 @@ def _identity(report: Report, package) -> str:
     integrity = next((f for f in report.findings if f.id == "integrity.validate"), None)
     if integrity is not None:
         rows.append(("integrity", integrity.message))
-    return "<table>" + "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in rows) + "</table>"
+    return ('<div class="scroll"><table>' + "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>"
+                                                   for k, v in rows) + "</table></div>")
 
 
-def render_page(report: Report, ctx=None) -> str:
-    """The page for `report`; `ctx` (an AuditContext of the same package) draws the figures."""
-    cache: dict[str, str | None] = {}
+def descriptions(suite: str = "audit") -> dict[str, str]:
+    """What each check of `suite` checks (its docstring in the registry), the audit's checks
+    it reuses, and what each validation code means."""
+    from deepgreen_audit.registry import REGISTRY, registered_checks
 
-    def figure_of(finding: Finding) -> str | None:
-        kind = FIGURE_OF_CHECK.get(finding.id)
-        if kind is not None and ctx is not None:
-            if kind not in cache:
-                cache[kind] = FIGURES[kind](ctx)
-            if cache[kind]:
-                return cache[kind]
-        return evidence_by_ecosystem(finding, ctx)
+    docs = {c.id: c.doc for c in registered_checks("audit")} if suite == "audit" else {
+        c.id: c.doc for c in REGISTRY["audit"].values()}
+    if suite != "audit":
+        docs.update({c.id: c.doc for c in registered_checks(suite)})
+    return {**CODES, **docs}
 
-    counts = report.counts
-    sections = []
+
+def _verdict(report: Report, groups: dict[str, list[Finding]], opening: str = "") -> str:
+    """What failed and what warned, one linked line each, contradicted apart from unrecorded,
+    after the `opening` (HTML) a kind of package has of its own."""
+    parts = [opening] if opening else []
+    for key, heading in GROUPS[:2]:
+        found = groups[key]
+        if not found:
+            continue
+        items = "".join(
+            f'<li title="{_esc(f.message)}"><span class="status" style="color:{STATUS_COLOURS[f.status]}">{f.status}</span>'
+            f'<a href="#{_esc(f.id)}">{_esc(f.id)}</a>{_esc(f.message)}</li>' for f in found)
+        parts.append(f"<h2>{heading} ({len(found)})</h2><ul>{items}</ul>")
+    if groups["skip"]:
+        links = ", ".join(f'<a href="#{_esc(f.id)}">{_esc(f.id)}</a>' for f in groups["skip"])
+        parts.append(f'<p class="meta">Skipped, so not verified ({len(groups["skip"])}): {links}</p>')
+    if not any(groups[key] for key in ("contradicted", "not recorded", "skip")):
+        parts.append(f"<h2>Every one of the {len(report.findings)} checks passed</h2>")
+    return '<nav class="verdict">' + "".join(parts) + "</nav>"
+
+
+def render_page(report: Report, ctx=None, *, suite: str = "audit", verdict: str = "",
+                before_checks: str = "") -> str:
+    """The page for `report`; `ctx` (the context the audit ran on) draws the figures, `suite`
+    names the registry whose descriptions the checks show; `verdict` (HTML) opens the verdict
+    and `before_checks` (HTML) precedes the checks (the CodeCarbon-log page's own)."""
+    docs = descriptions(suite)
+    groups: dict[str, list[Finding]] = {key: [] for key, _ in GROUPS}
     for f in report.findings:
-        colour = STATUS_COLOURS[f.status]
-        body = f'<p>{_esc(f.message)}</p>'
-        if f.status in ("fail", "warn"):
-            rows = f" &middot; {f.rows_affected:,} {_esc(f.resource or 'row')} row(s) affected" \
-                if f.rows_affected is not None else ""
-            body += f'<p class="meta">{_esc(f.section)} &middot; severity {_esc(f.severity)}{rows}</p>'
-            body += _evidence_table(f) + _explained(f)
-            image = figure_of(f)
-            if image:
-                body += f'<img class="figure" alt="figure of the evidence of {_esc(f.id)}" src="{image}">'
-        elif (f.details or {}).get("explained"):
-            body += _explained(f)
-        sections.append(
-            f'<section class="check {f.status}" id="{_esc(f.id)}" data-check="{_esc(f.id)}" '
-            f'style="border-left-color:{colour}"><h3><span class="status" style="color:{colour}">'
-            f'{f.status}</span>{_esc(f.id)}</h3>{body}</section>')
+        groups[group_of(f)].append(f)
+    drawn: dict[str, str] = {}
+
+    def figure_of(finding: Finding) -> str:
+        """The figure's <img> under the first check it shows, a link to it under the others."""
+        kind = FIGURE_OF_CHECK.get(finding.id)
+        if kind is None or ctx is None or group_of(finding) != "contradicted":
+            return ""
+        if kind in drawn:
+            return (f'<p class="meta">Figure: {FIGURE_TITLES[kind]}, under '
+                    f'<a href="#figure-{kind}">{_esc(drawn[kind])}</a>.</p>') if drawn[kind] else ""
+        drawing = FIGURES[kind](ctx, report)
+        drawn[kind] = finding.id if drawing else ""
+        if not drawing:
+            return ""
+        image, caption = drawing
+        return (f'<img class="figure" id="figure-{kind}" data-figure="{kind}" '
+                f'alt="{_esc(caption)}" title="{_esc(caption)}" src="{image}">')
+
+    sections = []
+    for key, heading in GROUPS:
+        if not groups[key]:
+            continue
+        sections.append(f"<h2>{heading} ({len(groups[key])})</h2>")
+        for f in groups[key]:
+            colour = STATUS_COLOURS[f.status]
+            body = f"<p>{_esc(f.message)}</p>"
+            if docs.get(f.id):
+                body += f'<p class="doc">Checks: {_esc(docs[f.id])}</p>'
+            if f.status in ("fail", "warn"):
+                rows = f" &middot; {f.rows_affected:,} {_esc(f.resource or 'row')} row(s) affected" \
+                    if f.rows_affected is not None else ""
+                body += f'<p class="meta">{_esc(f.section)} &middot; severity {_esc(f.severity)}{rows}</p>'
+                body += figure_of(f) + _evidence_table(f) + _explained(f)
+            elif (f.details or {}).get("explained"):
+                body += _explained(f)
+            sections.append(
+                f'<section class="check {f.status}" id="{_esc(f.id)}" data-check="{_esc(f.id)}" '
+                f'style="border-left-color:{colour}"><h3><span class="status" style="color:{colour}">'
+                f'{f.status}</span>{_esc(f.id)}</h3>{body}</section>')
+    counts = report.counts
     package = ctx.package if ctx is not None else None
     banner = ('<div class="synthetic">SYNTHETIC DATA: this package is synthetic; '
               'its numbers are not measurements.</div><div class="watermark">SYNTHETIC DATA</div>'
@@ -329,21 +502,25 @@ def render_page(report: Report, ctx=None) -> str:
                 f'<p><strong>The audit did NOT finish:</strong> {counts["skip"]} check(s) were skipped, '
                 "so what they check was not verified.</p>")
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    words = "PASSED" if report.valid else "FAILED"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{CSP}">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{'SYNTHETIC: ' if report.synthetic else ''}Audit of {_esc(report.subject)}</title>
 <style>{STYLE}</style></head>
-<body>{banner}<header><h1>{'SYNTHETIC DATA: ' if report.synthetic else ''}DeepGreen audit</h1>
-{_identity(report, package)}
+<body>{banner}<header><h1>{'SYNTHETIC DATA: ' if report.synthetic else ''}DeepGreen audit
+<span style="color:{STATUS_COLOURS['pass' if report.valid else 'fail']}">{words}</span></h1>
+{_verdict(report, groups, verdict)}
 <p class="summary"><span style="color:{STATUS_COLOURS['pass']}">{counts['pass']} pass</span>
 <span style="color:{STATUS_COLOURS['fail']}">{counts['fail']} fail</span>
 <span style="color:{STATUS_COLOURS['warn']}">{counts['warn']} warn</span>
 <span style="color:{STATUS_COLOURS['skip']}">{counts['skip']} skip</span></p>{finished}
-<p class="meta">Generated {generated} by deepgreen audit; checks in registry order (docs/audit.md
-says what each means).</p></header>
-<main><h2>Checks</h2>
+{_identity(report, package)}
+<p class="meta">Generated {generated} by deepgreen audit.  "Not recorded": every row the check
+failed lacks the value it checks (an empty cell, a missing reading), so nothing contradicts the
+specification but nothing shows it was met; "contradicted": a recorded value breaks it.</p></header>
+<main>{before_checks}
 {''.join(sections)}
 </main>{banner}</body></html>
 """

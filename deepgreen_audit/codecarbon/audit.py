@@ -113,28 +113,21 @@ def audit_log(location, *, spec: dict | None = None,
 
 # ---------------------------------------------------------------- the page's verdict
 
-def verdict_html(report: Report, ctx: LogContext | None) -> str:
-    """The verdict section that opens the page: each log's verdict, its runs' verdicts, and a
-    figure of each run's energy by component, coloured measured / modelled."""
+def verdict_html(report: Report, ctx: LogContext | None) -> tuple[str, str]:
+    """The page's own parts: each log's verdict, which opens the page's verdict (the findings
+    follow it there), and, before the checks, a figure of each run's energy by component,
+    coloured measured / modelled, and every run's verdict (folded: one row per run)."""
     verdicts = report.stats.get("verdicts")
     if not verdicts:
-        return ""
+        return "", ""
     colours = {"measured": "#1b7f3b", "partly modelled": "#a15c00", "modelled": "#b3261e",
                "not known": "#5f6368"}
-    parts = ['<h2>Verdict: was this energy measured?</h2>']
-    for log in verdicts["logs"]:
-        colour = colours.get(log["verdict"], "#202124")
-        parts.append(f'<p style="font-size:18px"><strong>{html.escape(log["source_file"])}</strong>: '
-                     f'<span style="color:{colour};font-weight:700">{html.escape(log["words"])}</span></p>')
-    found = [f for f in report.findings if f.status in ("fail", "warn")]
-    if found:
-        items = "".join(
-            f'<li><a href="#{html.escape(f.id)}" style="color:{"#b3261e" if f.status == "fail" else "#a15c00"}">'
-            f'<strong>{html.escape(f.id)}</strong></a> ({f.status}): '
-            f'{html.escape(f.message if len(f.message) < 260 else f.message[:257] + "...")}</li>'
-            for f in sorted(found, key=lambda f: f.status != "fail"))
-        parts.append(f"<p><strong>What the audit found</strong> (each with its rows and evidence "
-                     f"below):</p><ul>{items}</ul>")
+    lines = "".join(
+        f'<li title="{html.escape(log["words"])}"><strong>{html.escape(log["source_file"])}</strong>: <span style="color:'
+        f'{colours.get(log["verdict"], "#202124")};font-weight:600">{html.escape(log["words"])}</span></li>'
+        for log in verdicts["logs"])
+    top = [f'<h2>Verdict: was this energy measured?</h2><ul class="logs">{lines}</ul>']
+    parts = ["<h2>Each run's energy</h2>"]
     figure = _energy_figure(ctx)
     if figure:
         parts.append(f'<img class="figure" alt="energy of each run by component, measured or '
@@ -142,10 +135,11 @@ def verdict_html(report: Report, ctx: LogContext | None) -> str:
     rows = "".join(f"<tr><td>{html.escape(str(r['source_file']))}</td><td>{r['source_line']}</td>"
                    f"<td>{html.escape(str(r['run_key']))}</td><td style=\"color:"
                    f"{colours.get(r['verdict'], '#202124')}\">{html.escape(r['words'])}</td></tr>"
-                   for r in verdicts["runs"][:200])
-    parts.append('<table><tr><th>log</th><th>line</th><th>run</th><th>verdict</th></tr>'
-                 + rows + "</table>")
-    return "".join(parts)
+                   for r in verdicts["runs"])
+    parts.append(f'<details><summary>the verdict of each of the {len(verdicts["runs"]):,} run(s)'
+                 '</summary><div class="scroll"><table><tr><th>log</th><th>line</th><th>run</th>'
+                 f'<th>verdict</th></tr>{rows}</table></div></details>')
+    return "".join(top), "".join(parts)
 
 
 def _energy_figure(ctx: LogContext | None) -> str | None:
@@ -176,12 +170,12 @@ def _energy_figure(ctx: LogContext | None) -> str | None:
                     label=None if label in seen else label)
             seen.add(label)
             left += width
-    ax.set_yticks(range(len(runs)), [f"{f} line {n}" for f, n in runs], fontsize=7)
+    ax.set_yticks(range(len(runs)), [f"{f} line {n}" for f, n in runs])
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set_xlabel("share of the run's energy")
     ax.set_title("Each run's energy by component: measured (green) or modelled (red)")
-    ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
+    ax.legend(loc="lower right", framealpha=0.9)
     return _png(fig)
 
 
@@ -189,9 +183,9 @@ def render_log_page(report: Report, ctx: LogContext | None) -> str:
     """The campaign audit's page, opened by the verdict."""
     from deepgreen_audit.audit.html import render_page
 
-    page = render_page(report, ctx)
-    return page.replace("<main><h2>Checks</h2>", "<main>" + verdict_html(report, ctx)
-                        + "<h2>Checks</h2>", 1)
+    verdict, before_checks = verdict_html(report, ctx)
+    return render_page(report, ctx, suite=cc_checks.SUITE, verdict=verdict,
+                       before_checks=before_checks)
 
 
 def cmd_audit(args) -> int:

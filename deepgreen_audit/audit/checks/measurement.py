@@ -50,7 +50,7 @@ def both_readings(ctx):
         return Outcome.failed(f"{int(no_counter.sum()):,} block(s) lack the counter reading"
                               f"{why if no_counter.any() else ''}, {int(no_cc.sum()):,} lack "
                               "CodeCarbon's", rows=int(bad.sum()),
-                              details=per_run_evidence(ctx, b.loc[bad]))
+                              details=per_run_evidence(ctx, b.loc[bad]), unrecorded=int(bad.sum()))
     return Outcome.passed(f"all {len(b):,} blocks carry both readings")
 
 
@@ -234,12 +234,11 @@ def device_powers(ctx) -> dict[str, pd.Series]:
         }
 
 
-@check("S5.power-plausible", "S5", table="blocks")
-def power_plausible(ctx):
-    """The power of each recorded device is plausible, both the block mean derived from
-    energy / duration (counters and CodeCarbon) and the power CodeCarbon reported: a GPU
-    between gpu_power_min_w and its board limit (x gpu_power_limit_factor), the CPU packages
-    and the RAM within their [audit] ranges."""
+def power_bounds(ctx) -> dict[str, tuple[pd.Series, float, pd.Series | float, pd.Series, pd.Series]]:
+    """Each recorded device power (`device_powers`) with its plausible range and where it
+    falls outside: {domain: (power, low bound, high bound, below, above)}; the GPU's high bound
+    is per block (its board's limit x gpu_power_limit_factor).  One source for
+    S5.power-plausible and the page's figure of it."""
     t = ctx.tolerances
     b = ctx.block_runs
     limits = b["gpu_model"].map(lambda m: max((t["gpu_board_power_limit_w"].get(x.strip(), np.nan)
@@ -248,13 +247,26 @@ def power_plausible(ctx):
     gpu_max = limits.astype(float) * float(t["gpu_power_limit_factor"])
     ranges = {"GPU": (float(t["gpu_power_min_w"]), gpu_max),
               "CPU": tuple(t["cpu_power_range_w"]), "RAM": tuple(t["ram_power_range_w"])}
-    bad = pd.Series(False, index=b.index)
-    found, checked = [], 0
+    out = {}
     for name, power in device_powers(ctx).items():
         lo, hi = ranges[name.split()[0]]
         known = power.notna() & np.isfinite(power)
-        checked += int(known.sum())
-        low, high = known & (power < lo), known & (power > hi)
+        out[name] = (power, lo, hi, known & (power < lo), known & (power > hi))
+    return out
+
+
+@check("S5.power-plausible", "S5", table="blocks")
+def power_plausible(ctx):
+    """The power of each recorded device is plausible, both the block mean derived from
+    energy / duration (counters and CodeCarbon) and the power CodeCarbon reported: a GPU
+    between gpu_power_min_w and its board limit (x gpu_power_limit_factor), the CPU packages
+    and the RAM within their [audit] ranges."""
+    t = ctx.tolerances
+    b = ctx.block_runs
+    bad = pd.Series(False, index=b.index)
+    found, checked = [], 0
+    for name, (power, lo, hi, low, high) in power_bounds(ctx).items():
+        checked += int((power.notna() & np.isfinite(power)).sum())
         for label, mask in (("below", low), ("above", high)):
             if mask.any():
                 bound = f"{lo} W" if label == "below" else (
@@ -424,7 +436,8 @@ def codecarbon_config(ctx):
         return Outcome.failed(f"{int(missing.sum())} run(s) record no configuration hash, "
                               f"{int(odd.sum())} used another configuration than the "
                               "campaign's", rows=int(bad.sum()),
-                              details=evidence(env.loc[bad, ["run_id", "codecarbon_config_sha256"]]))
+                              details=evidence(env.loc[bad, ["run_id", "codecarbon_config_sha256"]]),
+                              unrecorded=int(missing.sum()))
     return Outcome.passed(f"all {len(env):,} runs used configuration {modal[:12]}...")
 
 
@@ -516,7 +529,8 @@ def sampler(ctx):
         return Outcome.failed(f"{int(without.sum())} run(s) without samples, {len(irregular)} "
                               f"with samples not at {rate} Hz", rows=int(bad.sum()),
                               details=evidence(runs.loc[bad, ["run_id", "ecosystem"]].assign(
-                                  samples=runs.loc[bad, "run_id"].map(counts).fillna(0).astype(int))))
+                                  samples=runs.loc[bad, "run_id"].map(counts).fillna(0).astype(int))),
+                              unrecorded=int(without.sum()))
     return Outcome.passed(f"{len(s):,} samples at {rate} Hz in all {len(runs):,} runs")
 
 

@@ -36,6 +36,7 @@ def initial_weights(ctx):
                         "(architecture, classes)")
     if problems:
         return Outcome.failed("; ".join(problems), rows=int(missing.sum() + shared.sum()),
+                              unrecorded=int(missing.sum()),
                               details=evidence(runs.loc[missing | shared.reindex(runs.index, fill_value=False),
                                                         ["run_id", "architecture", "dataset",
                                                          "initial_weights_sha256"]]))

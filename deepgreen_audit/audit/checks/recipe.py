@@ -16,6 +16,7 @@ def _recipe_outcome(ctx, section: str) -> Outcome:
     wanted = recipe(ctx.spec)
     rtol = float(ctx.tolerances["recipe_relative_tolerance"])
     bad = np.zeros(len(runs), dtype=bool)
+    contradicted = np.zeros(len(runs), dtype=bool)
     problems = []
     for col in RECIPE_SECTIONS[section]:
         values = runs[col]
@@ -32,10 +33,12 @@ def _recipe_outcome(ctx, section: str) -> Outcome:
                             + describe_counts(runs.loc[differs, "ecosystem"] + ": "
                                               + values[differs].astype(str)) + f"; spec {wanted[col]})")
         bad |= missing | differs
+        contradicted |= differs
     if bad.any():
         cols = ["run_id", "ecosystem", *RECIPE_SECTIONS[section]]
         return Outcome.failed("; ".join(problems), rows=int(bad.sum()),
-                              details=evidence(runs.loc[bad, cols]))
+                              details=evidence(runs.loc[bad, cols]),
+                              unrecorded=int((bad & ~contradicted).sum()))
     cols = ", ".join(f"{c}={wanted[c]}" for c in RECIPE_SECTIONS[section])
     return Outcome.passed(f"all {len(runs):,} runs used {cols}")
 
@@ -107,7 +110,8 @@ def device(ctx):
     bad = other | missing
     if bad.any():
         return Outcome.failed("; ".join(problems), rows=int(bad.sum()), details=evidence(
-            runs.loc[bad, ["run_id", "ecosystem", "device", "device_name"]]))
+            runs.loc[bad, ["run_id", "ecosystem", "device", "device_name"]]),
+            unrecorded=int(missing.sum()))
     return Outcome.passed(f"all {len(runs):,} runs placed their work on {wanted} "
                           f"({describe_counts(runs['device_name'].fillna('unnamed'))})")
 
@@ -139,7 +143,8 @@ def pinned_versions(ctx):
         if missing.any():
             parts.append(f"{int(missing.sum())} run(s) record no framework version")
         return Outcome.failed("; ".join(parts), rows=int(bad.sum()), details=evidence(
-            env.loc[bad, ["run_id", "framework", "framework_version"]].assign(pinned=pinned[bad])))
+            env.loc[bad, ["run_id", "framework", "framework_version"]].assign(pinned=pinned[bad])),
+            unrecorded=int((missing & ~unknown).sum()))
     return Outcome.passed(f"all {len(env):,} runs used their framework's pinned version")
 
 
@@ -166,5 +171,6 @@ def dl4j_backend_of_device(ctx):
         named = describe_counts(recorded[bad].astype(object).fillna("not recorded"))
         return Outcome.failed(f"{int(bad.sum())} of {len(env):,} {DL4J} run(s) did not load {wanted}, the "
                               f"backend for the declared device {device} ({named})", rows=int(bad.sum()),
-                              details=evidence(env.loc[bad].assign(expected=wanted)))
+                              details=evidence(env.loc[bad].assign(expected=wanted)),
+                              unrecorded=int(recorded.isna().sum()))
     return Outcome.passed(f"all {len(env):,} {DL4J} runs loaded {wanted} (declared device {device})")

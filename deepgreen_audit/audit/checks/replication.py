@@ -81,7 +81,8 @@ def _one_per_run(ctx, column: str, what: str, passed: str):
     if bad.any():
         return Outcome.failed(f"{int(missing.sum())} run(s) record no {what}, {int(shared.sum())} "
                               f"share a {what} with another run", rows=int(bad.sum()),
-                              details=evidence(runs.loc[bad, ["run_id", "ecosystem", column]]))
+                              details=evidence(runs.loc[bad, ["run_id", "ecosystem", column]]),
+                              unrecorded=int(missing.sum()))
     return Outcome.passed(passed)
 
 
