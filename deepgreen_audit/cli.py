@@ -15,10 +15,17 @@ import json
 import os
 import signal
 import sys
+import textwrap
 from pathlib import Path
 
 from deepgreen_audit import __version__
-from deepgreen_audit.errors import BUG_EXIT, Terminated, UserError
+from deepgreen_audit.errors import BUG_EXIT, EXIT_CODES, USAGE_EXIT, Terminated, UserError
+
+def exit_code_lines() -> list[str]:
+    """The exit-code table (errors.EXIT_CODES) as `deepgreen --help` prints it."""
+    return [textwrap.fill(meaning, 79, initial_indent=f"  {code:<4}", subsequent_indent=" " * 6)
+            for code, meaning in EXIT_CODES]
+
 
 EPILOG = """\
 The replication package is four tables (runs, blocks, samples, environment)
@@ -29,11 +36,22 @@ logs of 'import codecarbon'); each verb says when it does not apply to a
 kind. PKG is a folder holding datapackage.json, or the descriptor itself; by
 default the shipped package described by ./datapackage.json.
 
-Typical use:
-  deepgreen validate                      check the shipped package
-  deepgreen restore replication --out runs/   turn it back into run directories
-  deepgreen flatten runs/ --out pkg/      and the run directories into a package
+exit codes (every verb; validate, audit, api-audit, parity and preflight alike):
+""" + "\n".join(exit_code_lines()) + """
+
+examples (run from the checkout's root):
+  deepgreen validate                                 check the shipped package
+  deepgreen restore datapackage.json --out runs/     turn it back into run directories
+  deepgreen flatten runs/ --out pkg/                 and the run directories into a package
+  deepgreen audit examples/first-campaign --strict   audit the study's first campaign (exit 1)
 """
+
+
+def strict_option(parser) -> None:
+    """--strict, the same on every verb that checks something (errors.EXIT_CODES)."""
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 on a warning or a skipped check too (without it: on a "
+                             "failed check only)")
 
 
 def _say(text: str = "") -> None:
@@ -65,7 +83,7 @@ def cmd_validate(args) -> int:
     report = validate_package(args.package)
     if args.json:
         _say(report.to_json())
-        return 0 if report.valid else 1
+        return report.exit_status(args.strict)
     _say(report.format_text())
     if report.valid:
         stats = report.stats
@@ -80,7 +98,7 @@ def cmd_validate(args) -> int:
             _say(f"  title: {prov['title']}")
         if prov.get("provenance"):
             _say("  provenance: " + json.dumps(prov["provenance"], ensure_ascii=False))
-    return 0 if report.valid else 1
+    return report.exit_status(args.strict)
 
 
 def cmd_flatten(args) -> int:
@@ -184,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    strict_option(p)
 
     p = verb("flatten", cmd_flatten, "turn a tree of run directories into a package",
              "Read RUNS/<campaign>/<run_id>/ directories (as 'collect' or 'restore' write them) "
@@ -264,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return USAGE_EXIT
     from contextlib import nullcontext
 
     from deepgreen_audit.package.tables import cycle_collection_paused
@@ -279,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
             return args.func(args)
     except UserError as exc:
         print(f"deepgreen {args.verb}: error: {exc}", file=sys.stderr)
-        return 2
+        return USAGE_EXIT
     except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: not an error of ours
         sys.stderr.close()
         return 0

@@ -66,7 +66,8 @@ class Finding:
     """One thing a check found.  `resource` is what it is about (a table of the package, a
     stack under parity, a framework or counter under preflight); `rows_affected` counts the
     rows of that resource it concerns; `details` holds its evidence (for the audit:
-    ``{"evidence": [rows], "evidence_total": n}``) and any figures behind the message."""
+    ``{"evidence": [rows], "evidence_total": n}``) and any figures behind the message;
+    `seconds` is how long its check ran, for CI's test reports."""
 
     id: str
     status: str
@@ -78,6 +79,8 @@ class Finding:
     field: str | None = None
     rows_affected: int | None = None
     details: dict | None = None
+    #: how long the check took (JUnit's time; None for a finding no check timed)
+    seconds: float | None = None
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -154,6 +157,12 @@ class Report:
     def finished(self) -> bool:
         """A report with a skipped check did not finish: something was not checked."""
         return not any(f.status == "skip" for f in self.findings)
+
+    def exit_status(self, strict: bool = False) -> int:
+        """The verb's exit status (errors.EXIT_CODES): 1 when a check failed, or with `strict`
+        when one warned or was skipped (a strict gate accepts only what was verified); else 0."""
+        c = self.counts
+        return 1 if c["fail"] or (strict and (c["warn"] or c["skip"])) else 0
 
     def finding(self, finding_id: str) -> Finding:
         for f in self.findings:

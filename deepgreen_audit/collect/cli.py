@@ -69,7 +69,7 @@ def cmd_preflight(args) -> int:
                                   allow_missing_counters=args.allow_missing_counters,
                                   allow_unpinned=args.allow_unpinned)
     print(report.to_json() if args.json else report.format_text(), end="" if args.json else "\n")
-    return 0 if report.valid else 1
+    return report.exit_status(args.strict)
 
 
 def _slurm_progress(counts: dict) -> None:
@@ -130,6 +130,8 @@ def cmd_envs(args) -> int:
 
 
 def register(verb) -> None:
+    from deepgreen_audit.cli import strict_option
+
     plan_help = "campaign plan (default: collect/plan.toml)"
     p = verb("plan", cmd_plan, "show the campaign plan (runs, seeds, order, commands)",
              "Expand the campaign plan (collect/plan.toml, with configurations and repetitions "
@@ -153,6 +155,7 @@ def register(verb) -> None:
     p.add_argument("--allow-unpinned", action="store_true",
                    help="treat a framework version other than the specification's pin as a warning "
                         "(runs record the version found; the audit's S4.pinned-versions flags it)")
+    strict_option(p)
     _executor_options(p, preflight=True)
 
     from deepgreen_audit.collect.environments import add_arguments

@@ -52,11 +52,12 @@ def cmd_api_audit(args) -> int:
         print(checks.format_text(evidence_rows=args.show))
         if comparison is not None:
             print(comparison.format_text(verbose=args.verbose))
-    found = any(f.status != "pass" for f in checks.findings)
-    return 1 if unexplained or (args.strict and found) else 0
+    return max(int(unexplained), checks.exit_status(args.strict))
 
 
 def register(verb) -> None:
+    from deepgreen_audit.cli import strict_option
+
     p = verb("profile-api", cmd_profile_api, "measure framework API calls at several input sizes",
              "Profile API calls (PyTorch, TensorFlow, JAX) at several input sizes with this "
              "project's counters (RAPL through powercap sysfs, NVML's energy counter): wait for a "
@@ -97,5 +98,5 @@ def register(verb) -> None:
     p.add_argument("--published", metavar="DIR", help="folder with published summaries to compare")
     p.add_argument("--show", type=int, default=5, help="calls shown per check that finds something (default 5)")
     p.add_argument("--verbose", action="store_true", help="list every differing row")
-    p.add_argument("--strict", action="store_true", help="exit 1 when any check finds something")
+    strict_option(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -85,16 +85,18 @@ def cmd_parity(args) -> int:
         executables.update(native.build_all([s for s in stacks if s in native.NATIVE_STACKS],
                                             progress=lambda line: print("  " + line, file=sys.stderr)))
     executables.update(_executables(args.executable))
-    failed = False
+    status = 0
     for arch in args.architecture or ["resnet18", "vgg16"]:
         report = parity.run_parity(arch, Path(args.data_dir), dataset=args.dataset, seed=args.seed,
                                    count=args.count, stacks=stacks, executables=executables)
         print(report.to_json() if args.json else report.format_text())
-        failed |= not report.valid
-    return 1 if failed else 0
+        status = max(status, report.exit_status(args.strict))
+    return status
 
 
 def register(verb) -> None:
+    from deepgreen_audit.cli import strict_option
+
     p = verb("data", cmd_data, "convert official dataset archives; write canonical weight exports",
              "Dataset and weight preparation for the stacks.  'convert DATASET FILE... --out DIR' "
              "checks each official archive against its published MD5, refuses wrong or corrupt files, "
@@ -154,4 +156,5 @@ def register(verb) -> None:
     p.add_argument("--executable", action="append", metavar="STACK=PATH",
                    help="probe this program for a built stack (default: what 'deepgreen build' made)")
     p.add_argument("--build", action="store_true", help="build the C++, Rust and Java stacks first")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print each architecture's report as JSON")
+    strict_option(p)
