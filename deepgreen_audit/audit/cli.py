@@ -119,7 +119,11 @@ def register(verb) -> None:
              "a skip), 2 on a usage error such as --select matching no check. An API-level package is audited by 'api-audit' instead. A CodeCarbon-log "
              "package ('import codecarbon') gets the CodeCarbon checks and a verdict per log and "
              "run: measured, partly modelled or modelled (docs/codecarbon.md). See "
-             "docs/audit.md.")
+             "docs/audit.md.",
+             [("deepgreen audit examples/first-campaign --html first-campaign.html --junit "
+               "first-campaign.xml", "its page and JUnit file (exit 1)"),
+              ("deepgreen audit --select S5 --strict", "the shipped package's S5 checks, strictly"),
+              ("deepgreen audit --list", "every check with its section and severity")])
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
     strict_option(p)
@@ -149,7 +153,8 @@ def register(verb) -> None:
     p = verb("spec", cmd_spec, "render the experiment specification as Markdown",
              "Generate docs/spec.md, the human-readable experiment specification, from "
              "collect/experiment.toml (the one machine-readable source). --check only says "
-             "whether docs/spec.md is current (exit 1 if not).")
+             "whether docs/spec.md is current (exit 1 if not).",
+             [("deepgreen spec --markdown --check", "is docs/spec.md current?")])
     p.add_argument("--markdown", action="store_true", help="write docs/spec.md")
     p.add_argument("--check", action="store_true", help="only check that docs/spec.md is current")
     p.add_argument("--stdout", action="store_true", help="print the Markdown instead of writing it")

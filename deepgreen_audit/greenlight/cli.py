@@ -93,7 +93,9 @@ def register(verb) -> None:
              "energy, lag windows running into the next call) and, with --published, recompute the "
              "per-API summaries from the package's samples and compare them with the published "
              "summary files under DIR. Exit 1 if the package is invalid or a difference has no "
-             "explanation (or, with --strict, any check finds something).")
+             "explanation (or, with --strict, any check finds something).",
+             [("deepgreen import greenlight ../shared/greenlight --out api/", "FECoM's records"),
+              ("deepgreen api-audit api/", "their audit")])
     p.add_argument("package", metavar="PKG", help="API-level package folder or its datapackage.json")
     p.add_argument("--published", metavar="DIR", help="folder with published summaries to compare")
     p.add_argument("--show", type=int, default=5, help="calls shown per check that finds something (default 5)")
