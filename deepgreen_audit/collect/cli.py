@@ -111,14 +111,20 @@ def cmd_collect(args) -> int:
         raise UserError("--dry-run applies to --executor slurm only (see 'deepgreen plan --print')",
                         code="usage-error")
     print(f"collecting {len(plan.jobs)} runs of {plan.path} into {args.out}", file=sys.stderr)
+    if args.max_consecutive_failures < 0:
+        raise UserError("--max-consecutive-failures takes 0 (never stop) or more",
+                        code="usage-error")
     summary = collect(plan, Path(args.out), allow_missing_counters=args.allow_missing_counters,
-                      progress=_progress, synthetic_reason=args.synthetic)
+                      progress=_progress, synthetic_reason=args.synthetic,
+                      max_consecutive_failures=args.max_consecutive_failures)
     print(f"{len(summary.completed)} completed, {len(summary.skipped)} already done, "
           f"{len(summary.failed)} failed; run tree: {summary.runs_dir} "
           f"(deepgreen flatten {summary.runs_dir} --out PKG)")
     for run_id, reason in summary.failed.items():
         print(f"  failed: {run_id}: {reason}")
-    if summary.failed:
+    if summary.stopped:
+        print(summary.stopped)
+    elif summary.failed:
         print("  run the same command again to retry the failed runs (completed runs are skipped)")
     return 0 if summary.ok else 1
 
@@ -137,7 +143,9 @@ def register(verb) -> None:
              "Expand the campaign plan (collect/plan.toml, with configurations and repetitions "
              "from collect/experiment.toml) into its runs: interleaved order, distinct seeds. "
              "--print lists every run with its schedule position, repetition index, seed and "
-             "the exact command, so that external stacks can be driven on the same schedule.")
+             "the exact command, so that external stacks can be driven on the same schedule.",
+             [("deepgreen plan", "the campaign in one paragraph"),
+              ("deepgreen plan --plan collect/contrast.toml --print", "every run of the S7 cell")])
     p.add_argument("--plan", metavar="TOML", help=plan_help)
     p.add_argument("--print", action="store_true", help="list every run and its exact command")
     p.add_argument("--out", default="collected", metavar="DIR",
@@ -167,14 +175,18 @@ def register(verb) -> None:
              "and .venv-jax, each with its framework's GPU build at the pinned version. --dry-run "
              "resolves each with uv without installing anything and prints the NVIDIA library "
              "versions each gets, what each downloads, and whether the three frameworks resolve "
-             "together in one environment (docs/collection.md).")
+             "together in one environment (docs/collection.md).",
+             [("deepgreen envs --detect", "cuda or cpu, and why")])
     add_arguments(p)
 
     p = verb("collect", cmd_collect, "run the campaign: one process per run, resumable",
              "Run every run of the plan, each in its own process, in the plan's interleaved "
              "order, and write completed runs atomically to OUT/runs/<campaign>/<run_id>/ "
              "(then: deepgreen flatten OUT/runs --out PKG). Failed runs go to OUT/failed/, "
-             "never into OUT/runs. Running it again skips completed runs and retries the rest. "
+             "never into OUT/runs; a failed run's progress line ends with the last line its stack "
+             "wrote. The campaign stops after --max-consecutive-failures runs in a row failed for "
+             "the same reason, and is refused before its first run when a dataset it reads is not "
+             "prepared. Running it again skips completed runs and retries the rest. "
              "Refuses a host without NVML or RAPL energy counters unless "
              f"{ALLOW_OPTION} is given. With --executor slurm the runs not yet completed are "
              "submitted as a Slurm job array, one exclusive task per run, with the same staging "
@@ -187,6 +199,11 @@ def register(verb) -> None:
     p.add_argument("--synthetic", metavar="REASON",
                    help="mark the package synthetic, with the reason (e.g. a rehearsal on fake "
                         "counters): its descriptor, title and every report then say so")
+    from deepgreen_audit.collect.driver import MAX_CONSECUTIVE_FAILURES
+
+    p.add_argument("--max-consecutive-failures", type=int, default=MAX_CONSECUTIVE_FAILURES,
+                   metavar="N", help="stop the campaign (exit 1) after N consecutive runs failed for "
+                                     f"the same reason (default {MAX_CONSECUTIVE_FAILURES}; 0: never)")
     _executor_options(p, preflight=False)
 
 
