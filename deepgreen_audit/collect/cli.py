@@ -202,8 +202,9 @@ def register(verb) -> None:
     from deepgreen_audit.collect.driver import MAX_CONSECUTIVE_FAILURES
 
     p.add_argument("--max-consecutive-failures", type=int, default=MAX_CONSECUTIVE_FAILURES,
-                   metavar="N", help="stop the campaign (exit 1) after N consecutive runs failed for "
-                                     f"the same reason (default {MAX_CONSECUTIVE_FAILURES}; 0: never)")
+                   metavar="N", help="local executor: stop the campaign (exit 1) after N consecutive "
+                                     "runs failed for the same reason (default "
+                                     f"{MAX_CONSECUTIVE_FAILURES}; 0: never)")
     _executor_options(p, preflight=False)
 
 

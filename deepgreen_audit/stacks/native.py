@@ -217,10 +217,10 @@ TOOL_HINTS = {
 
 #: Ecosystems of the study that no machine of this project can build, and why.
 UNAVAILABLE = {
-    "r-torch": ("this project has no R/torch stack to run: it would need R, the CRAN package 'torch' "
-                "and the LibTorch that package downloads, which the set-up does not install, and a stack "
-                "program (stacks/README.md, \"R/torch\", says what it takes); leave r-torch out of the "
-                "plan's [scope] ecosystems"),
+    "r-torch": ("R/torch needs R, CRAN's 'torch' package and the LibTorch it downloads, which the set-up "
+                "does not install (in R: install.packages('torch'); torch::install_torch(); then a stack "
+                "program: stacks/README.md, \"R/torch\"); or leave r-torch out of the plan's [scope] "
+                "ecosystems"),
 }
 
 
