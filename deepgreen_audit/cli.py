@@ -190,9 +190,19 @@ def cmd_synth(args) -> int:
 # ---------------------------------------------------------------- parser
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions wrapped to the terminal, while the lines an epilog indents (examples, the
+    exit codes) stay as written, so that each example remains one line to copy."""
+
+    def _fill_text(self, text, width, indent):
+        return "\n".join(line if line.startswith("  ") or len(line) <= width else
+                         textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent)
+                         for line in text.splitlines())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="deepgreen", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="deepgreen", formatter_class=HelpFormatter,
         description="DeepGreen Audit: collect, audit and render auditable energy "
                     "measurements of deep-learning training and inference.",
         epilog=EPILOG)
@@ -202,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     def verb(name, func, help_, description, examples=()):
         sub = verbs.add_parser(name, help=help_, description=description,
                                epilog=examples_epilog(examples) or None,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+                               formatter_class=HelpFormatter)
         sub.set_defaults(func=func)
         return sub
 

@@ -76,7 +76,7 @@ SOURCE_HELP: dict[str, dict] = {
 
 
 def register(verb) -> None:
-    from deepgreen_audit.cli import examples_epilog
+    from deepgreen_audit.cli import HelpFormatter, examples_epilog
 
     p = verb("import", cmd_import, "import another campaign's records as a package",
              "Convert the records of another campaign into a package. SOURCE names the layout; "
@@ -88,7 +88,7 @@ def register(verb) -> None:
         about = SOURCE_HELP[name]
         sub = sources.add_parser(name, help=about["help"], description=about["description"],
                                  epilog=examples_epilog(about["examples"]),
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=HelpFormatter)
         sub.add_argument("path", metavar="PATH", nargs="+" if name in MANY_PATHS else None,
                          help=about["path"])
         sub.add_argument("--out", required=True, metavar="PKG", help="package folder to write")
