@@ -166,6 +166,15 @@ class Report:
         c = self.counts
         return 1 if c["fail"] or (strict and (c["warn"] or c["skip"])) else 0
 
+    def strict_verdict(self) -> str | None:
+        """The line that says why --strict fails a report whose verdict reads ok (its warnings
+        and skips), or None when --strict changes nothing."""
+        c = self.counts
+        if self.valid and (c["warn"] or c["skip"]):
+            return (f"{KINDS[self.kind][1]} under --strict: {c['warn']} warning(s), {c['skip']} "
+                    "skipped check(s)")
+        return None
+
     def finding(self, finding_id: str) -> Finding:
         for f in self.findings:
             if f.id == finding_id:

@@ -31,10 +31,11 @@ def test_exit_status_of_a_report():
     assert report.exit_status() == report.exit_status(strict=True) == 0
     report.findings.append(Finding(id="S1.b", status="warn", message="w", severity="warning"))
     assert (report.exit_status(), report.exit_status(strict=True)) == (0, 1)
+    assert report.strict_verdict() == "FAILED under --strict: 1 warning(s), 0 skipped check(s)"
     report.findings[-1] = Finding(id="S1.b", status="skip", message="s")
     assert (report.exit_status(), report.exit_status(strict=True)) == (0, 1)
     report.findings.append(Finding(id="S1.c", status="fail", message="f"))
-    assert report.exit_status() == 1
+    assert report.exit_status() == 1 and report.strict_verdict() is None
 
 
 # ------------------------------------------------------------------ validate

@@ -48,6 +48,8 @@ def cmd_audit(args) -> int:
         page, evidence_rows = render_page, 0
     print(report.to_json() if args.json else report.format_text(evidence_rows=evidence_rows),
           end="" if args.json else "\n")
+    if args.strict and not args.json and report.strict_verdict():
+        print(report.strict_verdict())
     write_report_files(files, report, lambda: page(report, ctx))
     return report.exit_status(args.strict)
 

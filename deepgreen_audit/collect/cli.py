@@ -69,6 +69,8 @@ def cmd_preflight(args) -> int:
                                   allow_missing_counters=args.allow_missing_counters,
                                   allow_unpinned=args.allow_unpinned)
     print(report.to_json() if args.json else report.format_text(), end="" if args.json else "\n")
+    if args.strict and not args.json and report.strict_verdict():
+        print(report.strict_verdict())
     return report.exit_status(args.strict)
 
 
