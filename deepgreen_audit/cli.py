@@ -15,10 +15,31 @@ import json
 import os
 import signal
 import sys
+import textwrap
 from pathlib import Path
 
 from deepgreen_audit import __version__
-from deepgreen_audit.errors import BUG_EXIT, Terminated, UserError
+from deepgreen_audit.errors import BUG_EXIT, EXIT_CODES, USAGE_EXIT, Terminated, UserError
+
+def examples_epilog(examples) -> str:
+    """A help's examples, each `(command, what it shows)`: every line `  deepgreen ...` under
+    "examples" runs as written from the checkout's root (tests/test_cli_help.py runs them all,
+    in order, in a scratch copy), exiting 0 unless its note says `(exit N)`."""
+    if not examples:
+        return ""
+    width = max((len(command) for command, _ in examples if len(command) <= 50), default=0) + 3
+    lines = []
+    for command, note in examples:
+        lines.append(f"  {command:<{width}}{note}".rstrip() if len(command) < width
+                     and 2 + width + len(note) <= 88 else f"  {command}\n      {note}".rstrip())
+    return "\nexamples (run from the checkout's root):\n" + "\n".join(lines) + "\n"
+
+
+def exit_code_lines() -> list[str]:
+    """The exit-code table (errors.EXIT_CODES) as `deepgreen --help` prints it."""
+    return [textwrap.fill(meaning, 79, initial_indent=f"  {code:<4}", subsequent_indent=" " * 6)
+            for code, meaning in EXIT_CODES]
+
 
 EPILOG = """\
 The replication package is four tables (runs, blocks, samples, environment)
@@ -29,11 +50,21 @@ logs of 'import codecarbon'); each verb says when it does not apply to a
 kind. PKG is a folder holding datapackage.json, or the descriptor itself; by
 default the shipped package described by ./datapackage.json.
 
-Typical use:
-  deepgreen validate                      check the shipped package
-  deepgreen restore replication --out runs/   turn it back into run directories
-  deepgreen flatten runs/ --out pkg/      and the run directories into a package
-"""
+exit codes (every verb; validate, audit, api-audit, parity and preflight alike):
+""" + "\n".join(exit_code_lines()) + """
+
+""" + examples_epilog([
+    ("deepgreen validate", "check the shipped package"),
+    ("deepgreen restore datapackage.json --out runs/", "back to run directories"),
+    ("deepgreen flatten runs/ --out pkg/", "and those into a package"),
+    ("deepgreen audit examples/first-campaign", "audit the first campaign (exit 1)")])
+
+
+def strict_option(parser) -> None:
+    """--strict, the same on every verb that checks something (errors.EXIT_CODES)."""
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 on a warning or a skipped check too (without it: on a "
+                             "failed check only)")
 
 
 def _say(text: str = "") -> None:
@@ -65,7 +96,7 @@ def cmd_validate(args) -> int:
     report = validate_package(args.package)
     if args.json:
         _say(report.to_json())
-        return 0 if report.valid else 1
+        return report.exit_status(args.strict)
     _say(report.format_text())
     if report.valid:
         stats = report.stats
@@ -80,7 +111,7 @@ def cmd_validate(args) -> int:
             _say(f"  title: {prov['title']}")
         if prov.get("provenance"):
             _say("  provenance: " + json.dumps(prov["provenance"], ensure_ascii=False))
-    return 0 if report.valid else 1
+    return report.exit_status(args.strict)
 
 
 def cmd_flatten(args) -> int:
@@ -159,18 +190,29 @@ def cmd_synth(args) -> int:
 # ---------------------------------------------------------------- parser
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions wrapped to the terminal, while the lines an epilog indents (examples, the
+    exit codes) stay as written, so that each example remains one line to copy."""
+
+    def _fill_text(self, text, width, indent):
+        return "\n".join(line if line.startswith("  ") or len(line) <= width else
+                         textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent)
+                         for line in text.splitlines())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="deepgreen", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="deepgreen", formatter_class=HelpFormatter,
         description="DeepGreen Audit: collect, audit and render auditable energy "
                     "measurements of deep-learning training and inference.",
         epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"deepgreen {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
 
-    def verb(name, func, help_, description):
+    def verb(name, func, help_, description, examples=()):
         sub = verbs.add_parser(name, help=help_, description=description,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+                               epilog=examples_epilog(examples) or None,
+                               formatter_class=HelpFormatter)
         sub.set_defaults(func=func)
         return sub
 
@@ -180,15 +222,20 @@ def build_parser() -> argparse.ArgumentParser:
              "bytes and hash, every row against its Table Schema (types, constraints, canonical "
              "form), primary keys and foreign keys. A Frictionless data package not written by "
              "deepgreen is checked by frictionless itself. Exit 0 when valid, 1 with a report "
-             "naming resource, row and field otherwise.")
+             "naming resource, row and field otherwise.",
+             [("deepgreen validate", "the shipped package (./datapackage.json)"),
+              ("deepgreen validate examples/first-campaign --json", "the report as JSON")])
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    strict_option(p)
 
     p = verb("flatten", cmd_flatten, "turn a tree of run directories into a package",
              "Read RUNS/<campaign>/<run_id>/ directories (as 'collect' or 'restore' write them) "
              "and write the four canonical tables, SHA256SUMS and datapackage.json to OUT. "
-             "Refuses symbolic links, unsafe names, and anything that would not validate.")
+             "Refuses symbolic links, unsafe names, and anything that would not validate.",
+             [("deepgreen restore examples/first-campaign --out runs/", "run directories"),
+              ("deepgreen flatten runs/ --out pkg/", "back to a package, byte for byte")])
     p.add_argument("runs", metavar="RUNS", help="folder of run directories")
     p.add_argument("--out", required=True, metavar="PKG", help="package folder to write")
     p.add_argument("--descriptor", metavar="FILE",
@@ -199,7 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
              "Validate PKG, then write one directory per run (manifest.json, blocks.csv, "
              "codecarbon.csv, metrics.csv, samples.csv) under OUT/<campaign>/<run_id>/. "
              "Flattening the result gives back the package byte for byte. Only a replication "
-             "package has runs; other kinds are refused.")
+             "package has runs; other kinds are refused.",
+             [("deepgreen restore examples/first-campaign --out runs/ --dry-run", "what it would write"),
+              ("deepgreen restore examples/first-campaign --out runs/", "write it")])
     p.add_argument("package", metavar="PKG", help="package folder or its datapackage.json")
     p.add_argument("--out", required=True, metavar="RUNS", help="folder to write the runs to")
     p.add_argument("--overwrite", action="store_true", help="replace RUNS if it exists")
@@ -207,28 +256,40 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("export", cmd_export, "export a package's tables for fast analysis (Parquet)",
              "Write each table of the package (of whichever deepgreen kind), typed from its "
-             "schema, as OUT/<table>.parquet. The CSV tables remain the archive format.")
-    p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG")
-    p.add_argument("--parquet", action="store_true", help="write Parquet files")
-    p.add_argument("--out", required=True, metavar="DIR")
-    p.add_argument("--overwrite", action="store_true")
+             "schema, as OUT/<table>.parquet. The CSV tables remain the archive format.",
+             [("deepgreen export examples/first-campaign --parquet --out parquet/", "")])
+    p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
+                   help="package folder or its datapackage.json (default: ./datapackage.json)")
+    p.add_argument("--parquet", action="store_true", help="write Parquet files (the one format)")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder to write the files to")
+    p.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
 
     p = verb("synth", cmd_synth, "generate a synthetic campaign (clearly marked as such)",
              "Generate a full-size synthetic campaign from a documented generative model "
              "(deepgreen_audit/synth/model.py), deterministic from --seed, with optional planted "
              "defects, and write it as a package with its truth file (synth-truth.json). "
-             "Its descriptor and every command that reads it say that it is synthetic.")
+             "Its descriptor and every command that reads it say that it is synthetic.",
+             [("deepgreen synth --out synth/ --plan collect/contrast.toml",
+               "the S7 contrast cell, synthetic"),
+              ("deepgreen synth --out planted/ --plan collect/contrast.toml --defect short-blocks "
+               "--defect kwh-as-joules", "two planted defects"),
+              ("deepgreen audit planted/", "which the audit finds (exit 1)")])
     p.add_argument("--out", required=True, metavar="PKG", help="package folder to write")
     p.add_argument("--seed", type=int, help="master seed (default: the specification's "
                    "S6_replication.master_seed)")
     p.add_argument("--model", metavar="TOML", help="overrides of the generative model's parameters")
-    p.add_argument("--defect", action="append", metavar="NAME",
-                   help="plant a defect (repeatable); see deepgreen_audit/synth/model.py")
+    from deepgreen_audit.synth.defects import DEFECTS
+
+    p.add_argument("--defect", action="append", metavar="NAME", choices=list(DEFECTS),
+                   help="plant a defect (repeatable), one of: " + ", ".join(DEFECTS)
+                        + " (what each does: deepgreen_audit/synth/defects.py)")
     p.add_argument("--ecosystems", metavar="A,B", help="only these ecosystems (default: the spec's)")
-    p.add_argument("--architectures", metavar="A,B")
-    p.add_argument("--datasets", metavar="A,B")
-    p.add_argument("--repetitions", type=int)
-    p.add_argument("--epochs", type=int)
+    p.add_argument("--architectures", metavar="A,B",
+                   help="only these architectures (default: the spec's)")
+    p.add_argument("--datasets", metavar="A,B", help="only these datasets (default: the spec's)")
+    p.add_argument("--repetitions", type=int, metavar="N",
+                   help="repetitions of each configuration (default: the spec's)")
+    p.add_argument("--epochs", type=int, metavar="N", help="epochs of each run (default: the spec's)")
     p.add_argument("--batch-size", type=int, metavar="N",
                    help="training batch size (default: the spec's; time per sample follows it)")
     p.add_argument("--input-resolution-px", type=int, metavar="PX",
@@ -264,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        return USAGE_EXIT
     from contextlib import nullcontext
 
     from deepgreen_audit.package.tables import cycle_collection_paused
@@ -279,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
             return args.func(args)
     except UserError as exc:
         print(f"deepgreen {args.verb}: error: {exc}", file=sys.stderr)
-        return 2
+        return USAGE_EXIT
     except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: not an error of ours
         sys.stderr.close()
         return 0

@@ -1,7 +1,7 @@
 """Typed errors for problems in what the user gave us.
 
 The command line prints a `UserError` as one clear line (no traceback) and
-exits 2; anything else is a bug in deepgreen, printed as one line that says
+exits `USAGE_EXIT` (2); anything else is a bug in deepgreen, printed as one line that says
 so, with exit status `BUG_EXIT` (the traceback only with DEEPGREEN_TRACEBACK=1).
 """
 
@@ -9,8 +9,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
+#: Exit status of a check that failed: a failing check, an invalid package (or, with
+#: --strict, a warning or a skipped check), as pytest and frictionless use it.
+CHECK_FAILED = 1
+#: Exit status of a usage or input error (a `UserError`; argparse's own errors too).
+USAGE_EXIT = 2
 #: Exit status of a command that met an internal error (EX_SOFTWARE of sysexits.h).
 BUG_EXIT = 70
+
+#: What every verb's exit status means: the one table `deepgreen --help` prints and
+#: README.md's "Exit codes" repeats (tests/test_cli_exit.py checks that they agree), so a CI
+#: gate built on any verb reads it the same way.
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (0, "done; every check passed (warnings allowed)"),
+    (CHECK_FAILED, "a check failed or the package is invalid; with --strict, also a warning "
+                   "or a skipped check"),
+    (USAGE_EXIT, "a usage or input error: a bad option, an unreadable input, --select that "
+                 "matches no check, an output that exists without --overwrite"),
+    (BUG_EXIT, "a bug in deepgreen (one line; DEEPGREEN_TRACEBACK=1 shows the traceback)"),
+    (130, "interrupted (Ctrl-C); 143: terminated (SIGTERM); nothing was half-written"),
+)
 
 
 class UserError(Exception):

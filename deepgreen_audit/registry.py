@@ -24,6 +24,7 @@ the results text) registers itself there, and no layer imports one above it.
 from __future__ import annotations
 
 import importlib
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +160,25 @@ def registered_checks(suite: str = "audit") -> list[Check]:
     return sorted(REGISTRY[suite].values(), key=lambda c: rank.get(c.func.__module__, len(rank)))
 
 
+def select_checks(checks: list[Check], select: list[str] | None,
+                  keep: tuple[str, ...] = ()) -> list[Check]:
+    """The checks whose id starts with one of the `select` prefixes, plus those in `keep` (the
+    integrity check every audit runs first); all of them without `select`.
+
+    A prefix that matches no check is a usage error naming the valid ones, never an audit
+    that runs nothing and passes (a typo, `--select S9`, must not make a CI gate green).
+    """
+    if not select:
+        return list(checks)
+    unknown = [p for p in select if not any(c.id.startswith(p) for c in checks)]
+    if unknown:
+        sections = list(dict.fromkeys(c.section for c in checks))
+        raise UserError(f"--select {unknown[0]} matches no check; valid prefixes are the sections "
+                        f"{', '.join(sections)} or any check id ('deepgreen audit --list')",
+                        code="usage-error")
+    return [c for c in checks if c.id in keep or any(c.id.startswith(p) for p in select)]
+
+
 def run_check(c: Check, ctx, **where) -> Finding:
     """One check's finding; a crash is a failure naming the error (a bug), never a pass or a skip.
 
@@ -166,18 +186,21 @@ def run_check(c: Check, ctx, **where) -> Finding:
     what it checks conforms, so a strict run must not exit 0.  `where` (resource=...)
     says what the finding is about when the check runs once per subject (parity's stacks).
     """
+    started = time.perf_counter()
     try:
         outcome = c.func(ctx)
     except Skip as exc:
-        return c.finding("skip", str(exc), **where)
+        return c.finding("skip", str(exc), seconds=time.perf_counter() - started, **where)
     except UserError as exc:
-        return c.finding("skip", f"could not run: {exc}", **where)
+        return c.finding("skip", f"could not run: {exc}", seconds=time.perf_counter() - started,
+                         **where)
     except Exception as exc:  # a bug in a check must not hide the other checks' results
         last = traceback.extract_tb(exc.__traceback__)[-1]
         return c.finding("fail", f"the check crashed ({type(exc).__name__}: {exc} at "
                                  f"{Path(last.filename).name}:{last.lineno}); report this as a bug",
-                         **where)
+                         seconds=time.perf_counter() - started, **where)
+    seconds = time.perf_counter() - started
     status = "pass" if outcome.ok else ("fail" if c.severity == "error" and not outcome.allowed else "warn")
     rows = outcome.rows if outcome.rows is not None else (0 if c.table and outcome.ok else None)
     return c.finding(status, outcome.message, rows_affected=rows, details=outcome.details,
-                     basis=outcome.basis, **where)
+                     basis=outcome.basis, seconds=seconds, **where)

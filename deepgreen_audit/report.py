@@ -14,6 +14,8 @@ The kernel's bottom layer: it imports nothing of the project.
 from __future__ import annotations
 
 import json
+import shutil
+import textwrap
 from dataclasses import asdict, dataclass, field
 
 STATUSES = ("pass", "fail", "warn", "skip")
@@ -66,7 +68,8 @@ class Finding:
     """One thing a check found.  `resource` is what it is about (a table of the package, a
     stack under parity, a framework or counter under preflight); `rows_affected` counts the
     rows of that resource it concerns; `details` holds its evidence (for the audit:
-    ``{"evidence": [rows], "evidence_total": n}``) and any figures behind the message."""
+    ``{"evidence": [rows], "evidence_total": n}``) and any figures behind the message;
+    `seconds` is how long its check ran, for CI's test reports."""
 
     id: str
     status: str
@@ -81,6 +84,8 @@ class Finding:
     #: why a fail or warn failed: "contradicted" (the data contradicts the specification) or
     #: "not recorded" (only empty cells: not verifiable); None for pass and skip
     basis: str | None = None
+    #: how long the check took (JUnit's time; None for a finding no check timed)
+    seconds: float | None = None
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -158,6 +163,21 @@ class Report:
         """A report with a skipped check did not finish: something was not checked."""
         return not any(f.status == "skip" for f in self.findings)
 
+    def exit_status(self, strict: bool = False) -> int:
+        """The verb's exit status (errors.EXIT_CODES): 1 when a check failed, or with `strict`
+        when one warned or was skipped (a strict gate accepts only what was verified); else 0."""
+        c = self.counts
+        return 1 if c["fail"] or (strict and (c["warn"] or c["skip"])) else 0
+
+    def strict_verdict(self) -> str | None:
+        """The line that says why --strict fails a report whose verdict reads ok (its warnings
+        and skips), or None when --strict changes nothing."""
+        c = self.counts
+        if self.valid and (c["warn"] or c["skip"]):
+            return (f"{KINDS[self.kind][1]} under --strict: {c['warn']} warning(s), {c['skip']} "
+                    "skipped check(s)")
+        return None
+
     def finding(self, finding_id: str) -> Finding:
         for f in self.findings:
             if f.id == finding_id:
@@ -177,36 +197,60 @@ class Report:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n"
 
-    def format_text(self, evidence_rows: int = 0) -> str:
-        """The report for a terminal; `evidence_rows` > 0 lists that many evidence rows under
-        each failing or warning finding."""
-        lines = [self.notice] if self.notice else []
+    def format_text(self, evidence_rows: int = 0, width: int | None = None) -> str:
+        """The report for a terminal of `width` columns (default: this terminal's, 100 when
+        it is not one), each finding a line wrapped with a hanging indent and a very long
+        message cut with a pointer to the output that holds it whole; `evidence_rows` > 0
+        lists that many evidence rows under each failing or warning finding."""
+        width = width or shutil.get_terminal_size((100, 24)).columns
+        whole = "--json or --html" if self.kind == "audit" else "--json"
+        lines = [self.notice] if self.notice else []  # a banner, printed as it is written
         lines.append(f"{self.kind.upper()} of {self.subject}")
-        lines += [f"  {note}" for note in self.notes]
-        width = max((len(f.id) for f in self.findings), default=10)
+        for note in self.notes:
+            lines += _wrapped(f"  {note}", width, 4, whole)
+        id_width = max((len(f.id) for f in self.findings), default=10)
         for f in self.findings:
             where = f.where()
             rows = f" [{f.rows_affected:,} row(s)]" if (
                 f.rows_affected is not None and f.status in ("fail", "warn")) else ""
-            lines.append(f"  {f.status.upper():<4}  {f.id:<{width}}  "
-                         f"{where + ': ' if where else ''}{f.message}{rows}")
+            head = f"  {f.status.upper():<4}  {f.id:<{id_width}}  "
+            lines += _wrapped(f"{head}{where + ': ' if where else ''}{f.message}{rows}", width,
+                              len(head) if width - len(head) >= 40 else 8, whole)
             if evidence_rows and f.status in ("fail", "warn"):
-                lines += _evidence_lines(f, evidence_rows)
+                for line in _evidence_lines(f, evidence_rows):
+                    lines += _wrapped(line, width, 8, whole)
         for key, count in self.suppressed.items():
             code, resource, fld = key.split("|")
-            lines.append(f"  FAIL  {code:<{width}}  {resource} {fld}: {count} more not shown")
+            lines.append(f"  FAIL  {code:<{id_width}}  {resource} {fld}: {count} more not shown")
         c = self.counts
         if self.findings:
             lines.append(f"{c['pass']} pass, {c['fail']} fail, {c['warn']} warn, {c['skip']} skip")
         ok, not_ok = KINDS[self.kind]
-        lines.append(f"{ok}: {self.subject}" if self.valid
-                     else f"{not_ok}: {self.subject}: {self.error_count} failure(s)")
+        verdict = (f"{ok}: {self.subject}" if self.valid
+                   else f"{not_ok}: {self.subject}: {self.error_count} failure(s)")
+        lines += _wrapped(verdict, width, 4, whole)
         if not self.finished:
-            lines.append(f"the {self.kind} did NOT finish: {c['skip']} check(s) were skipped, so "
-                         "what they check was not verified")
+            lines += _wrapped(f"the {self.kind} did NOT finish: {c['skip']} check(s) were "
+                              "skipped, so what they check was not verified", width, 4, whole)
         if self.notice:
             lines.append(self.notice)
         return "\n".join(lines)
+
+
+#: The most terminal lines one finding takes; the rest is left to --json (and --html).
+MAX_LINES = 6
+
+
+def _wrapped(text: str, width: int, indent: int, whole: str) -> list[str]:
+    """`text` wrapped to `width` with a hanging `indent`, its first line's own leading
+    spaces kept; past MAX_LINES lines it is cut with a pointer to `whole`."""
+    lines = textwrap.wrap(text, width, subsequent_indent=" " * indent, break_on_hyphens=False,
+                          drop_whitespace=True) or [""]
+    lines[0] = text[:len(text) - len(text.lstrip(" "))] + lines[0].lstrip(" ")
+    if len(lines) <= MAX_LINES:
+        return lines
+    pointer = f"... ({len(text):,} characters; {whole} shows it whole)"
+    return lines[:MAX_LINES - 1] + [" " * max(0, min(indent, width - len(pointer))) + pointer]
 
 
 def _evidence_lines(finding: Finding, limit: int) -> list[str]:

@@ -16,14 +16,15 @@ if [ -f pilot/datapackage.json ]; then
   echo
   echo "== the measured pilot (pilot/): validate, and audit against its declared scope"
   $DG validate pilot
-  $DG audit pilot
+  # its failed checks are the pilot's findings (exit 1), not the job's failure; 2 or 70 is
+  $DG audit pilot || [ $? -eq 1 ]
 fi
 if [ -f examples/first-campaign/datapackage.json ]; then
   echo
   echo "== the study's first campaign (examples/first-campaign/: real, flawed CodeCarbon data): audit, not strict"
   mkdir -p build
-  $DG audit examples/first-campaign --html build/first-campaign-audit.html
-  echo "wrote build/first-campaign-audit.html"
+  # it is known to fail checks (exit 1: what the page shows); 2 or 70 fails the job
+  $DG audit examples/first-campaign --html build/first-campaign-audit.html --overwrite || [ $? -eq 1 ]
 fi
 echo
 echo "== deepgreen paper: numbers.tex, tables, figures and the PDF"

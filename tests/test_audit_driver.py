@@ -43,7 +43,7 @@ def test_invalid_package_skips_every_check_and_does_not_finish(tiny_package, cop
 
 
 def test_cli_json_strict_list(tiny_package, capsys, tmp_path):
-    assert main(["audit", str(tiny_package), "--json"]) == 0
+    assert main(["audit", str(tiny_package), "--json"]) == 1  # a check fails: exit 1 (issue 24)
     data = json.loads(capsys.readouterr().out)
     assert data["synthetic"] is True and "SYNTHETIC" in data["notice"]
     for f in data["findings"]:

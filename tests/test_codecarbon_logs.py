@@ -286,7 +286,7 @@ def test_audit_verb_writes_html_junit_json(tmp_path, capsys):
     assert main(["import", "codecarbon", str(tmp_path / "logs" / "emissions.csv"), "--out", str(pkg)]) == 0
     capsys.readouterr()
     assert main(["audit", str(pkg), "--html", str(tmp_path / "a.html"), "--junit",
-                 str(tmp_path / "a.xml"), "--json"]) == 0
+                 str(tmp_path / "a.xml"), "--json"]) == 1  # a modelled CPU power fails a check
     out = json.loads(capsys.readouterr().out)
     assert out["stats"]["verdicts"]["logs"][0]["verdict"] == "partly modelled"
     assert main(["audit", str(pkg), "--strict"]) == 1

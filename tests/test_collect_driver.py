@@ -267,3 +267,34 @@ def test_preflight_probes_the_real_stacks_of_this_host(tmp_path):
         assert finding.status == status, finding.message
         if status == "fail":
             assert finding.message.startswith("python-pytorch would run on cpu (cpu), the plan declares cuda")
+
+
+# ------------------------------------------------------------------ runs that fail alike (issue 24)
+
+FAILING_STACK = ["/bin/sh", "-c", "echo 'error: cannot open data/digits/train.npz' >&2; exit 1"]
+
+
+def test_collect_shows_the_stack_error_and_stops_after_failures_alike(tmp_path, capsys):
+    command = ", ".join(f'"{part}"' for part in FAILING_STACK)
+    path = write_plan(tmp_path, f'[stacks.cpp-libtorch]\nkind = "external"\ncommand = [{command}]',
+                      'ecosystems = ["cpp-libtorch"]\narchitectures = ["resnet18", "vgg16"]\n'
+                      'datasets = ["digits"]\nrepetitions = 2\nepochs = 1')
+    assert main(["collect", "--plan", str(path), "--out", str(tmp_path / "out"),
+                 "--allow-missing-counters", "--max-consecutive-failures", "2"]) == 1
+    captured = capsys.readouterr()
+    failed = [line for line in captured.err.splitlines() if "FAILED" in line]
+    assert len(failed) == 2 and all("its log ends: error: cannot open data/digits/train.npz"
+                                    in line for line in failed)
+    assert "stopped after 2 consecutive runs failed alike" in captured.out
+    assert "2 run(s) not started" in captured.out
+
+
+def test_collect_refuses_a_plan_whose_data_is_not_prepared(tmp_path, capsys):
+    path = write_plan(tmp_path, f'[stacks.cpp-libtorch]\nkind = "external"\ncommand = ["true"]',
+                      'ecosystems = ["cpp-libtorch"]\narchitectures = ["resnet18"]\n'
+                      'datasets = ["cifar100"]\nrepetitions = 1')
+    assert main(["collect", "--plan", str(path), "--out", str(tmp_path / "out"),
+                 "--allow-missing-counters"]) == 2
+    err = capsys.readouterr().err
+    assert "the data of cifar100 is not prepared" in err.splitlines()[-1] and "Traceback" not in err
+    assert not (tmp_path / "out" / "failed").exists()

@@ -94,7 +94,7 @@ def test_pinned_versions_check_reads_the_release_and_keeps_the_build_label():
 def test_build_verb_names_what_is_missing(monkeypatch, capsys):
     assert main(["build", "r-torch"]) == 2
     err = capsys.readouterr().err
-    assert "r-torch cannot be built" in err and "CRAN" in err and "lantern" in err and "Traceback" not in err
+    assert "r-torch cannot be built" in err and "CRAN" in err and "[scope]" in err and "Traceback" not in err
     assert main(["build", "cobol-stack"]) == 2
     assert "is not a built stack (they are: cpp-libtorch, rust-tch, java-dl4j)" in capsys.readouterr().err
     monkeypatch.setenv("PATH", "/nonexistent")

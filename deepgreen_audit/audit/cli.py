@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
@@ -25,31 +27,68 @@ def cmd_audit(args) -> int:
             print(f"{c.id:<30} {c.section:<9} {c.severity:<7} {c.doc}")
         return 0
     from deepgreen_audit.audit.driver import resolve_package
+    from deepgreen_audit.codecarbon import audit as codecarbon_audit
     from deepgreen_audit.package.dispatch import check_verb
 
-    check_verb(resolve_package(args.package), "audit")
-    from deepgreen_audit.codecarbon import audit as codecarbon_audit
+    location = resolve_package(args.package)
+    check_verb(location, "audit")
+    files = report_files(args, location)
+    if codecarbon_audit.is_codecarbon_log(location):  # the audit of anyone's CodeCarbon logs
+        from deepgreen_audit.spec import load_spec
 
-    if codecarbon_audit.is_codecarbon_log(args.package):  # the audit of a lone CodeCarbon log
-        return codecarbon_audit.cmd_audit(args)
-    report, ctx = audit_with_context(args.package, spec_path=args.spec, select=args.select,
-                                     sources_root=Path(args.sources) if args.sources else None)
+        report, ctx = codecarbon_audit.audit_log(
+            location, spec=load_spec(args.spec) if args.spec else None, select=args.select)
+        page, evidence_rows = codecarbon_audit.render_log_page, 3
+    else:
+        from deepgreen_audit.audit.driver import audit_with_context
+        from deepgreen_audit.audit.html import render_page
+
+        report, ctx = audit_with_context(location, spec_path=args.spec, select=args.select,
+                                         sources_root=Path(args.sources) if args.sources else None)
+        page, evidence_rows = render_page, 0
+    print(report.to_json() if args.json else report.format_text(evidence_rows=evidence_rows),
+          end="" if args.json else "\n")
+    if args.strict and not args.json and report.strict_verdict():
+        print(report.strict_verdict())
+    write_report_files(files, report, lambda: page(report, ctx))
+    return report.exit_status(args.strict)
+
+
+def report_files(args, location) -> dict[str, Path]:
+    """The report files the command line asks for (--out, --html, --junit), refused before the
+    audit runs, as package outputs are: an existing file without --overwrite, one of the
+    package's own files (a data-loss bug), and two outputs on the same path."""
+    from deepgreen_audit.package import atomic
+    from deepgreen_audit.package.descriptor import Package
+
+    files = {kind: Path(path) for kind, path in
+             (("json", args.out), ("html", args.html), ("junit", args.junit)) if path}
+    try:
+        inputs = Package.open(location).input_paths()
+    except UserError:  # an unreadable descriptor: the audit reports it; its folder is the input
+        inputs = [Path(location or ".")]
+    seen: dict[str, str] = {}
+    for kind, path in files.items():
+        real = os.path.realpath(path)
+        if real in seen:
+            raise UserError(f"--{seen[real]} and --{'out' if kind == 'json' else kind} name the "
+                            "same file", path=path, code="usage-error")
+        seen[real] = "out" if kind == "json" else kind
+        atomic.refuse_overlap(path, inputs)
+        atomic.check_output(path, args.overwrite)
+    return files
+
+
+def write_report_files(files: dict[str, Path], report, page) -> None:
+    """Write each asked-for report file atomically and say so (on stderr: stdout is the
+    report, which --json keeps parseable); `page` renders the HTML only when it is asked for."""
+    from deepgreen_audit.audit.html import render_junit
     from deepgreen_audit.package import atomic
 
-    if args.out:
-        atomic.write_text(Path(args.out), report.to_json())
-    if args.html or args.junit:
-        from deepgreen_audit.audit.html import render_junit, render_page
-
-        if args.html:
-            atomic.write_text(Path(args.html), render_page(report, ctx))
-        if args.junit:
-            atomic.write_text(Path(args.junit), render_junit(report))
-    print(report.to_json() if args.json else report.format_text(), end="\n" if not args.json else "")
-    integrity = report.finding("integrity.validate")
-    if integrity.status != "pass" or (args.strict and not report.valid):
-        return 1
-    return 0
+    render = {"json": report.to_json, "html": page, "junit": lambda: render_junit(report)}
+    for kind, path in files.items():
+        atomic.write_text(path, render[kind]())
+        print(f"wrote {path}", file=sys.stderr)
 
 
 def cmd_spec(args) -> int:
@@ -69,20 +108,27 @@ def cmd_spec(args) -> int:
 
 
 def register(verb) -> None:
+    from deepgreen_audit.cli import strict_option
+
     p = verb("audit", cmd_audit, "audit a package against the experiment specification (S1-S6)",
              "Validate PKG (checksums, schemas, keys), prove the round trip to run directories, "
              "then run every registered conformance check of the experiment specification "
              "(collect/experiment.toml, S1 model ... S6 replication) and of the stack sources. "
              "Each finding has an id, a section, a status (pass/fail/warn/skip), a message and "
              "the rows it concerns; the report ends with the counts. A skipped check means the "
-             "audit did not finish. Exit 1 when the package does not validate, or with --strict "
-             "on any fail. An API-level package is audited by 'api-audit' instead. A CodeCarbon-log "
+             "audit did not finish. Exit 0 when every check passes (warnings allowed), 1 when a "
+             "check fails or the package does not validate (with --strict also on a warning or "
+             "a skip), 2 on a usage error such as --select matching no check. An API-level package is audited by 'api-audit' instead. A CodeCarbon-log "
              "package ('import codecarbon') gets the CodeCarbon checks and a verdict per log and "
              "run: measured, partly modelled or modelled (docs/codecarbon.md). See "
-             "docs/audit.md.")
+             "docs/audit.md.",
+             [("deepgreen audit examples/first-campaign --html first-campaign.html --junit "
+               "first-campaign.xml", "its page and JUnit file (exit 1)"),
+              ("deepgreen audit --select S5 --strict", "the shipped package's S5 checks, strictly"),
+              ("deepgreen audit --list", "every check with its section and severity")])
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
-    p.add_argument("--strict", action="store_true", help="exit 1 on any failed check")
+    strict_option(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--out", metavar="FILE", help="also write the JSON report to FILE")
     p.add_argument("--html", metavar="FILE",
@@ -92,6 +138,8 @@ def register(verb) -> None:
     p.add_argument("--junit", metavar="FILE",
                    help="also write JUnit XML for CI: one test case per check (fail = failure, "
                         "skip = skipped)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the files of --out, --html and --junit if they exist")
     p.add_argument("--list", action="store_true", help="list the registered checks and exit")
     p.add_argument("--markdown", action="store_true",
                    help="with --list: write docs/audit.md from the registry")
@@ -107,7 +155,8 @@ def register(verb) -> None:
     p = verb("spec", cmd_spec, "render the experiment specification as Markdown",
              "Generate docs/spec.md, the human-readable experiment specification, from "
              "collect/experiment.toml (the one machine-readable source). --check only says "
-             "whether docs/spec.md is current (exit 1 if not).")
+             "whether docs/spec.md is current (exit 1 if not).",
+             [("deepgreen spec --markdown --check", "is docs/spec.md current?")])
     p.add_argument("--markdown", action="store_true", help="write docs/spec.md")
     p.add_argument("--check", action="store_true", help="only check that docs/spec.md is current")
     p.add_argument("--stdout", action="store_true", help="print the Markdown instead of writing it")

@@ -35,10 +35,14 @@ finding is never filed as a gap in the records.  A finding's `details.evidence` 
 row it concerns.  The HTML page (`--html`) opens with the failing and warning checks, one
 linked line each, in these two groups.
 
-Options: `--strict` exits 1 on any fail; `--json` prints the report as JSON
+Exit status (README.md, "Exit codes"): 0 when every check passes (warnings allowed), 1 when
+one fails or the package is invalid, 2 on a usage error. Options: `--strict` exits 1 on a
+warning or a skip too; `--json` prints the report as JSON
 (`--out FILE` writes it), in the shape every report of the tool has (docs/package-format.md,
-Reports); `--list` prints this registry; `--spec TOML` audits
-against another specification; `--select PREFIX` runs only some checks.
+Reports); `--html FILE` and `--junit FILE` write the reviewers' page and CI's test report (each
+check with its duration), refusing an existing file without `--overwrite`; `--list` prints this
+registry; `--spec TOML` audits against another specification; `--select PREFIX` runs only
+some checks (a prefix that matches none is a usage error).
 
 Adding a check (from any layer: the renderer's lint of the results text is one):
 write a function `fn(ctx) -> Outcome` with a docstring, decorate it with

@@ -540,7 +540,7 @@ def render_junit(report: Report) -> str:
                           timestamp=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"))
     for f in report.findings:
         case = ET.SubElement(suite, "testcase", classname=f"deepgreen.audit.{f.section}", name=f.id,
-                             time="0")
+                             time=f"{f.seconds or 0:.3f}")
         if f.status == "fail":
             ET.SubElement(case, "failure", message=f.message[:500], type=f.severity).text = f.message
         elif f.status == "skip":

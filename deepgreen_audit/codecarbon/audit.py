@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import time
 
 import numpy as np
-from pathlib import Path
 
 from deepgreen_audit.codecarbon import checks as cc_checks
 from deepgreen_audit.codecarbon.context import LogContext
@@ -19,7 +19,7 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.kinds import CODECARBON_LOG
 from deepgreen_audit.package.validate import validate_tables
-from deepgreen_audit.registry import REGISTRY, registered_checks, run_check
+from deepgreen_audit.registry import REGISTRY, registered_checks, run_check, select_checks
 from deepgreen_audit.report import Report
 from deepgreen_audit.spec import load_spec
 
@@ -69,15 +69,16 @@ def audit_log(location, *, spec: dict | None = None,
               select: list[str] | None = None) -> tuple[Report, LogContext | None]:
     """Audit the CodeCarbon-log package at `location`; never raises for bad data."""
     spec = spec or load_spec()
+    started = time.perf_counter()
     integrity, typed = validate_tables(location, CODECARBON_LOG.tables)
+    validated_in = time.perf_counter() - started  # integrity.validate's time: it reads the result
     report = Report(integrity.subject, "audit", synthetic=integrity.synthetic, notice=integrity.notice)
     import deepgreen_audit.audit.checks.measurement  # noqa: F401  (registers the reused checks)
 
     own = registered_checks(cc_checks.SUITE)
     reused = [REGISTRY["audit"][i] for i in cc_checks.REUSED]
     order = own[:3] + reused + own[3:]
-    order = [c for c in order if not select or c.id == "integrity.validate"
-             or any(c.id.startswith(p) for p in select)]
+    order = select_checks(order, select, keep=("integrity.validate",))
     if not integrity.valid:
         first = integrity.findings[0] if integrity.findings else None
         for c in order:
@@ -85,13 +86,15 @@ def audit_log(location, *, spec: dict | None = None,
                 report.findings.append(c.finding(
                     "fail", f"the package does not validate: {integrity.error_count} error(s)"
                     + (f"; first: [{first.id}] {first.where()}: {first.message}" if first else ""),
-                    rows_affected=integrity.error_count))
+                    rows_affected=integrity.error_count, seconds=validated_in))
             else:
                 report.findings.append(c.finding("skip", "not run: the package does not validate"))
         return report, None
     ctx = LogContext(Package.open(location), spec, integrity, typed)
     for c in order:
         finding = run_check(c, ctx)
+        if c.id == "integrity.validate":
+            finding = dataclasses.replace(finding, seconds=finding.seconds + validated_in)
         if c.suite == "audit":
             finding = _in_log_terms(finding)
             if c.id == "S5.emissions-rate" and finding.status == "fail":
@@ -186,23 +189,3 @@ def render_log_page(report: Report, ctx: LogContext | None) -> str:
     verdict, before_checks = verdict_html(report, ctx)
     return render_page(report, ctx, suite=cc_checks.SUITE, verdict=verdict,
                        before_checks=before_checks)
-
-
-def cmd_audit(args) -> int:
-    """`deepgreen audit PKG` on a CodeCarbon-log package (the audit verb dispatches here)."""
-    from deepgreen_audit.audit.html import render_junit
-    from deepgreen_audit.package import atomic
-
-    report, ctx = audit_log(args.package, spec=load_spec(args.spec) if args.spec else None,
-                            select=args.select)
-    if args.out:
-        atomic.write_text(Path(args.out), report.to_json())
-    if args.html:
-        atomic.write_text(Path(args.html), render_log_page(report, ctx))
-    if args.junit:
-        atomic.write_text(Path(args.junit), render_junit(report))
-    print(report.to_json() if args.json else report.format_text(evidence_rows=3),
-          end="" if args.json else "\n")
-    if report.finding("integrity.validate").status != "pass" or (args.strict and not report.valid):
-        return 1
-    return 0

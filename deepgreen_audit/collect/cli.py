@@ -69,7 +69,9 @@ def cmd_preflight(args) -> int:
                                   allow_missing_counters=args.allow_missing_counters,
                                   allow_unpinned=args.allow_unpinned)
     print(report.to_json() if args.json else report.format_text(), end="" if args.json else "\n")
-    return 0 if report.valid else 1
+    if args.strict and not args.json and report.strict_verdict():
+        print(report.strict_verdict())
+    return report.exit_status(args.strict)
 
 
 def _slurm_progress(counts: dict) -> None:
@@ -111,14 +113,20 @@ def cmd_collect(args) -> int:
         raise UserError("--dry-run applies to --executor slurm only (see 'deepgreen plan --print')",
                         code="usage-error")
     print(f"collecting {len(plan.jobs)} runs of {plan.path} into {args.out}", file=sys.stderr)
+    if args.max_consecutive_failures < 0:
+        raise UserError("--max-consecutive-failures takes 0 (never stop) or more",
+                        code="usage-error")
     summary = collect(plan, Path(args.out), allow_missing_counters=args.allow_missing_counters,
-                      progress=_progress, synthetic_reason=args.synthetic)
+                      progress=_progress, synthetic_reason=args.synthetic,
+                      max_consecutive_failures=args.max_consecutive_failures)
     print(f"{len(summary.completed)} completed, {len(summary.skipped)} already done, "
           f"{len(summary.failed)} failed; run tree: {summary.runs_dir} "
           f"(deepgreen flatten {summary.runs_dir} --out PKG)")
     for run_id, reason in summary.failed.items():
         print(f"  failed: {run_id}: {reason}")
-    if summary.failed:
+    if summary.stopped:
+        print(summary.stopped)
+    elif summary.failed:
         print("  run the same command again to retry the failed runs (completed runs are skipped)")
     return 0 if summary.ok else 1
 
@@ -130,12 +138,16 @@ def cmd_envs(args) -> int:
 
 
 def register(verb) -> None:
+    from deepgreen_audit.cli import strict_option
+
     plan_help = "campaign plan (default: collect/plan.toml)"
     p = verb("plan", cmd_plan, "show the campaign plan (runs, seeds, order, commands)",
              "Expand the campaign plan (collect/plan.toml, with configurations and repetitions "
              "from collect/experiment.toml) into its runs: interleaved order, distinct seeds. "
              "--print lists every run with its schedule position, repetition index, seed and "
-             "the exact command, so that external stacks can be driven on the same schedule.")
+             "the exact command, so that external stacks can be driven on the same schedule.",
+             [("deepgreen plan", "the campaign in one paragraph"),
+              ("deepgreen plan --plan collect/contrast.toml --print", "every run of the S7 cell")])
     p.add_argument("--plan", metavar="TOML", help=plan_help)
     p.add_argument("--print", action="store_true", help="list every run and its exact command")
     p.add_argument("--out", default="collected", metavar="DIR",
@@ -153,6 +165,7 @@ def register(verb) -> None:
     p.add_argument("--allow-unpinned", action="store_true",
                    help="treat a framework version other than the specification's pin as a warning "
                         "(runs record the version found; the audit's S4.pinned-versions flags it)")
+    strict_option(p)
     _executor_options(p, preflight=True)
 
     from deepgreen_audit.collect.environments import add_arguments
@@ -164,14 +177,18 @@ def register(verb) -> None:
              "and .venv-jax, each with its framework's GPU build at the pinned version. --dry-run "
              "resolves each with uv without installing anything and prints the NVIDIA library "
              "versions each gets, what each downloads, and whether the three frameworks resolve "
-             "together in one environment (docs/collection.md).")
+             "together in one environment (docs/collection.md).",
+             [("deepgreen envs --detect", "cuda or cpu, and why")])
     add_arguments(p)
 
     p = verb("collect", cmd_collect, "run the campaign: one process per run, resumable",
              "Run every run of the plan, each in its own process, in the plan's interleaved "
              "order, and write completed runs atomically to OUT/runs/<campaign>/<run_id>/ "
              "(then: deepgreen flatten OUT/runs --out PKG). Failed runs go to OUT/failed/, "
-             "never into OUT/runs. Running it again skips completed runs and retries the rest. "
+             "never into OUT/runs; a failed run's progress line ends with the last line its stack "
+             "wrote. The campaign stops after --max-consecutive-failures runs in a row failed for "
+             "the same reason, and is refused before its first run when a dataset it reads is not "
+             "prepared. Running it again skips completed runs and retries the rest. "
              "Refuses a host without NVML or RAPL energy counters unless "
              f"{ALLOW_OPTION} is given. With --executor slurm the runs not yet completed are "
              "submitted as a Slurm job array, one exclusive task per run, with the same staging "
@@ -184,6 +201,12 @@ def register(verb) -> None:
     p.add_argument("--synthetic", metavar="REASON",
                    help="mark the package synthetic, with the reason (e.g. a rehearsal on fake "
                         "counters): its descriptor, title and every report then say so")
+    from deepgreen_audit.collect.driver import MAX_CONSECUTIVE_FAILURES
+
+    p.add_argument("--max-consecutive-failures", type=int, default=MAX_CONSECUTIVE_FAILURES,
+                   metavar="N", help="local executor: stop the campaign (exit 1) after N consecutive "
+                                     "runs failed for the same reason (default "
+                                     f"{MAX_CONSECUTIVE_FAILURES}; 0: never)")
     _executor_options(p, preflight=False)
 
 

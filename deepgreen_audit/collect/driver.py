@@ -30,6 +30,7 @@ from deepgreen_audit.collect.instruments import probe, raise_missing
 from deepgreen_audit.collect.plan import Plan
 from deepgreen_audit.collect.preflight import refuse_other_devices
 from deepgreen_audit.collect.staging import is_completed, run_one
+from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.rundirs import PACKAGE_META
 
@@ -40,6 +41,8 @@ class CollectSummary:
     skipped: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     runs_dir: Path | None = None
+    #: why the campaign stopped before its last run (consecutive runs failing alike), or None
+    stopped: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -105,18 +108,42 @@ def ensure_campaign_metadata(plan: Plan, out: Path, missing: dict[str, str], gpu
     return meta_path
 
 
+#: Consecutive runs failing for the same reason after which a campaign stops (0: never).
+MAX_CONSECUTIVE_FAILURES = 3
+
+
+def refuse_missing_stores(jobs) -> None:
+    """Refuse, before the first run, a campaign whose datasets are not prepared: every stack
+    reads `<data_dir>/<dataset>/manifest.json` (digits is derived), so without it every run
+    would fail the same way, seconds after starting."""
+    missing = sorted({(j.data_dir, j.dataset) for j in jobs if j.dataset != "digits"
+                      and not (Path(j.data_dir) / j.dataset / "manifest.json").is_file()})
+    if missing:
+        names = ", ".join(dataset for _, dataset in missing)
+        raise UserError(f"the data of {names} is not prepared: convert each official archive with "
+                        f"'deepgreen data convert DATASET FILE...' (see 'deepgreen preflight'), or "
+                        "leave the dataset out of the plan's [scope]",
+                        path=Path(missing[0][0]) / missing[0][1], code="missing-input")
+
+
 def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, progress=None,
-            check=True, synthetic_reason: str | None = None) -> CollectSummary:
+            check=True, synthetic_reason: str | None = None,
+            max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES) -> CollectSummary:
     """Run every job of the plan not yet completed under `out`; see the module docstring.
-    `synthetic_reason` marks the package synthetic (a rehearsal on fake counters)."""
+    `synthetic_reason` marks the package synthetic (a rehearsal on fake counters).  After
+    `max_consecutive_failures` runs in a row failed for the same reason the campaign stops
+    (`summary.stopped` says why): the rest would fail alike, hours of nothing."""
     out = Path(out)
     missing, gpus = check_host(allow_missing_counters) if check else ({}, [])
     if check:
-        refuse_other_devices(plan, {j.ecosystem for j in plan.jobs if not is_completed(out, j)})
+        todo = [j for j in plan.jobs if not is_completed(out, j)]
+        refuse_missing_stores(todo)
+        refuse_other_devices(plan, {j.ecosystem for j in todo})
     runs_dir = out / "runs"
     summary = CollectSummary(runs_dir=runs_dir)
     ensure_campaign_metadata(plan, out, missing, gpus, synthetic_reason)
     total = len(plan.jobs)
+    alike: list[str] = []  # the causes of the latest consecutive failures
     for n, job in enumerate(plan.jobs, start=1):
         if is_completed(out, job):
             summary.skipped.append(job.run_id)
@@ -127,6 +154,7 @@ def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, prog
             progress(n, total, job.run_id, f"running (seed {job.seed}, repetition {job.repetition})")
         outcome = run_one(plan, job, out, allow_missing_counters)
         if outcome.reason is None:
+            alike = []
             summary.completed.append(job.run_id)
             if progress:
                 progress(n, total, job.run_id, f"completed in {outcome.elapsed_s:.1f} s")
@@ -134,4 +162,11 @@ def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, prog
         summary.failed[job.run_id] = outcome.reason
         if progress:
             progress(n, total, job.run_id, f"FAILED: {outcome.reason} (kept in {outcome.where})")
+        alike = (alike if alike and alike[-1] == outcome.cause else []) + [outcome.cause]
+        if max_consecutive_failures and len(alike) >= max_consecutive_failures:
+            summary.stopped = (f"stopped after {len(alike)} consecutive runs failed alike "
+                               f"({outcome.cause}); {total - n} run(s) not started. Fix the cause "
+                               f"(the last run's log: {outcome.where}), then run the same "
+                               "command again")
+            break
     return summary

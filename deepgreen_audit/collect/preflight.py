@@ -298,8 +298,9 @@ def stack_check(plan: Plan, eco: str, job) -> Outcome:
 
     stack = plan.stacks.get(eco)
     if stack is None:
-        why = f": {native.UNAVAILABLE[eco]}" if eco in native.UNAVAILABLE else ""
-        return Outcome.failed(f"no [stacks.{eco}] entry in {plan.path}{why}")
+        if eco in native.UNAVAILABLE:
+            return Outcome.failed(native.UNAVAILABLE[eco])
+        return Outcome.failed(f"no [stacks.{eco}] entry in {plan.path}")
     if stack.kind == "python":
         missing = interpreter_missing(stack)
         if missing:

@@ -38,6 +38,8 @@ class Outcome:
     reason: str | None
     elapsed_s: float
     where: Path
+    #: the reason without the stack's own last line: what repeats when runs fail alike
+    cause: str | None = None
 
 
 def final_dir(out: Path, job: Job) -> Path:
@@ -69,6 +71,7 @@ def move_to_failed(out: Path, run_id: str, work: Path, info: dict) -> Path:
 
 
 def failure_reason(returncode: int | None, work: Path, timed_out: bool, timeout_s: float) -> str:
+    """Why the run failed, in the runner's words (failure.txt) or the process's fate."""
     if timed_out:
         return f"killed after the plan's run_timeout_s ({timeout_s:g} s)"
     if returncode is not None and returncode < 0:
@@ -76,9 +79,19 @@ def failure_reason(returncode: int | None, work: Path, timed_out: bool, timeout_
     note = work / FAILURE_FILE
     if note.is_file():
         return note.read_text(encoding="utf-8").strip()
-    tail = (work / LOG_FILE).read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] \
-        if (work / LOG_FILE).is_file() else []
-    return f"the run's process exited with status {returncode}" + (f": {tail[0]}" if tail else "")
+    return f"the run's process exited with status {returncode}"
+
+
+def stack_last_line(work: Path, run_id: str) -> str | None:
+    """The last line the run's programs wrote to its log other than the runner's own summary
+    (`run ID: failed: ...`): usually the stack's own error, which the harness only knows as
+    "client disconnected without BYE"."""
+    log = work / LOG_FILE
+    if not log.is_file():
+        return None
+    lines = [line.strip() for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
+             if line.strip() and not line.startswith(f"run {run_id}: ")]
+    return lines[-1][:300] if lines else None
 
 
 def fresh_work_dir(out: Path, job: Job) -> Path:
@@ -118,6 +131,10 @@ def run_one(plan: Plan, job: Job, out: Path, allow_missing_counters: bool,
             reason = f"its run directory does not read back: {exc}"
     else:
         reason = failure_reason(returncode, work, timed_out, plan.run_timeout_s)
+    cause = reason
+    last = stack_last_line(work, job.run_id) if reason is not None else None
+    if last and last not in reason:
+        reason = f"{reason}; its log ends: {last}"
     if reason is None:
         final = final_dir(out, job)
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -128,4 +145,4 @@ def run_one(plan: Plan, job: Job, out: Path, allow_missing_counters: bool,
         "run_id": job.run_id, "status": "failed", "reason": reason, "exit_status": returncode,
         "elapsed_s": round(elapsed, 3), "ended_at_utc": utc_now(),
         **({"slurm_job": slurm_job} if slurm_job else {})})
-    return Outcome(job.run_id, reason, elapsed, where)
+    return Outcome(job.run_id, reason, elapsed, where, cause)

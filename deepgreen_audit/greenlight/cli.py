@@ -52,11 +52,12 @@ def cmd_api_audit(args) -> int:
         print(checks.format_text(evidence_rows=args.show))
         if comparison is not None:
             print(comparison.format_text(verbose=args.verbose))
-    found = any(f.status != "pass" for f in checks.findings)
-    return 1 if unexplained or (args.strict and found) else 0
+    return max(int(unexplained), checks.exit_status(args.strict))
 
 
 def register(verb) -> None:
+    from deepgreen_audit.cli import strict_option
+
     p = verb("profile-api", cmd_profile_api, "measure framework API calls at several input sizes",
              "Profile API calls (PyTorch, TensorFlow, JAX) at several input sizes with this "
              "project's counters (RAPL through powercap sysfs, NVML's energy counter): wait for a "
@@ -92,10 +93,12 @@ def register(verb) -> None:
              "energy, lag windows running into the next call) and, with --published, recompute the "
              "per-API summaries from the package's samples and compare them with the published "
              "summary files under DIR. Exit 1 if the package is invalid or a difference has no "
-             "explanation (or, with --strict, any check finds something).")
+             "explanation (or, with --strict, any check finds something).",
+             [("deepgreen import greenlight ../shared/greenlight --out api/", "FECoM's records"),
+              ("deepgreen api-audit api/", "their audit")])
     p.add_argument("package", metavar="PKG", help="API-level package folder or its datapackage.json")
     p.add_argument("--published", metavar="DIR", help="folder with published summaries to compare")
     p.add_argument("--show", type=int, default=5, help="calls shown per check that finds something (default 5)")
     p.add_argument("--verbose", action="store_true", help="list every differing row")
-    p.add_argument("--strict", action="store_true", help="exit 1 when any check finds something")
+    strict_option(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")

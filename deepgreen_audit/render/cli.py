@@ -68,7 +68,8 @@ def register(verb) -> None:
              "write them to --out: numbers.tex (one macro per number, its header recording "
              "the package's hashes and provenance), booktabs tables and PDF figures. A missing "
              "column, configuration or value stops the render with its name; the previous "
-             "generated files stay as they were.")
+             "generated files stay as they were.",
+             [("deepgreen render --out generated/", "the shipped package's numbers")])
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
     p.add_argument("--out", metavar="DIR",

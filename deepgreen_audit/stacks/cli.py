@@ -85,16 +85,18 @@ def cmd_parity(args) -> int:
         executables.update(native.build_all([s for s in stacks if s in native.NATIVE_STACKS],
                                             progress=lambda line: print("  " + line, file=sys.stderr)))
     executables.update(_executables(args.executable))
-    failed = False
+    status = 0
     for arch in args.architecture or ["resnet18", "vgg16"]:
         report = parity.run_parity(arch, Path(args.data_dir), dataset=args.dataset, seed=args.seed,
                                    count=args.count, stacks=stacks, executables=executables)
         print(report.to_json() if args.json else report.format_text())
-        failed |= not report.valid
-    return 1 if failed else 0
+        status = max(status, report.exit_status(args.strict))
+    return status
 
 
 def register(verb) -> None:
+    from deepgreen_audit.cli import strict_option
+
     p = verb("data", cmd_data, "convert official dataset archives; write canonical weight exports",
              "Dataset and weight preparation for the stacks.  'convert DATASET FILE... --out DIR' "
              "checks each official archive against its published MD5, refuses wrong or corrupt files, "
@@ -103,16 +105,17 @@ def register(verb) -> None:
              "the canonical seeded initial weights of one (architecture, classes, seed): safetensors, "
              "manifest and TorchScript.  'prepare --plan PLAN' writes every store and export a plan's "
              "jobs read (needed by the C++ stack).")
-    p.add_argument("action", choices=("convert", "weights", "prepare"))
+    p.add_argument("action", choices=("convert", "weights", "prepare"),
+                   help="convert an official dataset, write canonical weights, or prepare a plan's inputs")
     p.add_argument("dataset", nargs="?", help="convert: fashion-mnist, cifar100, tiny-imagenet, imagenette, digits")
     p.add_argument("inputs", nargs="*", help="convert: the downloaded official file(s)")
     p.add_argument("--out", default="data", help="the data folder (default: ./data)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing store")
     p.add_argument("--expected-md5", action="append", metavar="FILE=MD5",
                    help="use this MD5 instead of the published one (a mirror you verified otherwise)")
-    p.add_argument("--architecture", choices=("resnet18", "vgg16"))
-    p.add_argument("--classes", type=int)
-    p.add_argument("--seed", type=int)
+    p.add_argument("--architecture", choices=("resnet18", "vgg16"), help="weights: the network")
+    p.add_argument("--classes", type=int, help="weights: the number of output classes")
+    p.add_argument("--seed", type=int, help="weights: the seed the initial weights are drawn from")
     p.add_argument("--plan", help="prepare: the campaign plan (default collect/plan.toml)")
 
     from deepgreen_audit.stacks.native import ACCELERATOR_VARIABLE, BACKEND_CHOICES, NATIVE_STACKS
@@ -143,15 +146,18 @@ def register(verb) -> None:
              "specification owns.  The built stacks (C++, Rust, Java) are probed through their "
              "executables' probe mode; an unbuilt one is a skip.  Exit 1 when a check fails.")
     p.add_argument("--architecture", action="append", choices=("resnet18", "vgg16"),
-                   help="repeatable; default both")
+                   help="the network probed (repeatable; default both)")
     from deepgreen_audit.stacks.parity import STACKS
 
-    p.add_argument("--stack", action="append", choices=STACKS, help="repeatable; default all six")
+    p.add_argument("--stack", action="append", choices=STACKS,
+                   help="a stack to probe (repeatable; default all six)")
     p.add_argument("--data-dir", default="data", help="the data folder holding the store (digits is derived)")
-    p.add_argument("--dataset", default="digits")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dataset", default="digits",
+                   help="the store the fixed batch is drawn from (default digits, which needs no download)")
+    p.add_argument("--seed", type=int, default=0, help="the initial weights' seed (default 0)")
     p.add_argument("--count", type=int, default=16, help="images in the fixed batch")
     p.add_argument("--executable", action="append", metavar="STACK=PATH",
                    help="probe this program for a built stack (default: what 'deepgreen build' made)")
     p.add_argument("--build", action="store_true", help="build the C++, Rust and Java stacks first")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print each architecture's report as JSON")
+    strict_option(p)

@@ -217,11 +217,10 @@ TOOL_HINTS = {
 
 #: Ecosystems of the study that no machine of this project can build, and why.
 UNAVAILABLE = {
-    "r-torch": ("R/torch cannot be installed on this project's machines: the R package 'torch' comes from "
-                "CRAN (or GitHub), and at install time it downloads LibTorch from download.pytorch.org and its "
-                "'lantern' library from torch-cdn.mlverse.org; no machine kind here reaches any of them (Debian "
-                "has R, r-base-core, but no r-cran-torch). It needs those hosts, or the package source with a "
-                "pre-fetched LibTorch and lantern for the pinned torch-r (TORCH_URL, LANTERN_URL; stacks/README.md)"),
+    "r-torch": ("R/torch needs R, CRAN's 'torch' package and the LibTorch it downloads, which the set-up "
+                "does not install (in R: install.packages('torch'); torch::install_torch(); then a stack "
+                "program: stacks/README.md, \"R/torch\"); or leave r-torch out of the plan's [scope] "
+                "ecosystems"),
 }
 
 
