@@ -322,6 +322,8 @@ HOURS_LONG_VERBS = ("collect", "profile-api")
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    if any("\0" in arg for arg in (sys.argv[1:] if argv is None else argv)):
+        parser.error("an argument holds a NUL byte, which no path or option can hold")
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
