@@ -52,6 +52,7 @@ import csv
 import datetime as dt
 import io
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,7 +143,7 @@ class SourceRow:
 
 
 def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
-    if not path.exists() and not path.is_symlink():
+    if not os.path.lexists(path):
         raise UserError("is missing: not the layout of the legacy campaign (see its README)",
                         path=path, code="missing-input")
     text = paths.read_text(path)
