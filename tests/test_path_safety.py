@@ -189,6 +189,8 @@ def test_an_output_name_beyond_the_file_system_limit(tiny_package, tmp_path, cap
     assert main(["restore", str(tiny_package), "--out", str(tmp_path / long_name)]) == 2
     assert main(["audit", str(tiny_package), "--junit", str(tmp_path / long_name)]) == 2
     assert "choose a shorter one" in capsys.readouterr().err
+    for verb in ("validate", "audit"):  # as an input: no package there, a failed check
+        assert main([verb, str(tmp_path / long_name)]) == 1
 
 
 def test_render_out_onto_a_file(tiny_package, tmp_path, capsys):

@@ -104,9 +104,9 @@ class Package:
         """Open PKG: a folder holding datapackage.json, or the descriptor itself."""
         path = Path(location) if location is not None else Path(DESCRIPTOR_NAME)
         paths.check_text(path)
-        if path.is_dir():
+        if os.path.isdir(path):
             path = path / DESCRIPTOR_NAME
-        if not path.exists():
+        if not os.path.lexists(path):
             raise UserError("no package descriptor here (expected a folder with "
                             f"{DESCRIPTOR_NAME}, or the descriptor itself)", path=path,
                             code="missing-descriptor")
@@ -148,7 +148,7 @@ class Package:
         """A path inside the package folder, also once symbolic links (of its folders or
         of the file itself) are followed."""
         path = self.base / safe_relative(path_text, self.descriptor_path)
-        base, target = self.base.resolve(), path.resolve()
+        base, target = Path(os.path.realpath(self.base)), Path(os.path.realpath(path))
         if base not in target.parents:
             raise UserError(f"{path_text!r} leads out of the package folder through a symbolic "
                             "link", path=self.descriptor_path, code="unsafe-path")
@@ -176,7 +176,7 @@ class Package:
             if path.is_symlink():
                 raise UserError("is a symbolic link; a package holds plain files only", path=path,
                                 code="symlink")
-            if not path.exists():
+            if not os.path.lexists(path):
                 raise UserError(f"table {name!r} is missing", path=path, code="missing-table")
             self._text_cache[name] = _tables.read_text(path)
         return self._text_cache[name]
