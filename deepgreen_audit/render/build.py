@@ -162,7 +162,8 @@ def render(location, out: Path | None = None, design: Design | None = None,
         outputs[name] = draw(results, design)
     report.seconds["figures"] = time.perf_counter() - clock
 
-    with StagedDirectory(out, overwrite=True, inputs=package.input_paths()) as staged:
+    inputs = package.input_paths() + (Package.open(pilot).input_paths() if pilot else [])
+    with StagedDirectory(out, overwrite=True, inputs=inputs) as staged:
         for name, data in outputs.items():
             (staged.path / name).write_bytes(data)
     report.files = sorted(outputs)
