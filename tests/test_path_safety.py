@@ -129,6 +129,11 @@ def test_a_fifo_as_a_foreign_data_file_is_refused_without_a_hang(tmp_path):
     done = _run("validate", str(pkg))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "is a FIFO (named pipe), not a regular file" in _said(done)
+    descriptor = json.loads((pkg / "datapackage.json").read_text())
+    descriptor["resources"][0]["schema"] = "rain.csv"  # a schema file read by frictionless too
+    (pkg / "datapackage.json").write_text(json.dumps(descriptor))
+    done = _run("validate", str(pkg))
+    assert done.returncode == 1 and _said(done).count("is a FIFO") == 2
 
 
 def test_a_socket_as_a_data_file_is_refused(tiny_package, tmp_path):

@@ -142,9 +142,9 @@ class Package:
         if not isinstance(res.get("path"), str):
             raise UserError(f"resource {name!r} has no path", path=self.descriptor_path,
                             code="descriptor-error")
-        return self._confined(res["path"])
+        return self.confined(res["path"])
 
-    def _confined(self, path_text: str) -> Path:
+    def confined(self, path_text: str) -> Path:
         """A path inside the package folder, also once symbolic links (of its folders or
         of the file itself) are followed."""
         path = self.base / safe_relative(path_text, self.descriptor_path)
@@ -167,7 +167,7 @@ class Package:
     def checksums_path(self) -> Path:
         text = self.descriptor.get("checksums")
         if isinstance(text, str):
-            return self._confined(text)
+            return self.confined(text)
         return self.tables_dir / SUMS_NAME
 
     def text(self, name: str) -> _tables.TextTable:

@@ -69,13 +69,15 @@ def _paths_confined(package: Package, report: Report) -> bool:
         if not isinstance(name, str):
             continue  # frictionless reports a resource without a name
         for key in ("path", "schema", "dialect"):
-            if isinstance(resource.get(key), str) and "://" in resource[key]:
+            if not isinstance(resource.get(key), str):
+                continue
+            if "://" in resource[key]:
                 report.add("unsafe-path", f"{key} {resource[key]!r} is remote; deepgreen "
                            "validates the files of a package on this machine only", resource=name)
                 confined = False
-        if isinstance(resource.get("path"), str) and "://" not in resource["path"]:
+                continue
             try:  # frictionless would block on a FIFO and read a device without end
-                paths.regular_file(package.table_path(name))
+                paths.regular_file(package.confined(resource[key]))
             except UserError as exc:
                 report.add(exc.code, exc.message, resource=name)
                 confined = False
