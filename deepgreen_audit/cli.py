@@ -11,6 +11,7 @@ interrupted write removes its staging folder.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -322,6 +323,8 @@ HOURS_LONG_VERBS = ("collect", "profile-api")
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    if any("\0" in arg for arg in (sys.argv[1:] if argv is None else argv)):
+        parser.error("an argument holds a NUL byte, which no path or option can hold")
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -344,6 +347,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: not an error of ours
         sys.stderr.close()
         return 0
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            return _report_bug(args.verb, exc)
+        # Path.exists() and kin raise it for a name the file system cannot hold: the user's path
+        print(f"deepgreen {args.verb}: error: {exc.filename}: the name is longer than the file "
+              "system allows", file=sys.stderr)
+        return USAGE_EXIT
     except KeyboardInterrupt:
         print(f"deepgreen {args.verb}: interrupted; nothing was half-written", file=sys.stderr)
         return 130

@@ -7,11 +7,13 @@ their values from here rather than writing them down again.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from functools import lru_cache
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.package import paths
 from deepgreen_audit.pins import SPEC_FILE
 from deepgreen_audit.resources import require_checkout
 
@@ -22,16 +24,12 @@ def spec_path() -> Path:
 
 def read_toml(path: Path, *, missing: str, code: str = "user-error") -> dict:
     """A TOML file the user gave (specification, plan, model); any fault in it is a UserError."""
+    if not os.path.lexists(path):
+        raise UserError(missing, path=path, code="missing-input")
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(missing, path=path, code="missing-input") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"is not UTF-8 (byte {exc.start})", path=path, code=code) from None
+        return tomllib.loads(paths.read_text(path))
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"is not valid TOML: {exc}", path=path, code=code) from None
-    except OSError as exc:
-        raise UserError(f"cannot be read: {exc.strerror or exc}", path=path, code=code) from None
 
 
 @lru_cache(maxsize=None)

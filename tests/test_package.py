@@ -169,11 +169,14 @@ def test_checksum_mismatch_names_row_free_resource_and_json_output(tiny_package,
 
 
 def test_symlinked_table_is_refused(tiny_package, tmp_path):
-    real = tmp_path / "elsewhere.csv"
+    real = tiny_package / "elsewhere.csv"
     (tiny_package / "runs.csv").rename(real)
     (tiny_package / "runs.csv").symlink_to(real)
-    report = validate(tiny_package)
-    assert "symlink" in _codes(report)
+    assert "symlink" in _codes(validate(tiny_package))
+    real.rename(tmp_path / "outside.csv")  # a link out of the folder is an unsafe path
+    (tiny_package / "runs.csv").unlink()
+    (tiny_package / "runs.csv").symlink_to(tmp_path / "outside.csv")
+    assert "unsafe-path" in _codes(validate(tiny_package))
 
 
 def test_unsafe_resource_path_is_refused(tiny_package):

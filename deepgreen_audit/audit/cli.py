@@ -69,12 +69,12 @@ def report_files(args, location) -> dict[str, Path]:
         inputs = [Path(location or ".")]
     seen: dict[str, str] = {}
     for kind, path in files.items():
+        atomic.refuse_overlap(path, inputs)
         real = os.path.realpath(path)
         if real in seen:
             raise UserError(f"--{seen[real]} and --{'out' if kind == 'json' else kind} name the "
                             "same file", path=path, code="usage-error")
         seen[real] = "out" if kind == "json" else kind
-        atomic.refuse_overlap(path, inputs)
         atomic.check_output(path, args.overwrite)
     return files
 

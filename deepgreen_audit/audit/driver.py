@@ -8,6 +8,7 @@ check is skipped and the audit says it did not finish.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from pathlib import Path
 
@@ -87,7 +88,8 @@ def resolve_package(location: str | Path | None) -> str | Path | None:
         return location
     folder = Path(location)
     parent_descriptor = folder.parent / DESCRIPTOR_NAME
-    if folder.is_dir() and not (folder / DESCRIPTOR_NAME).exists() and parent_descriptor.is_file():
+    if (os.path.isdir(folder) and not os.path.lexists(folder / DESCRIPTOR_NAME)
+            and os.path.isfile(parent_descriptor)):
         try:
             package = Package.open(parent_descriptor)
             if package.tables_dir.resolve() == folder.resolve():

@@ -13,6 +13,8 @@ import pyarrow as pa
 
 from deepgreen_audit.codecarbon import hardware
 from deepgreen_audit.codecarbon.layout import COMPONENTS, major, version_tuple
+from deepgreen_audit.errors import UserError
+from deepgreen_audit.package import paths
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.spec import load_spec
 from deepgreen_audit.units import J_PER_KWH
@@ -60,8 +62,8 @@ class LogContext:
         names = set(self.rows["source_file"])
         path = self.package.descriptor_path.parent / "codecarbon-sources.json"
         try:
-            names |= {s["source_file"] for s in json.loads(path.read_text(encoding="utf-8"))["sources"]}
-        except (OSError, ValueError, KeyError, TypeError):
+            names |= {s["source_file"] for s in json.loads(paths.read_bytes(path))["sources"]}
+        except (UserError, ValueError, KeyError, TypeError):
             pass  # a package without the file (or a damaged one): the table's logs
         return sorted(names)
 

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from deepgreen_audit.codecarbon.layout import COLUMNS, REQUIRED, layout_of, row_layout
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.package import paths
 from deepgreen_audit.package.kinds import CODECARBON_LOG
 from deepgreen_audit.package.schema import load_schema
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
@@ -57,7 +58,7 @@ def discover(paths: list[Path]) -> tuple[list[Path], Path]:
             if not found:
                 raise UserError("holds no *.csv file", path=p, code="missing-input")
             files += found
-        elif p.is_file():
+        elif p.exists():  # a FIFO or device too: the reader refuses it by name
             files.append(p)
         else:
             raise UserError("no such file or folder", path=p, code="missing-input")
@@ -71,10 +72,7 @@ def discover(paths: list[Path]) -> tuple[list[Path], Path]:
 
 def read_log(path: Path, name: str) -> tuple[dict, list[dict]]:
     """One log: its source facts and its rows (column -> text, plus line)."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"cannot be read: {exc.strerror}", path=path, code="missing-input") from None
+    data = paths.read_bytes(path)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

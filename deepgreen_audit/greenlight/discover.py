@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.package import paths
 from deepgreen_audit.greenlight.records import (EXPERIMENT_RE, PROJECT_LEVEL_KEY, CallRecord,
                                                  RecordError, read_experiment)
 
@@ -67,7 +68,7 @@ def load_skip_calls(folder: Path) -> frozenset:
     if not path.is_file():
         return frozenset()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(paths.read_bytes(path).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UserError(f"is not valid JSON: {exc}", path=path, code="malformed-record") from None
     if not isinstance(data, list) or not all(isinstance(x, str) for x in data):

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.package import paths
 
 #: times.* keys the method needs; the other FECoM times are kept when present.
 REQUIRED_TIMES = ("start_time_execution", "end_time_execution", "start_time_perf",
@@ -124,7 +125,7 @@ def read_experiment(path: Path, *, source: str, experiment_kind: str, project: s
     if not match:
         raise RecordError(path, None, None, "is not named experiment-N.json (N from 1)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(paths.read_bytes(path).decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise RecordError(path, None, None, f"is not UTF-8 (byte {exc.start})") from None
     except json.JSONDecodeError as exc:

@@ -26,6 +26,7 @@ from the same repository folder.  Every difference gets a reason
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 import statistics
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.package import paths
 from deepgreen_audit.greenlight.fecom import (DomainFigures, call_figures, execution_time_s,
                                               has_energy_data)
 from deepgreen_audit.greenlight.records import CallRecord, function_name
@@ -227,9 +229,8 @@ def _number(text: str, path: Path, row: int, column: str) -> float:
 
 
 def read_published(path: Path) -> tuple[list[str], list[dict]]:
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        return list(reader.fieldnames or []), list(reader)
+    reader = csv.DictReader(io.StringIO(paths.read_text(path), newline=""))
+    return list(reader.fieldnames or []), list(reader)
 
 
 def compare_summary_file(path: Path, label: str, projects: list[ProjectSummary],

@@ -52,10 +52,12 @@ import csv
 import datetime as dt
 import io
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.package import paths
 from deepgreen_audit.package.schema import TABLES, load_schema
 from deepgreen_audit.package.tables import TextTable, canonical_text, rows_from_columns
 from deepgreen_audit.units import J_PER_KWH
@@ -141,13 +143,10 @@ class SourceRow:
 
 
 def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         raise UserError("is missing: not the layout of the legacy campaign (see its README)",
-                        path=path, code="missing-input") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"is not UTF-8 (byte {exc.start})", path=path) from None
+                        path=path, code="missing-input")
+    text = paths.read_text(path)
     try:
         rows = list(csv.reader(io.StringIO(text, newline="")))
     except csv.Error as exc:

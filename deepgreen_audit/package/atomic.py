@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 from deepgreen_audit.errors import OutputExists, UserError
+from deepgreen_audit.package.paths import check_output_name
 
 STAGED_SUFFIX = ".staged"
 OLD_SUFFIX = ".old"
@@ -54,7 +55,16 @@ def write_error(path: Path, exc: OSError) -> UserError:
 
 def write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` atomically (fsynced temporary file + rename)."""
+    commit_file(stage_file(path, data), path)
+
+
+def stage_file(path: Path, data: bytes) -> Path:
+    """`data` in an fsynced temporary sibling of `path`, for `commit_file` to move into place:
+    a writer of several outputs stages them all before it moves any, so a failure leaves none."""
     path = Path(path)
+    check_output_name(path)
+    if path.is_dir() and not path.is_symlink():
+        raise UserError("is a folder; choose a file name", path=path, code="write-error")
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -64,13 +74,22 @@ def write_bytes(path: Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        return Path(tmp)
     except BaseException as exc:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise write_error(path, exc) from None
         raise
+
+
+def commit_file(staged: Path, path: Path) -> None:
+    """Move a file from `stage_file` onto `path` (a rename); removed on failure."""
+    try:
+        os.replace(staged, path)
+    except OSError as exc:
+        staged.unlink(missing_ok=True)
+        raise write_error(path, exc) from None
 
 
 def write_text(path: Path, text: str) -> None:
@@ -89,6 +108,7 @@ def refuse_overlap(out: Path, inputs) -> None:
     Replacing such an output would delete what the command is reading
     (`restore PKG --out PKG --overwrite`, `--out .`).
     """
+    check_output_name(out)
     target = Path(os.path.realpath(out))
     for item in inputs:
         source = Path(os.path.realpath(item))
@@ -186,6 +206,7 @@ class StagedDirectory:
     """
 
     def __init__(self, target: Path, overwrite: bool = False, inputs=()):
+        check_output_name(target)
         self.target = Path(os.path.abspath(target))
         self.overwrite = overwrite
         refuse_overlap(self.target, inputs)

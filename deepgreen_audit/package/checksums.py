@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Iterable
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.package.paths import read_bytes, regular_file
 
 FILENAME = "SHA256SUMS"
 _LINE = re.compile(r"([0-9a-f]{64}) [ *](.+)")
@@ -28,6 +29,7 @@ def sha256_bytes(data: bytes) -> str:
 
 def sha256_file(path: Path) -> str:
     """SHA-256 (hex) of a file, read in 1 MiB pieces."""
+    regular_file(path)
     with open(path, "rb") as handle:
         return sha256_chunks(iter(lambda: handle.read(1 << 20), b""))
 
@@ -39,7 +41,7 @@ def format_sums(sums: dict[str, str]) -> str:
 
 def parse_sums(path: Path) -> dict[str, str]:
     """{file name: hex digest} from a SHA256SUMS file, refusing malformed lines."""
-    data = Path(path).read_bytes()
+    data = read_bytes(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

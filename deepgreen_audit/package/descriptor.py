@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package import tables as _tables
+from deepgreen_audit.package import paths, tables as _tables
 from deepgreen_audit.package.checksums import FILENAME as SUMS_NAME
 from deepgreen_audit.package.kinds import KIND_KEY, REPLICATION, Kind, kind_of
 from deepgreen_audit.package.schema import TABLES, load_schema
@@ -58,7 +58,7 @@ def dumps(descriptor: dict) -> str:
 
 def read_json(path: Path, code: str):
     """A JSON file's value (see `parse_json`)."""
-    return parse_json(Path(path).read_bytes(), path, code)
+    return parse_json(paths.read_bytes(path), path, code)
 
 
 def parse_json(data: bytes, path: Path, code: str):
@@ -82,6 +82,9 @@ def parse_json(data: bytes, path: Path, code: str):
 def safe_relative(path_text: str, where: Path) -> PurePosixPath:
     """A resource path that stays inside the package folder, or a UserError."""
     path = PurePosixPath(path_text)
+    if "\0" in path_text:
+        raise UserError(f"resource path {path_text!r} holds a NUL byte, which no file name can "
+                        "hold", path=where, code="unsafe-path")
     if path.is_absolute() or ".." in path.parts or "\\" in path_text or not path.parts:
         raise UserError(f"resource path {path_text!r} leaves the package folder",
                         path=where, code="unsafe-path")
@@ -100,9 +103,10 @@ class Package:
     def open(cls, location: str | Path | None = None) -> "Package":
         """Open PKG: a folder holding datapackage.json, or the descriptor itself."""
         path = Path(location) if location is not None else Path(DESCRIPTOR_NAME)
-        if path.is_dir():
+        paths.check_text(path)
+        if os.path.isdir(path):
             path = path / DESCRIPTOR_NAME
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise UserError("no package descriptor here (expected a folder with "
                             f"{DESCRIPTOR_NAME}, or the descriptor itself)", path=path,
                             code="missing-descriptor")
@@ -138,13 +142,14 @@ class Package:
         if not isinstance(res.get("path"), str):
             raise UserError(f"resource {name!r} has no path", path=self.descriptor_path,
                             code="descriptor-error")
-        return self._confined(res["path"])
+        return self.confined(res["path"])
 
-    def _confined(self, path_text: str) -> Path:
-        """A path inside the package folder, also once symbolic links are followed."""
+    def confined(self, path_text: str) -> Path:
+        """A path inside the package folder, also once symbolic links (of its folders or
+        of the file itself) are followed."""
         path = self.base / safe_relative(path_text, self.descriptor_path)
-        base, folder = self.base.resolve(), path.parent.resolve()
-        if folder != base and base not in folder.parents:
+        base, target = Path(os.path.realpath(self.base)), Path(os.path.realpath(path))
+        if base not in target.parents:
             raise UserError(f"{path_text!r} leads out of the package folder through a symbolic "
                             "link", path=self.descriptor_path, code="unsafe-path")
         return path
@@ -162,7 +167,7 @@ class Package:
     def checksums_path(self) -> Path:
         text = self.descriptor.get("checksums")
         if isinstance(text, str):
-            return self._confined(text)
+            return self.confined(text)
         return self.tables_dir / SUMS_NAME
 
     def text(self, name: str) -> _tables.TextTable:
@@ -171,7 +176,7 @@ class Package:
             if path.is_symlink():
                 raise UserError("is a symbolic link; a package holds plain files only", path=path,
                                 code="symlink")
-            if not path.is_file():
+            if not os.path.lexists(path):
                 raise UserError(f"table {name!r} is missing", path=path, code="missing-table")
             self._text_cache[name] = _tables.read_text(path)
         return self._text_cache[name]

@@ -11,6 +11,7 @@ only, so validating a package of ours never pays its import.
 from __future__ import annotations
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.package import paths
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.report import Report
 
@@ -29,8 +30,9 @@ SHARED_CODES = {
 def validate_foreign(package: Package, report: Report) -> None:
     """Add frictionless's findings on `package` to `report`, and each resource's rows and bytes.
 
-    Resource paths must stay inside the package folder and on this machine: a
-    remote or escaping path (or a remote schema or dialect) is reported and nothing is read."""
+    Resource paths must stay inside the package folder and on this machine, and name
+    regular files: a remote or escaping path (a symbolic link out of the folder too), a
+    FIFO, socket or device, or a remote schema or dialect, is reported and nothing is read."""
     if not package.descriptor["resources"]:
         report.add("descriptor-error", "lists no resources: there is nothing to validate")
         return
@@ -67,13 +69,15 @@ def _paths_confined(package: Package, report: Report) -> bool:
         if not isinstance(name, str):
             continue  # frictionless reports a resource without a name
         for key in ("path", "schema", "dialect"):
-            if isinstance(resource.get(key), str) and "://" in resource[key]:
+            if not isinstance(resource.get(key), str):
+                continue
+            if "://" in resource[key]:
                 report.add("unsafe-path", f"{key} {resource[key]!r} is remote; deepgreen "
                            "validates the files of a package on this machine only", resource=name)
                 confined = False
-        if isinstance(resource.get("path"), str) and "://" not in resource["path"]:
-            try:
-                package.table_path(name)
+                continue
+            try:  # frictionless would block on a FIFO and read a device without end
+                paths.regular_file(package.confined(resource[key]))
             except UserError as exc:
                 report.add(exc.code, exc.message, resource=name)
                 confined = False

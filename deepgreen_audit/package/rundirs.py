@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package import atomic
+from deepgreen_audit.package import atomic, paths
 from deepgreen_audit.package.canonical import format_value, is_canonical, parse_value
 from deepgreen_audit.package.descriptor import Package, parse_json
 from deepgreen_audit.package.schema import TABLES, load_schema
@@ -237,7 +237,7 @@ def _cells_from_json(obj: dict, fields, path: Path, section: str) -> list[str]:
 def flatten_tables(root: Path, progress=None) -> tuple[dict[str, TextTable], dict]:
     """Read a run tree into the four text tables and the package metadata."""
     root = Path(root)
-    return flatten_files({rel: path.read_bytes() for rel, path in _walk(root).items()}, root,
+    return flatten_files({rel: paths.read_bytes(path) for rel, path in _walk(root).items()}, root,
                          progress)
 
 

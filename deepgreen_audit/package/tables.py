@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.package import paths
 from deepgreen_audit.package.canonical import format_value
 from deepgreen_audit.package.schema import TableSchema
 
@@ -125,7 +126,7 @@ def _parse_rows(reader, path: Path | str) -> TextTable:
 
 def read_text(path: Path) -> TextTable:
     """Read a CSV file as text; refuses anything that is not UTF-8."""
-    return text_table(Path(path).read_bytes(), path)
+    return text_table(paths.read_bytes(path), path)
 
 
 def text_table(data: bytes, path: Path) -> TextTable:

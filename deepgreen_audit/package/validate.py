@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package import arrays
+from deepgreen_audit.package import arrays, paths
 from deepgreen_audit.package.canonical import DATETIME_RE, INTEGER_RE, NUMBER_RE
 from deepgreen_audit.package.checksums import parse_sums, sha256_bytes
 from deepgreen_audit.package.descriptor import Package
@@ -113,10 +113,14 @@ def _check_resource(package: Package, name: str, sums: dict | None, subject: str
     if path.is_symlink():
         report.add("symlink", f"{path} is a symbolic link", resource=name)
         return report, None, None, 0
-    if not path.is_file():
+    if not path.exists():
         report.add("missing-table", f"{path} does not exist", resource=name)
         return report, None, None, 0
-    data = path.read_bytes()
+    try:
+        data = paths.read_bytes(path)
+    except UserError as exc:
+        report.add(exc.code, str(exc), resource=name)
+        return report, None, None, 0
     _check_hashes(name, path, data, resource, sums, report)
     checked = _check_table(schema, data, report)
     keys, typed = checked if checked is not None else (None, None)
@@ -125,7 +129,7 @@ def _check_resource(package: Package, name: str, sums: dict | None, subject: str
 
 def _check_checksums(package: Package, report: Report) -> dict[str, str] | None:
     path = package.checksums_path
-    if not path.is_file():
+    if not path.exists():
         report.add("checksum-missing", f"{path} does not exist")
         return None
     try:

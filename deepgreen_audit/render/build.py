@@ -17,6 +17,7 @@ mix.  The generated files are not committed (paper/generated/.gitignore);
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -29,6 +30,7 @@ from deepgreen_audit.analysis import Design, Results, analyse, load_tables
 from deepgreen_audit.analysis.pilot import analyse_pilot
 from deepgreen_audit.analysis.scope import narrowings
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.package import paths
 from deepgreen_audit.package.atomic import StagedDirectory
 from deepgreen_audit.package.checksums import sha256_file
 from deepgreen_audit.package.descriptor import Package
@@ -94,9 +96,14 @@ def verified_package_header(package: Package) -> dict:
 
 
 def _check_output_folder(out: Path) -> None:
-    """Refuse to replace a folder that holds something other than generated files."""
-    if not out.exists():
+    """Refuse to replace a folder that holds something other than generated files, and
+    anything that is not a folder."""
+    paths.check_output_name(out)
+    if not os.path.lexists(out):
         return
+    if out.is_symlink() or not out.is_dir():
+        raise UserError("is not a folder; 'deepgreen render' writes a folder of files: choose "
+                        "an empty or new folder", path=out, code="output-exists")
     numbers = out / "numbers.tex"
     if any(out.iterdir()) and not (numbers.is_file()
                                    and numbers.read_text(encoding="utf-8").startswith(MARK)):
@@ -155,7 +162,8 @@ def render(location, out: Path | None = None, design: Design | None = None,
         outputs[name] = draw(results, design)
     report.seconds["figures"] = time.perf_counter() - clock
 
-    with StagedDirectory(out, overwrite=True, inputs=package.input_paths()) as staged:
+    inputs = package.input_paths() + (Package.open(pilot).input_paths() if pilot else [])
+    with StagedDirectory(out, overwrite=True, inputs=inputs) as staged:
         for name, data in outputs.items():
             (staged.path / name).write_bytes(data)
     report.files = sorted(outputs)

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from deepgreen_audit.package import paths
 from deepgreen_audit.registry import Outcome, Skip, check
 
 #: Digits that are part of a name, not a quoted figure.
@@ -70,7 +71,7 @@ def find_typed_numbers(tex: str) -> list[TypedNumber]:
 
 def lint_paper(path: Path) -> list[TypedNumber]:
     """`find_typed_numbers` of a manuscript file."""
-    return find_typed_numbers(Path(path).read_text(encoding="utf-8"))
+    return find_typed_numbers(paths.read_text(path))
 
 
 @check("source.results-text-numbers", "source")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from deepgreen_audit.package import paths
 from deepgreen_audit.registry import Outcome, check
 from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.package.rundirs import flatten_files, restore_files
@@ -31,7 +32,7 @@ def round_trip(ctx):
     tables, meta = flatten_files(files, Path("<restored run tree>"))
     differ = []
     for name in TABLES:
-        original = sha256_bytes(ctx.package.table_path(name).read_bytes())
+        original = sha256_bytes(paths.read_bytes(ctx.package.table_path(name)))
         again = sha256_bytes(canonical_bytes(tables[name]))
         if original != again:
             differ.append(f"{name} (sha256 {original[:12]} -> {again[:12]})")
