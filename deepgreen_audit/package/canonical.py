@@ -15,7 +15,11 @@ import math
 import re
 
 NUMBER_RE = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:e[-+][0-9]+)?")
-INTEGER_RE = re.compile(r"-?(?:0|[1-9][0-9]*)")
+INTEGER_RE = re.compile(r"0|-?[1-9][0-9]*")
+#: Any spelling of a number or an integer (a sign, leading zeros, `1e3`, `1.50`): a valid
+#: value, though only its canonical text may stand in a package.
+_NUMBER_SPELLING = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_INTEGER_SPELLING = re.compile(r"[-+]?[0-9]+")
 DATETIME_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{0,5}[1-9])?Z")
 BOOLEANS = ("true", "false")
 
@@ -28,7 +32,7 @@ def format_value(value, type_: str) -> str:
         value = float(value)
         if not math.isfinite(value):
             raise ValueError(f"{value!r} is not a finite number; write missing as None")
-        return repr(value)
+        return canonical_number(value)
     if type_ == "integer":
         if isinstance(value, bool) or int(value) != value:
             raise ValueError(f"{value!r} is not an integer")
@@ -47,6 +51,23 @@ def format_value(value, type_: str) -> str:
     return text
 
 
+def canonical_number(value: float) -> str:
+    """Python's repr, with -0.0 written 0.0: they are one value, so they have one text."""
+    return repr(value + 0.0)
+
+
+def canonical_spelling(text: str, type_: str) -> str | None:
+    """The canonical text of a number or integer cell written in another spelling (`+1`,
+    `01`, `-0`, `1e3`, `1.50`); None when `text` spells no finite value of `type_`."""
+    if type_ == "integer" and _INTEGER_SPELLING.fullmatch(text):
+        digits = text.lstrip("+-").lstrip("0") or "0"   # no int(): it refuses 4,300 digits
+        return ("-" if text.startswith("-") and digits != "0" else "") + digits
+    if type_ == "number" and _NUMBER_SPELLING.fullmatch(text):
+        value = float(text)
+        return canonical_number(value) if math.isfinite(value) else None
+    return None
+
+
 def parse_value(text: str, type_: str):
     """The Python value of a canonical cell (None for an empty cell)."""
     if text == "":
@@ -63,7 +84,7 @@ def parse_value(text: str, type_: str):
 def is_canonical(text: str, type_: str) -> bool:
     """Whether a non-empty cell is a valid value in its one canonical form."""
     if type_ == "number":
-        return NUMBER_RE.fullmatch(text) is not None and repr(float(text)) == text
+        return NUMBER_RE.fullmatch(text) is not None and canonical_number(float(text)) == text
     if type_ == "integer":
         return INTEGER_RE.fullmatch(text) is not None
     if type_ == "boolean":

@@ -28,7 +28,8 @@ import pyarrow.csv as pcsv
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import arrays
-from deepgreen_audit.package.canonical import DATETIME_RE, INTEGER_RE, NUMBER_RE
+from deepgreen_audit.package.canonical import (DATETIME_RE, INTEGER_RE, NUMBER_RE, canonical_number,
+                                              canonical_spelling)
 from deepgreen_audit.package.checksums import parse_sums, sha256_bytes
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.report import Report
@@ -281,7 +282,13 @@ def _typed_column(resource, field, arr: pa.StringArray, lines: np.ndarray, repor
         ok = arrays.mask(pc.match_substring_regex(arr, "^(?:" + _TYPE_RE[field.type].pattern + ")$"))
         bad = ~ok & ~empty
         for i in np.flatnonzero(bad):
-            report.add("type-error", f"{arr[i].as_py()!r} is not a valid {field.type}" +
+            text = arr[int(i)].as_py()
+            canonical = canonical_spelling(text, field.type)
+            if canonical is not None:
+                report.add("non-canonical-cell", f"{text!r} is written {canonical!r} in canonical "
+                           "form", resource=resource, row=int(lines[i]), field=field.name)
+                continue
+            report.add("type-error", f"{text!r} is not a valid {field.type}" +
                        (" (canonical form: ISO 8601 UTC ending in Z)" if field.type == "datetime" else ""),
                        resource=resource, row=int(lines[i]), field=field.name)
     if field.type == "number":
@@ -290,7 +297,8 @@ def _typed_column(resource, field, arr: pa.StringArray, lines: np.ndarray, repor
     elif field.type == "integer":
         long = (arrays.values(pc.utf8_length(arr)) >= 19) & ~bad
         for i in np.flatnonzero(long):
-            if not _INT64[0] <= int(arr[i].as_py()) <= _INT64[1]:
+            text = arr[int(i)].as_py()
+            if len(text) > 20 or not _INT64[0] <= int(text) <= _INT64[1]:
                 bad[i] = True
                 report.add("type-error", f"{arr[i].as_py()} is outside the 64-bit integer range",
                            resource=resource, row=int(lines[i]), field=field.name)
@@ -338,16 +346,17 @@ def _check_canonical_numbers(resource, field, arr, judged: np.ndarray, lines: np
     hits = arrays.mask(pc.is_in(arr, value_set=pa.array(odd))) & judged
     for i in np.flatnonzero(hits):
         text = arr[int(i)].as_py()
-        report.add("non-canonical-cell", f"{text!r} is written {repr(float(text))!r} "
+        report.add("non-canonical-cell", f"{text!r} is written {canonical_number(float(text))!r} "
                    "in canonical form", resource=resource, row=int(lines[i]), field=field.name)
 
 
 def _non_canonical_numbers(arr: pa.StringArray, judged: np.ndarray) -> list[str]:
-    """The distinct texts among the cells `judged` that are not repr of their number.
+    """The distinct texts among the cells `judged` that are not the canonical text (repr,
+    zero unsigned) of their number.
 
     Each distinct text is judged once (a column repeats its values many times): arrow
     writes the shortest digits too, so only texts that differ from arrow's, put in
-    repr's layout, are judged by repr itself."""
+    repr's layout, and negative zero are judged by `canonical_number` itself."""
     distinct = pc.unique(pc.filter(arr, arrays.from_mask(judged)))
     try:
         shortest = pc.cast(pc.cast(distinct, pa.float64()), pa.string())
@@ -356,8 +365,9 @@ def _non_canonical_numbers(arr: pa.StringArray, judged: np.ndarray) -> list[str]
     if shortest is not None:
         differs = pc.not_equal(shortest, distinct)
         distinct, shortest = pc.filter(distinct, differs), pc.filter(shortest, differs)
-        distinct = pc.filter(distinct, pc.not_equal(_repr_layout(shortest), distinct))
-    return [text for text in distinct.to_pylist() if repr(float(text)) != text]
+        distinct = pc.filter(distinct, pc.or_(pc.not_equal(_repr_layout(shortest), distinct),
+                                              pc.equal(distinct, "-0.0")))
+    return [text for text in distinct.to_pylist() if canonical_number(float(text)) != text]
 
 
 #: Where arrow's shortest text of a float differs from Python's repr in layout only
