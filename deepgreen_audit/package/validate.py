@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import os
 import re
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -30,7 +31,7 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import arrays
 from deepgreen_audit.package.canonical import (DATETIME_RE, INTEGER_RE, NUMBER_RE, canonical_number,
                                               canonical_spelling)
-from deepgreen_audit.package.checksums import parse_sums, sha256_bytes
+from deepgreen_audit.package.checksums import parse_sums, sha256_bytes, sha256_file
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.report import Report
 from deepgreen_audit.package.schema import TABLES, TableSchema, load_schema
@@ -82,8 +83,9 @@ def validate_tables(location: str | Path | None = None,
                     notice=package.notice())
     report.stats["provenance"] = {k: package.descriptor.get(k) for k in
                                   ("name", "title", "provenance") if k in package.descriptor}
+    _check_resource_names(package, tables, report)
     try:
-        sums = _check_checksums(package, report)
+        sums = _check_checksums(package, tables, report)
     except UserError as exc:
         report.add(exc.code, exc.message)
         sums = None
@@ -134,16 +136,48 @@ def _check_resource(package: Package, name: str, sums: dict | None, subject: str
     return report, keys, typed, len(data)
 
 
-def _check_checksums(package: Package, report: Report) -> dict[str, str] | None:
+def _check_resource_names(package: Package, tables: tuple[str, ...], report: Report) -> None:
+    """No two resources share a name; a table's is reported with the table (`Package.resource`
+    refuses it), any other's here."""
+    names = Counter(res.get("name") for res in package.descriptor["resources"]
+                    if isinstance(res, dict) and isinstance(res.get("name"), str))
+    for name, count in names.items():
+        if count > 1 and name not in tables:
+            report.add("duplicate-resource", f"{count} resources are named {name!r}", resource=name)
+
+
+def _check_checksums(package: Package, tables: tuple[str, ...],
+                     report: Report) -> dict[str, str] | None:
+    """{file name: digest} from SHA256SUMS, each of whose lines must hold: well formed, named
+    once, and naming a file beside it (a table's is checked with the table, any other here)."""
     path = package.checksums_path
     if not path.is_file():
         report.add("checksum-missing", f"{path} does not exist")
         return None
     try:
-        return parse_sums(path)
+        sums, problems = parse_sums(path)
     except UserError as exc:
-        report.add("checksum-format", str(exc))
+        report.add("checksum-format", str(exc), resource=path.name, row=exc.row)
         return None
+    for problem in problems:
+        report.add(problem.code, problem.message, resource=path.name, row=problem.number)
+    table_files = set()
+    for name in tables:
+        try:
+            table_files.add(package.table_path(name).name)
+        except UserError:
+            pass   # reported with the table
+    for name, line in sums.items():
+        if name in table_files:
+            continue
+        listed = path.parent / name
+        if "/" in name or name in (".", "..") or listed.is_symlink() or not listed.is_file():
+            report.add("checksum-extra", f"names {name}, which is no file beside {path.name}",
+                       resource=path.name, row=line.number)
+        elif (digest := sha256_file(listed)) != line.digest:
+            report.add("checksum-mismatch", f"{name} has SHA256 {digest}, this line says "
+                       "another", resource=path.name, row=line.number)
+    return {name: line.digest for name, line in sums.items()}
 
 
 def _check_hashes(name, path, data, resource, sums, report) -> None:
