@@ -57,7 +57,7 @@ CODES = {
     "type-error": "a cell is not a value of its column's type",
     "non-canonical-cell": "a valid value not written in its canonical form",
     "non-canonical-row": "a row not written in canonical CSV (quoting)",
-    "constraint-error": "a cell breaks a constraint (required, range, enum, pattern)",
+    "constraint-error": "a cell breaks a constraint (required, range, length, enum, pattern)",
     "unique-error": "a value repeats in a unique column",
     "primary-key-error": "a primary key repeats",
     "foreign-key-error": "a key refers to no row of the referenced table",

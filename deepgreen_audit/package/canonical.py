@@ -1,8 +1,8 @@
 """The canonical text form of a cell (DESIGN.md section 4).
 
 Canonical CSV is UTF-8, LF, a header row in the schema's column order,
-floats in Python's shortest round-trip form (`repr`), integers in plain
-decimal, booleans as `true`/`false`, datetimes as ISO 8601 UTC with a `Z`
+floats in Python's shortest round-trip form (`repr`, zero unsigned), integers
+in plain decimal, booleans as `true`/`false`, datetimes as ISO 8601 UTC with a `Z`
 and an empty cell for missing.  Because every value has exactly one text,
 a package can be parsed, re-written and compared byte for byte; this is
 what makes flatten and restore exact.
