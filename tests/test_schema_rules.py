@@ -212,6 +212,18 @@ def test_two_resources_sharing_another_name_are_refused(tmp_path, capsys):
     _assert_found(_findings(pkg, capsys), "duplicate-resource", "truth")
 
 
+def test_two_resources_of_one_name_in_a_foreign_package_are_refused(tmp_path, capsys):
+    """The second would escape every check made on the first (its path included)."""
+    pkg = tmp_path / "foreign"
+    pkg.mkdir()
+    (pkg / "t.csv").write_text("a\n1\n")
+    resource = {"name": "t", "path": "t.csv", "schema": {"fields": [{"name": "a", "type": "integer"}]}}
+    (pkg / "datapackage.json").write_text(json.dumps({"name": "f", "resources": [
+        resource, dict(resource, path="../outside.csv")]}))
+    findings = _findings(pkg, capsys)
+    assert [f["id"] for f in findings] == ["duplicate-resource"]
+
+
 # -- row numbers ----------------------------------------------------------------------
 
 def test_rows_after_a_too_long_row_keep_their_line_numbers(tmp_path, capsys):

@@ -61,7 +61,7 @@ def _add(report: Report, error, resource: str | None) -> None:
 
 
 def _paths_confined(package: Package, report: Report) -> bool:
-    confined = True
+    confined, duplicates = True, set()
     for resource in package.descriptor["resources"]:
         name = resource.get("name") if isinstance(resource, dict) else None
         if not isinstance(name, str):
@@ -75,6 +75,9 @@ def _paths_confined(package: Package, report: Report) -> bool:
             try:
                 package.table_path(name)
             except UserError as exc:
-                report.add(exc.code, exc.message, resource=name)
+                if name not in duplicates:   # each resource of a shared name says the same
+                    report.add(exc.code, exc.message, resource=name)
+                if exc.code == "duplicate-resource":
+                    duplicates.add(name)
                 confined = False
     return confined
