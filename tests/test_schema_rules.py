@@ -150,6 +150,25 @@ def test_other_spellings_of_a_number_are_not_canonical(spelling, tmp_path, capsy
     _assert_found(_findings(pkg, capsys), "non-canonical-cell", "samples", 3, "gpu_memory_used_mib")
 
 
+@pytest.mark.parametrize("spelling", ["2026-03-02T17:12:28.267780Z", "2026-03-02T18:12:28.26778+01:00"])
+def test_another_spelling_of_a_time_is_not_canonical(spelling, tmp_path, capsys):
+    pkg = _shipped_copy(tmp_path)
+    _set_cell(pkg, "blocks", 2, "started_at_utc", spelling)
+    rehash(pkg)
+    findings = _findings(pkg, capsys)
+    _assert_found(findings, "non-canonical-cell", "blocks", 2, "started_at_utc")
+    assert "'2026-03-02T17:12:28.26778Z'" in next(f["message"] for f in findings
+                                                   if f["id"] == "non-canonical-cell")
+
+
+@pytest.mark.parametrize("spelling", ["True", "1"])
+def test_another_spelling_of_a_boolean_is_not_canonical(spelling, tmp_path, capsys):
+    pkg = _shipped_copy(tmp_path)
+    _set_cell(pkg, "environment", 2, "cudnn_available", spelling)
+    rehash(pkg)
+    _assert_found(_findings(pkg, capsys), "non-canonical-cell", "environment", 2, "cudnn_available")
+
+
 # -- SHA256SUMS -----------------------------------------------------------------------
 
 def _sums(pkg: Path) -> Path:

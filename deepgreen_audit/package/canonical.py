@@ -20,6 +20,8 @@ INTEGER_RE = re.compile(r"0|-?[1-9][0-9]*")
 #: value, though only its canonical text may stand in a package.
 _NUMBER_SPELLING = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 _INTEGER_SPELLING = re.compile(r"[-+]?[0-9]+")
+_BOOLEAN_SPELLINGS = {"True": "true", "TRUE": "true", "1": "true",
+                      "False": "false", "FALSE": "false", "0": "false"}
 DATETIME_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{0,5}[1-9])?Z")
 BOOLEANS = ("true", "false")
 
@@ -57,14 +59,24 @@ def canonical_number(value: float) -> str:
 
 
 def canonical_spelling(text: str, type_: str) -> str | None:
-    """The canonical text of a number or integer cell written in another spelling (`+1`,
-    `01`, `-0`, `1e3`, `1.50`); None when `text` spells no finite value of `type_`."""
+    """The canonical text of a cell that spells a value of `type_` another way (`+1`, `01`,
+    `-0`, `1e3`, `1.50`; Table Schema's other booleans `True`, `1`; an ISO 8601 time with
+    an offset or trailing zeros); None when `text` spells no value of `type_`, or one
+    that is not exact (an infinite number, a time without a zone or finer than 1 us)."""
     if type_ == "integer" and _INTEGER_SPELLING.fullmatch(text):
         digits = text.lstrip("+-").lstrip("0") or "0"   # no int(): it refuses 4,300 digits
         return ("-" if text.startswith("-") and digits != "0" else "") + digits
     if type_ == "number" and _NUMBER_SPELLING.fullmatch(text):
         value = float(text)
         return canonical_number(value) if math.isfinite(value) else None
+    if type_ == "boolean":
+        return _BOOLEAN_SPELLINGS.get(text)
+    if type_ == "datetime" and re.search(r"\.[0-9]{7}", text) is None:
+        try:
+            value = _dt.datetime.fromisoformat(text)
+        except ValueError:
+            return None
+        return format_value(value, "datetime") if value.tzinfo is not None else None
     return None
 
 
