@@ -12,11 +12,13 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from deepgreen_audit.cli import main
-from deepgreen_audit.package.schema import schema_dir
-from deepgreen_audit.package.validate import ENFORCED_CONSTRAINTS
+from deepgreen_audit.package.schema import Field, schema_dir
+from deepgreen_audit.package.validate import ENFORCED_CONSTRAINTS, _constraint_failures
 from package_edits import rehash
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,14 +101,8 @@ def test_a_run_id_breaking_its_pattern_is_refused(tmp_path, capsys):
     _assert_found(_findings(pkg, capsys), "constraint-error", "runs", 2, "campaign")
 
 
-def test_length_constraints_are_enforced(monkeypatch):
+def test_length_constraints_are_enforced():
     """No shipped schema uses minLength or maxLength yet; the validator checks them anyway."""
-    import numpy as np
-    import pyarrow as pa
-
-    from deepgreen_audit.package.schema import Field
-    from deepgreen_audit.package.validate import _constraint_failures
-
     field = Field(name="host", type="string", description="", min_length=2, max_length=3)
     column = pa.array(["a", "ab", "abcd", None])
     failures = list(_constraint_failures(field, column, np.zeros(4, dtype=bool)))
