@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -39,22 +40,54 @@ def format_sums(sums: dict[str, str]) -> str:
     return "".join(f"{digest}  {name}\n" for name, digest in sums.items())
 
 
-def parse_sums(path: Path) -> dict[str, str]:
-    """{file name: hex digest} from a SHA256SUMS file, refusing malformed lines."""
+@dataclass(frozen=True)
+class SumsLine:
+    """One line of SHA256SUMS that names a file for the first time: its number and digest."""
+
+    number: int
+    digest: str
+
+
+@dataclass(frozen=True)
+class SumsProblem:
+    """What is wrong with one line of SHA256SUMS: a validation code, the line, a message."""
+
+    code: str
+    number: int
+    message: str
+
+
+def parse_sums(path: Path) -> tuple[dict[str, SumsLine], list[SumsProblem]]:
+    """{file name: its line} from a SHA256SUMS file, and every line's problem: malformed,
+    a repeat of an earlier line, or a second digest for a file (which one would hold?).
+
+    Every line is read, so a malformed one hides nothing after it; only text that is not
+    UTF-8 is refused whole."""
     data = read_bytes(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UserError(f"is not UTF-8 (byte {exc.start})", path=path,
                         row=data[: exc.start].count(b"\n") + 1, code="checksum-format") from None
-    sums: dict[str, str] = {}
+    sums: dict[str, SumsLine] = {}
+    problems: list[SumsProblem] = []
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
     for number, line in enumerate(lines, start=1):
         match = _LINE.fullmatch(line)
         if match is None:
-            raise UserError("is not a 'sha256sum' line: <64 hex digits>  <file name>",
-                            path=path, row=number, code="checksum-format")
-        sums[match.group(2)] = match.group(1)
-    return sums
+            problems.append(SumsProblem("checksum-format", number, "is not a 'sha256sum' line: "
+                                        "<64 hex digits>  <file name>"))
+            continue
+        digest, name = match.groups()
+        first = sums.get(name)
+        if first is None:
+            sums[name] = SumsLine(number, digest)
+        elif first.digest == digest:
+            problems.append(SumsProblem("checksum-duplicate", number,
+                                        f"repeats line {first.number} ({name})"))
+        else:
+            problems.append(SumsProblem("checksum-conflict", number, f"gives {name} another "
+                                        f"SHA256 than line {first.number} does"))
+    return sums, problems

@@ -131,11 +131,16 @@ class Package:
         return bool(self.descriptor.get("synthetic", False))
 
     def resource(self, name: str) -> dict:
-        for res in self.descriptor["resources"]:
-            if isinstance(res, dict) and res.get("name") == name:
-                return res
-        raise UserError(f"the descriptor has no resource {name!r}", path=self.descriptor_path,
-                        code="missing-resource")
+        """The resource named `name`; refused when there are two (which would a reader take?)."""
+        found = [res for res in self.descriptor["resources"]
+                 if isinstance(res, dict) and res.get("name") == name]
+        if len(found) > 1:
+            raise UserError(f"the descriptor has {len(found)} resources named {name!r}",
+                            path=self.descriptor_path, code="duplicate-resource")
+        if not found:
+            raise UserError(f"the descriptor has no resource {name!r}", path=self.descriptor_path,
+                            code="missing-resource")
+        return found[0]
 
     def table_path(self, name: str) -> Path:
         res = self.resource(name)

@@ -63,7 +63,7 @@ def _add(report: Report, error, resource: str | None) -> None:
 
 
 def _paths_confined(package: Package, report: Report) -> bool:
-    confined = True
+    confined, duplicates = True, set()
     for resource in package.descriptor["resources"]:
         name = resource.get("name") if isinstance(resource, dict) else None
         if not isinstance(name, str):
@@ -79,6 +79,9 @@ def _paths_confined(package: Package, report: Report) -> bool:
             try:  # frictionless would block on a FIFO and read a device without end
                 paths.regular_file(package.confined(resource[key]))
             except UserError as exc:
-                report.add(exc.code, exc.message, resource=name)
+                if name not in duplicates:   # each resource of a shared name says the same
+                    report.add(exc.code, exc.message, resource=name)
+                if exc.code == "duplicate-resource":
+                    duplicates.add(name)
                 confined = False
     return confined

@@ -47,6 +47,10 @@ class Field:
     unique: bool = False
     minimum: float | None = None
     maximum: float | None = None
+    exclusive_minimum: float | None = None
+    exclusive_maximum: float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
     enum: tuple[str, ...] | None = None
     pattern: str | None = None
     rundir: str | None = None
@@ -90,6 +94,8 @@ def _parse(name: str, descriptor: dict) -> TableSchema:
             name=raw["name"], type=raw["type"], description=raw.get("description", ""),
             required=bool(cons.get("required", False)), unique=bool(cons.get("unique", False)),
             minimum=cons.get("minimum"), maximum=cons.get("maximum"),
+            exclusive_minimum=cons.get("exclusiveMinimum"), exclusive_maximum=cons.get("exclusiveMaximum"),
+            min_length=cons.get("minLength"), max_length=cons.get("maxLength"),
             enum=tuple(cons["enum"]) if "enum" in cons else None,
             pattern=cons.get("pattern"), rundir=raw.get("rundir"),
         ))
@@ -127,6 +133,13 @@ def pandera_schema(schema: TableSchema):
             checks.append(pa_.Check.ge(f.minimum, error=f"minimum {f.minimum}"))
         if f.maximum is not None:
             checks.append(pa_.Check.le(f.maximum, error=f"maximum {f.maximum}"))
+        if f.exclusive_minimum is not None:
+            checks.append(pa_.Check.gt(f.exclusive_minimum, error=f"exclusiveMinimum {f.exclusive_minimum}"))
+        if f.exclusive_maximum is not None:
+            checks.append(pa_.Check.lt(f.exclusive_maximum, error=f"exclusiveMaximum {f.exclusive_maximum}"))
+        if f.min_length is not None or f.max_length is not None:
+            checks.append(pa_.Check.str_length(f.min_length, f.max_length,
+                                               error=f"length {f.min_length}..{f.max_length}"))
         if f.enum is not None:
             checks.append(pa_.Check.isin(list(f.enum), error=f"one of {', '.join(f.enum)}"))
         if f.pattern is not None:

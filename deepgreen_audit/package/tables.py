@@ -26,10 +26,18 @@ from deepgreen_audit.package.schema import TableSchema
 
 @dataclass
 class TextTable:
-    """A CSV table as text: its header and its rows (lists of cell strings)."""
+    """A CSV table as text: its header and its rows (lists of cell strings).
+
+    `starts` holds the CSV line each row starts on when that is not its index + 2 (a
+    quoted cell held a line break, or a line was empty): findings name rows by line."""
 
     header: list[str]
     rows: list[list[str]]
+    starts: list[int] | None = None
+
+    def lines(self) -> list[int]:
+        """The CSV line each row starts on (the header is line 1)."""
+        return self.starts if self.starts is not None else list(range(2, len(self.rows) + 2))
 
     def column(self, name: str) -> list[str]:
         i = self.header.index(name)
@@ -114,14 +122,17 @@ def _parse_rows(reader, path: Path | str) -> TextTable:
     except csv.Error as exc:
         raise UserError(f"the header cannot be parsed as CSV: {exc}", path=path, row=1,
                         code="csv-error") from None
-    rows = []
+    rows, starts = [], []
     try:
-        for row in reader:
-            rows.append(row)
+        while True:
+            starts.append(reader.line_num + 1)
+            rows.append(next(reader))
+    except StopIteration:
+        starts.pop()
     except csv.Error as exc:
         raise UserError(f"cannot be parsed as CSV: {exc}", path=path, row=reader.line_num,
                         code="csv-error") from None
-    return TextTable(header=header, rows=rows)
+    return TextTable(header=header, rows=rows, starts=starts)
 
 
 def read_text(path: Path) -> TextTable:

@@ -16,7 +16,9 @@ from __future__ import annotations
 import io
 import os
 import re
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -27,8 +29,9 @@ import pyarrow.csv as pcsv
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import arrays, paths
-from deepgreen_audit.package.canonical import DATETIME_RE, INTEGER_RE, NUMBER_RE
-from deepgreen_audit.package.checksums import parse_sums, sha256_bytes
+from deepgreen_audit.package.canonical import (DATETIME_RE, INTEGER_RE, NUMBER_RE, canonical_number,
+                                              canonical_spelling)
+from deepgreen_audit.package.checksums import parse_sums, sha256_bytes, sha256_file
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.report import Report
 from deepgreen_audit.package.schema import TABLES, TableSchema, load_schema
@@ -43,6 +46,15 @@ PLAUSIBLE_DATETIMES = (datetime(2000, 1, 1, tzinfo=timezone.utc), datetime(2100,
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 #: Tables every run must have rows in (referential completeness, beyond the foreign keys).
 RUN_CHILDREN = ("environment", "blocks")
+
+
+@dataclass(frozen=True)
+class Keys:
+    """A table's key columns (text) and the CSV line each of their rows starts on, which
+    is its row number in findings (the header is line 1)."""
+
+    columns: dict[str, pa.Array]
+    lines: np.ndarray
 
 
 def validate(location: str | Path | None = None, tables: tuple[str, ...] = TABLES) -> Report:
@@ -71,12 +83,13 @@ def validate_tables(location: str | Path | None = None,
                     notice=package.notice())
     report.stats["provenance"] = {k: package.descriptor.get(k) for k in
                                   ("name", "title", "provenance") if k in package.descriptor}
+    _check_resource_names(package, tables, report)
     try:
-        sums = _check_checksums(package, report)
+        sums = _check_checksums(package, tables, report)
     except UserError as exc:
         report.add(exc.code, exc.message)
         sums = None
-    keys: dict[str, dict] = {}
+    keys: dict[str, Keys] = {}
     typed_tables: dict[str, pa.Table] = {}
     total_bytes = 0
     # The tables are checked side by side (pyarrow and numpy release the GIL), each into a
@@ -127,16 +140,48 @@ def _check_resource(package: Package, name: str, sums: dict | None, subject: str
     return report, keys, typed, len(data)
 
 
-def _check_checksums(package: Package, report: Report) -> dict[str, str] | None:
+def _check_resource_names(package: Package, tables: tuple[str, ...], report: Report) -> None:
+    """No two resources share a name; a table's is reported with the table (`Package.resource`
+    refuses it), any other's here."""
+    names = Counter(res.get("name") for res in package.descriptor["resources"]
+                    if isinstance(res, dict) and isinstance(res.get("name"), str))
+    for name, count in names.items():
+        if count > 1 and name not in tables:
+            report.add("duplicate-resource", f"{count} resources are named {name!r}", resource=name)
+
+
+def _check_checksums(package: Package, tables: tuple[str, ...],
+                     report: Report) -> dict[str, str] | None:
+    """{file name: digest} from SHA256SUMS, each of whose lines must hold: well formed, named
+    once, and naming a file beside it (a table's is checked with the table, any other here)."""
     path = package.checksums_path
     if not path.exists():
         report.add("checksum-missing", f"{path} does not exist")
         return None
     try:
-        return parse_sums(path)
+        sums, problems = parse_sums(path)
     except UserError as exc:
-        report.add("checksum-format", str(exc))
+        report.add("checksum-format", str(exc), resource=path.name, row=exc.row)
         return None
+    for problem in problems:
+        report.add(problem.code, problem.message, resource=path.name, row=problem.number)
+    table_files = set()
+    for name in tables:
+        try:
+            table_files.add(package.table_path(name).name)
+        except UserError:
+            pass   # reported with the table
+    for name, line in sums.items():
+        if name in table_files:
+            continue
+        listed = path.parent / name
+        if "/" in name or name in (".", "..") or listed.is_symlink() or not listed.is_file():
+            report.add("checksum-extra", f"names {name}, which is no file beside {path.name}",
+                       resource=path.name, row=line.number)
+        elif (digest := sha256_file(listed)) != line.digest:
+            report.add("checksum-mismatch", f"{name} has SHA256 {digest}, this line says "
+                       "another", resource=path.name, row=line.number)
+    return {name: line.digest for name, line in sums.items()}
 
 
 def _check_hashes(name, path, data, resource, sums, report) -> None:
@@ -157,7 +202,8 @@ def _check_hashes(name, path, data, resource, sums, report) -> None:
 
 
 def _split_columns(data: bytes, text: str, name: str, report: Report):
-    """Header and text columns (pyarrow string arrays), plus the parsed rows when quoted.
+    """Header, text columns (pyarrow string arrays), the CSV line each of their rows starts
+    on, and the parsed rows when quoted.
 
     Fast path: a file without quotes or carriage returns is read by pyarrow's
     CSV reader (no cell can hold a delimiter, so it is canonical CSV as far
@@ -174,7 +220,8 @@ def _split_columns(data: bytes, text: str, name: str, report: Report):
                     parse_options=pcsv.ParseOptions(quote_char=False, ignore_empty_lines=False),
                     convert_options=pcsv.ConvertOptions(
                         column_types={c: pa.string() for c in header}, strings_can_be_null=False))
-                return header, {c: table.column(c).combine_chunks() for c in header}, None
+                return (header, {c: table.column(c).combine_chunks() for c in header},
+                        np.arange(2, table.num_rows + 2), None)
             except (pa.ArrowInvalid, ValueError):
                 pass
     try:
@@ -183,21 +230,22 @@ def _split_columns(data: bytes, text: str, name: str, report: Report):
         report.add(exc.code, exc.message, resource=name, row=exc.row)
         return None
     width = len(parsed.header)
-    rows = []
-    for i, row in enumerate(parsed.rows):
+    rows, lines = [], []
+    for row, line in zip(parsed.rows, parsed.lines()):
         if len(row) != width:
             report.add("field-count", f"{len(row)} cells, the header has {width}",
-                       resource=name, row=i + 2)
+                       resource=name, row=line)
         else:
             rows.append(row)
+            lines.append(line)
     columns = {c: pa.array([r[i] for r in rows], type=pa.string())
                for i, c in enumerate(parsed.header)}
-    return parsed.header, columns, parsed
+    return parsed.header, columns, np.array(lines, dtype=np.int64), parsed
 
 
 def _check_table(schema: TableSchema, data: bytes, report: Report):
-    """Text-level and row checks of one table; returns its key columns (text arrays) and,
-    when every column is there in order, the typed table."""
+    """Text-level and row checks of one table; returns its key columns (text arrays, with
+    their rows' lines) and, when every column is there in order, the typed table."""
     name = schema.name
     try:
         text = data.decode("utf-8")
@@ -221,7 +269,7 @@ def _check_table(schema: TableSchema, data: bytes, report: Report):
     split = _split_columns(data, text, name, report)
     if split is None:
         return None
-    header, columns, parsed = split
+    header, columns, lines, parsed = split
     expected = schema.field_names
     for col in expected:
         if col not in header:
@@ -238,18 +286,18 @@ def _check_table(schema: TableSchema, data: bytes, report: Report):
     nrows = len(next(iter(columns.values()))) if columns else 0
     typed, bad = {}, {}
     for col in present:
-        typed[col], bad[col] = _typed_column(name, schema.field(col), columns[col], report)
-    _check_constraints(schema, typed, bad, report)
+        typed[col], bad[col] = _typed_column(name, schema.field(col), columns[col], lines, report)
+    _check_constraints(schema, typed, bad, lines, report)
     key_cols = [c for c in schema.primary_key if c in columns]
-    keys = {c: columns[c] for c in key_cols}
+    keys = Keys({c: columns[c] for c in key_cols}, lines)
     if len(key_cols) == len(schema.primary_key) and key_cols:
         dup = arrays.repeats(_key_index(columns, key_cols))
         for i in np.flatnonzero(dup)[:50]:
             report.add("primary-key-error", "primary key (" + ", ".join(
                 f"{c}={columns[c][int(i)].as_py()}" for c in key_cols) + ") repeats an earlier row",
-                resource=name, row=int(i) + 2)
+                resource=name, row=int(lines[i]))
         if not dup.any() and not any(bad[c].any() or not arrays.valid(typed[c]).all() for c in key_cols):
-            _check_order(schema, typed, report)
+            _check_order(schema, typed, lines, report)
     if parsed is not None and not report.findings_for(name):
         canonical = canonical_text(parsed.header, parsed.rows)
         if canonical != text:
@@ -261,7 +309,7 @@ def _check_table(schema: TableSchema, data: bytes, report: Report):
     return keys, pa.Table.from_arrays([typed[c] for c in expected], schema=schema.arrow_schema) if whole else None
 
 
-def _typed_column(resource, field, arr: pa.StringArray, report):
+def _typed_column(resource, field, arr: pa.StringArray, lines: np.ndarray, report):
     """Type-check text cells; returns the typed column (bad and empty cells null) and the bad mask."""
     empty = arrays.values(pc.utf8_length(arr)) == 0
     bad = np.zeros(len(arr), dtype=bool)
@@ -272,24 +320,31 @@ def _typed_column(resource, field, arr: pa.StringArray, report):
         ok = arrays.mask(pc.match_substring_regex(arr, "^(?:" + _TYPE_RE[field.type].pattern + ")$"))
         bad = ~ok & ~empty
         for i in np.flatnonzero(bad):
-            report.add("type-error", f"{arr[i].as_py()!r} is not a valid {field.type}" +
+            text = arr[int(i)].as_py()
+            canonical = canonical_spelling(text, field.type)
+            if canonical is not None:
+                report.add("non-canonical-cell", f"{text!r} is written {canonical!r} in canonical "
+                           "form", resource=resource, row=int(lines[i]), field=field.name)
+                continue
+            report.add("type-error", f"{text!r} is not a valid {field.type}" +
                        (" (canonical form: ISO 8601 UTC ending in Z)" if field.type == "datetime" else ""),
-                       resource=resource, row=int(i) + 2, field=field.name)
+                       resource=resource, row=int(lines[i]), field=field.name)
     if field.type == "number":
         typed = pc.cast(_nulled(arr, empty | bad), pa.float64())
-        _check_canonical_numbers(resource, field, arr, ~(empty | bad), report)
+        _check_canonical_numbers(resource, field, arr, ~(empty | bad), lines, report)
     elif field.type == "integer":
         long = (arrays.values(pc.utf8_length(arr)) >= 19) & ~bad
         for i in np.flatnonzero(long):
-            if not _INT64[0] <= int(arr[i].as_py()) <= _INT64[1]:
+            text = arr[int(i)].as_py()
+            if len(text) > 20 or not _INT64[0] <= int(text) <= _INT64[1]:
                 bad[i] = True
                 report.add("type-error", f"{arr[i].as_py()} is outside the 64-bit integer range",
-                           resource=resource, row=int(i) + 2, field=field.name)
+                           resource=resource, row=int(lines[i]), field=field.name)
         typed = pc.cast(_nulled(arr, empty | bad), pa.int64())
     elif field.type == "boolean":
         typed = pc.match_substring(_nulled(arr, empty | bad), "true")
     elif field.type == "datetime":
-        typed = _typed_datetimes(resource, field, arr, empty, bad, report)
+        typed = _typed_datetimes(resource, field, arr, empty, bad, lines, report)
     else:
         typed = _nulled(arr, empty)
     return typed, bad
@@ -320,7 +375,8 @@ def _nulled(arr: pa.Array, where: np.ndarray) -> pa.Array:
     return pc.if_else(arrays.from_mask(where), pa.nulls(len(arr), arr.type), arr)
 
 
-def _check_canonical_numbers(resource, field, arr, judged: np.ndarray, report) -> None:
+def _check_canonical_numbers(resource, field, arr, judged: np.ndarray, lines: np.ndarray,
+                             report) -> None:
     """A number is written in its shortest round-trip form (Python's repr), nothing else."""
     odd = _non_canonical_numbers(arr, judged)
     if not odd:
@@ -328,16 +384,17 @@ def _check_canonical_numbers(resource, field, arr, judged: np.ndarray, report) -
     hits = arrays.mask(pc.is_in(arr, value_set=pa.array(odd))) & judged
     for i in np.flatnonzero(hits):
         text = arr[int(i)].as_py()
-        report.add("non-canonical-cell", f"{text!r} is written {repr(float(text))!r} "
-                   "in canonical form", resource=resource, row=int(i) + 2, field=field.name)
+        report.add("non-canonical-cell", f"{text!r} is written {canonical_number(float(text))!r} "
+                   "in canonical form", resource=resource, row=int(lines[i]), field=field.name)
 
 
 def _non_canonical_numbers(arr: pa.StringArray, judged: np.ndarray) -> list[str]:
-    """The distinct texts among the cells `judged` that are not repr of their number.
+    """The distinct texts among the cells `judged` that are not the canonical text (repr,
+    zero unsigned) of their number.
 
     Each distinct text is judged once (a column repeats its values many times): arrow
     writes the shortest digits too, so only texts that differ from arrow's, put in
-    repr's layout, are judged by repr itself."""
+    repr's layout, and negative zero are judged by `canonical_number` itself."""
     distinct = pc.unique(pc.filter(arr, arrays.from_mask(judged)))
     try:
         shortest = pc.cast(pc.cast(distinct, pa.float64()), pa.string())
@@ -346,8 +403,9 @@ def _non_canonical_numbers(arr: pa.StringArray, judged: np.ndarray) -> list[str]
     if shortest is not None:
         differs = pc.not_equal(shortest, distinct)
         distinct, shortest = pc.filter(distinct, differs), pc.filter(shortest, differs)
-        distinct = pc.filter(distinct, pc.not_equal(_repr_layout(shortest), distinct))
-    return [text for text in distinct.to_pylist() if repr(float(text)) != text]
+        distinct = pc.filter(distinct, pc.or_(pc.not_equal(_repr_layout(shortest), distinct),
+                                              pc.equal(distinct, "-0.0")))
+    return [text for text in distinct.to_pylist() if canonical_number(float(text)) != text]
 
 
 #: Where arrow's shortest text of a float differs from Python's repr in layout only
@@ -366,7 +424,7 @@ def _repr_layout(text: pa.StringArray) -> pa.StringArray:
     return text
 
 
-def _typed_datetimes(resource, field, arr, empty, bad, report) -> pa.Array:
+def _typed_datetimes(resource, field, arr, empty, bad, lines, report) -> pa.Array:
     """Datetimes as UTC timestamps; an impossible date (Feb 30) or one outside
     PLAUSIBLE_DATETIMES is reported and made null."""
     try:
@@ -378,7 +436,7 @@ def _typed_datetimes(resource, field, arr, empty, bad, report) -> pa.Array:
             except pa.ArrowInvalid:
                 bad[i] = True
                 report.add("type-error", f"{arr[i].as_py()!r} is not a valid date and time",
-                           resource=resource, row=int(i) + 2, field=field.name)
+                           resource=resource, row=int(lines[i]), field=field.name)
         typed = pc.cast(_nulled(arr, empty | bad), _TIMESTAMP)
     low, high = (int(t.timestamp()) * 1_000_000 for t in PLAUSIBLE_DATETIMES)
     micros = arrays.values(typed)
@@ -387,36 +445,55 @@ def _typed_datetimes(resource, field, arr, empty, bad, report) -> pa.Array:
         bad[i] = True
         report.add("constraint-error", f"{arr[i].as_py()!r} is not a plausible date "
                    f"(from {PLAUSIBLE_DATETIMES[0].year} to {PLAUSIBLE_DATETIMES[1].year - 1})",
-                   resource=resource, row=int(i) + 2, field=field.name)
+                   resource=resource, row=int(lines[i]), field=field.name)
     return _nulled(typed, implausible)
 
 
 def _check_constraints(schema: TableSchema, typed: dict[str, pa.Array], bad: dict[str, np.ndarray],
-                       report: Report) -> None:
-    """The Table Schema's constraints on the typed columns: required, range, enum, pattern, unique.
+                       lines: np.ndarray, report: Report) -> None:
+    """The Table Schema's constraints on the typed columns (every one of ENFORCED_CONSTRAINTS).
 
     A cell that failed its type is reported once, as a type error, not again here."""
     for name, column in typed.items():
-        for code, row, message in _constraint_failures(schema.field(name), column, bad[name]):
-            report.add(code, message, resource=schema.name, row=row, field=name)
+        for code, i, message in _constraint_failures(schema.field(name), column, bad[name]):
+            report.add(code, message, resource=schema.name, row=int(lines[i]), field=name)
+
+
+#: The Table Schema constraint keywords `_constraint_failures` enforces; a schema using any
+#: other is caught by tests/test_schema_rules.py before it can pass unchecked.
+ENFORCED_CONSTRAINTS = frozenset({"required", "unique", "minimum", "maximum", "exclusiveMinimum",
+                                  "exclusiveMaximum", "minLength", "maxLength", "pattern", "enum"})
+#: Each bound on a value: its keyword, the Field attribute holding it, and the test a
+#: value fails it by.
+_BOUNDS = (("minimum", "minimum", np.less), ("maximum", "maximum", np.greater),
+           ("exclusiveMinimum", "exclusive_minimum", np.less_equal),
+           ("exclusiveMaximum", "exclusive_maximum", np.greater_equal))
 
 
 def _constraint_failures(field, column: pa.Array, bad: np.ndarray):
-    """(code, row, message) for each cell of `column` that breaks one of `field`'s constraints."""
+    """(code, index, message) for each cell of `column` that breaks one of `field`'s constraints."""
     present = arrays.valid(column)
     if field.required:
         for i in np.flatnonzero(~present & ~bad):
-            yield "constraint-error", int(i) + 2, "a value is required"
-    if field.minimum is not None or field.maximum is not None:
-        number = arrays.values(column)
-        for limit, broken in ((field.minimum, np.less), (field.maximum, np.greater)):
+            yield "constraint-error", int(i), "a value is required"
+    for keyword, attribute, broken in _BOUNDS:
+        limit = getattr(field, attribute)
+        if limit is not None:
+            number = arrays.values(column)
+            for i in np.flatnonzero(present & broken(number, limit)):
+                yield ("constraint-error", int(i),
+                       f"{number[i].item()!r} breaks the constraint: {keyword} {limit}")
+    if field.min_length is not None or field.max_length is not None:
+        length = arrays.values(pc.cast(pc.utf8_length(pc.fill_null(column, "")), pa.int64()))
+        for keyword, limit, broken in (("minLength", field.min_length, np.less),
+                                       ("maxLength", field.max_length, np.greater)):
             if limit is not None:
-                for i in np.flatnonzero(present & broken(number, limit)):
-                    yield ("constraint-error", int(i) + 2, f"{number[i].item()!r} breaks the "
-                           f"constraint: {'minimum' if broken is np.less else 'maximum'} {limit}")
+                for i in np.flatnonzero(present & broken(length, limit)):
+                    yield ("constraint-error", int(i), f"{length[i]} characters break the "
+                           f"constraint: {keyword} {limit}")
     if field.pattern is not None:
         for i in np.flatnonzero(present & ~_matches(column, field.pattern)):
-            yield ("constraint-error", int(i) + 2,
+            yield ("constraint-error", int(i),
                    f"{column[int(i)].as_py()!r} breaks the constraint: pattern {field.pattern}")
     if field.enum is None and not field.unique:
         return
@@ -424,11 +501,11 @@ def _constraint_failures(field, column: pa.Array, bad: np.ndarray):
     if field.enum is not None:
         outside = np.isin(index, [k for k, value in enumerate(distinct) if value not in field.enum])
         for i in np.flatnonzero(outside):
-            yield ("constraint-error", int(i) + 2, f"{distinct[index[i]]!r} breaks the "
+            yield ("constraint-error", int(i), f"{distinct[index[i]]!r} breaks the "
                    f"constraint: one of {', '.join(field.enum)}")
     if field.unique:
         for i in np.flatnonzero(arrays.repeats(index)):
-            yield ("unique-error", int(i) + 2,
+            yield ("unique-error", int(i),
                    f"{distinct[index[i]]!r} repeats in a unique column")
 
 
@@ -452,7 +529,8 @@ def _key_index(columns: dict[str, pa.Array], key: list[str]) -> np.ndarray:
     return combined
 
 
-def _check_order(schema: TableSchema, typed: dict[str, pa.Array], report: Report) -> None:
+def _check_order(schema: TableSchema, typed: dict[str, pa.Array], lines: np.ndarray,
+                 report: Report) -> None:
     """Rows must be in primary-key order (enums by their order in the schema): the one
     canonical order of a table."""
     ranks = []
@@ -470,37 +548,38 @@ def _check_order(schema: TableSchema, typed: dict[str, pa.Array], report: Report
     if len(moved):
         report.add("row-order", "rows are not in primary-key order ("
                    + ", ".join(schema.primary_key) + "); first misplaced row",
-                   resource=schema.name, row=int(moved[0]) + 2)
+                   resource=schema.name, row=int(lines[moved[0]]))
 
 
-def _check_foreign_keys(tables: tuple[str, ...], keys: dict[str, dict], report: Report) -> None:
+def _check_foreign_keys(tables: tuple[str, ...], keys: dict[str, Keys], report: Report) -> None:
     for name in tables:
         if name not in keys:
             continue
         for fields, ref, ref_fields in load_schema(name).foreign_keys:
-            if ref not in keys or any(f not in keys[name] for f in fields) \
-                    or any(f not in keys[ref] for f in ref_fields):
+            if ref not in keys or any(f not in keys[name].columns for f in fields) \
+                    or any(f not in keys[ref].columns for f in ref_fields):
                 continue
-            child, parent = _joined(keys[name], fields), _joined(keys[ref], ref_fields)
+            child = _joined(keys[name].columns, fields)
+            parent = _joined(keys[ref].columns, ref_fields)
             dangling = ~arrays.mask(pc.is_in(child, value_set=parent))
             for i in np.flatnonzero(dangling):
                 report.add("foreign-key-error", f"{', '.join(fields)}={child[i].as_py()} "
-                           f"refers to no row of {ref}", resource=name, row=int(i) + 2,
+                           f"refers to no row of {ref}", resource=name, row=int(keys[name].lines[i]),
                            field=fields[0])
 
 
-def _check_runs_complete(keys: dict[str, dict], report: Report) -> None:
+def _check_runs_complete(keys: dict[str, Keys], report: Report) -> None:
     """Every run has its environment row and its blocks, so every verb can read it whole."""
-    if "runs" not in keys or "run_id" not in keys["runs"]:
+    if "runs" not in keys or "run_id" not in keys["runs"].columns:
         return
-    run_ids = keys["runs"]["run_id"]
+    run_ids = keys["runs"].columns["run_id"]
     for child in RUN_CHILDREN:
-        if "run_id" not in keys.get(child, {}):
+        if child not in keys or "run_id" not in keys[child].columns:
             continue
-        absent = ~arrays.mask(pc.is_in(run_ids, value_set=keys[child]["run_id"]))
+        absent = ~arrays.mask(pc.is_in(run_ids, value_set=keys[child].columns["run_id"]))
         for i in np.flatnonzero(absent):
             report.add("incomplete-run", f"run_id={run_ids[i].as_py()} has no row in {child}",
-                       resource="runs", row=int(i) + 2, field="run_id")
+                       resource="runs", row=int(keys["runs"].lines[i]), field="run_id")
 
 
 def _joined(columns: dict, fields) -> pa.Array:
