@@ -251,9 +251,10 @@ MAX_LINES = 6
 
 def _wrapped(text: str, width: int, indent: int, whole: str) -> list[str]:
     """`text` wrapped to `width` with a hanging `indent`, its first line's own leading
-    spaces kept; past MAX_LINES lines it is cut with a pointer to `whole`."""
+    spaces kept; a path is never split, so it can be copied; past MAX_LINES lines it is cut
+    with a pointer to `whole`."""
     lines = textwrap.wrap(text, width, subsequent_indent=" " * indent, break_on_hyphens=False,
-                          drop_whitespace=True) or [""]
+                          break_long_words=False, drop_whitespace=True) or [""]
     lines[0] = text[:len(text) - len(text.lstrip(" "))] + lines[0].lstrip(" ")
     if len(lines) <= MAX_LINES:
         return lines

@@ -10,6 +10,8 @@ only, so validating a package of ours never pays its import.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import paths
 from deepgreen_audit.package.descriptor import Package
@@ -63,11 +65,18 @@ def _add(report: Report, error, resource: str | None) -> None:
 
 
 def _paths_confined(package: Package, report: Report) -> bool:
-    confined, duplicates = True, set()
+    names = Counter(resource.get("name") for resource in package.descriptor["resources"]
+                    if isinstance(resource, dict))
+    confined = True
+    for name, count in names.items():
+        if isinstance(name, str) and count > 1:  # the second would escape the first's checks
+            report.add("duplicate-resource", f"{count} resources are named {name!r}",
+                       resource=name)
+            confined = False
     for resource in package.descriptor["resources"]:
         name = resource.get("name") if isinstance(resource, dict) else None
-        if not isinstance(name, str):
-            continue  # frictionless reports a resource without a name
+        if not isinstance(name, str) or names[name] > 1:
+            continue  # frictionless reports a resource without a name; a shared name is refused
         for key in ("path", "schema", "dialect"):
             if not isinstance(resource.get(key), str):
                 continue
@@ -79,9 +88,6 @@ def _paths_confined(package: Package, report: Report) -> bool:
             try:  # frictionless would block on a FIFO and read a device without end
                 paths.regular_file(package.confined(resource[key]))
             except UserError as exc:
-                if name not in duplicates:   # each resource of a shared name says the same
-                    report.add(exc.code, exc.message, resource=name)
-                if exc.code == "duplicate-resource":
-                    duplicates.add(name)
+                report.add(exc.code, exc.message, resource=name)
                 confined = False
     return confined
