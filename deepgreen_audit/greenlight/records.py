@@ -15,7 +15,9 @@ the call, so a malformed record is found without a debugger.
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +52,8 @@ SERIES_COLUMNS = {
 #: The value column of each energy series (what FECoM sums).
 VALUE_COLUMN = {"cpu": "energy_j", "ram": "energy_j", "gpu": "power_w"}
 PROJECT_LEVEL_KEY = "project-level"
+#: The first epoch nanosecond after 9999-12-31, the end of what a datetime holds.
+LAST_NS = 253_402_300_800 * 10**9
 EXPERIMENT_RE = re.compile(r"experiment-([1-9][0-9]*)\.json\Z")
 
 
@@ -130,6 +134,8 @@ def read_experiment(path: Path, *, source: str, experiment_kind: str, project: s
     except json.JSONDecodeError as exc:
         raise RecordError(path, None, None, f"is not valid JSON: {exc.msg} at line {exc.lineno} "
                           f"column {exc.colno}") from None
+    except (ValueError, RecursionError) as exc:  # an integer of more digits than Python parses
+        raise RecordError(path, None, None, f"is not readable JSON: {exc}") from None
     if not isinstance(data, list):
         raise RecordError(path, None, None, "must hold a JSON list of records")
     return [parse_record(path, i, item, source=source, experiment_kind=experiment_kind,
@@ -167,6 +173,9 @@ def parse_record(path, index: int, item, *, source: str, experiment_kind: str, p
         if not (isinstance(times[key], int) or float(times[key]).is_integer()):
             raise fail(f"times.{key} must be whole epoch nanoseconds, not {times[key]!r}")
         times[key] = int(times[key])
+        if not 0 <= times[key] < LAST_NS:
+            raise fail(f"times.{key} {times[key]} is not an epoch time in nanoseconds "
+                       "(1970 to 9999)")
     if times["end_time_execution"] < times["start_time_execution"]:
         raise fail("times.end_time_execution is before times.start_time_execution")
     settings = dict(DEFAULT_SETTINGS)
@@ -202,7 +211,11 @@ def parse_record(path, index: int, item, *, source: str, experiment_kind: str, p
 
 
 def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
+    """A JSON number that a double holds: not NaN, not infinite, not an integer beyond
+    1.8e308 (which json parses exactly, and float() then refuses)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return abs(value) <= sys.float_info.max if isinstance(value, int) else math.isfinite(value)
 
 
 def _series(raw, name: str, label: str, fail) -> Series:
@@ -212,6 +225,8 @@ def _series(raw, name: str, label: str, fail) -> Series:
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise fail(f"{label} is not valid JSON text: {exc.msg}") from None
+        except (ValueError, RecursionError) as exc:
+            raise fail(f"{label} is not readable JSON text: {exc}") from None
     if not isinstance(raw, dict) or not all(isinstance(raw.get(k), list)
                                             for k in ("columns", "index", "data")):
         raise fail(f"{label} must be a pandas 'split' frame with columns, index and data")

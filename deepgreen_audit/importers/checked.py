@@ -17,9 +17,9 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.kinds import REPLICATION, Kind
 from deepgreen_audit.report import Finding
 
-#: (source file, line or record, source column) of a finding, or None when no source cell
-#: produced it.
-Locator = Callable[[Finding], "tuple[str, int | None, str | None] | None"]
+#: (source file, line, source column, what else places it, e.g. "record 3: times.x: ") of a
+#: finding, or None when no source cell produced it.
+Locator = Callable[[Finding], "tuple[str, int | None, str | None, str] | None"]
 
 
 def refuse_invalid(locate: Locator, kind: Kind = REPLICATION) -> Callable[[Path], None]:
@@ -36,8 +36,8 @@ def refuse_invalid(locate: Locator, kind: Kind = REPLICATION) -> Callable[[Path]
             raise UserError(f"the import does not make a valid package ({report.error_count} "
                             f"error(s); first: [{first.id}] {first.where()}: {first.message})",
                             code="invalid-package")
-        path, row, column = source
-        raise UserError(f"{first.message} (it would be {first.resource}.{first.field} of the "
+        path, row, column, where = source
+        raise UserError(f"{where}{first.message} (it would be {first.resource}.{first.field} of the "
                         "package, which the schema refuses; nothing was written)",
                         path=path, row=row, field=column, code="invalid-source")
     return check

@@ -504,4 +504,4 @@ def _source_cell(finding, origins: dict[str, list[dict[str, SourceRow]]]):
         return None
     cells = rows[finding.row - 2]
     row = cells.get(finding.field, cells["*"])
-    return row.path, row.line, SOURCE_COLUMNS.get(finding.field, finding.field)
+    return row.path, row.line, SOURCE_COLUMNS.get(finding.field, finding.field), ""
