@@ -1,0 +1,31 @@
+"""The `deepgreen` program (and `python -m deepgreen_audit`): Ctrl-C exits 130 from the start.
+
+Python turns Ctrl-C into KeyboardInterrupt wherever it lands, and while the program starts
+(argparse, then pandas and pyarrow behind the verbs) no handler of ours is there to catch it:
+Python would print a traceback.  So the first thing this module does, before anything heavy
+is imported, is install a handler that says "interrupted" in one line and exits 130;
+`cli.main` raises KeyboardInterrupt instead while a verb runs, so that a write in progress
+unwinds and removes its staging folder, and puts this handler back when the verb ends.
+"""
+
+import os
+import signal
+import sys
+
+
+def _interrupted(signum, frame) -> None:
+    os.write(2, b"deepgreen: interrupted; nothing was half-written\n")
+    os._exit(130)
+
+
+signal.signal(signal.SIGINT, _interrupted)
+
+
+def main() -> None:
+    from deepgreen_audit.cli import main as run
+
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()
