@@ -24,7 +24,22 @@ signal.signal(signal.SIGINT, _interrupted)
 def main() -> None:
     from deepgreen_audit.cli import main as run
 
-    sys.exit(run())
+    exit_with(run())
+
+
+def exit_with(status: int) -> None:
+    """End the program with `status`.  After Ctrl-C, 130 by `os._exit`: once a
+    KeyboardInterrupt has crossed C code that runs Python (an extension's import), the
+    interpreter marks it unhandled and, at a normal exit, kills itself with SIGINT instead,
+    although the command caught it and cleaned up."""
+    if status == 130:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(130)
+    sys.exit(status)
 
 
 if __name__ == "__main__":

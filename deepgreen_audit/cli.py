@@ -391,4 +391,4 @@ def _report_bug(name: str, exc: Exception) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    deepgreen_audit.__main__.exit_with(main())
