@@ -237,9 +237,9 @@ def _series(raw, name: str, label: str, fail) -> Series:
             raise fail(f"{label} lacks column {required!r} (has {columns})")
     if len(index) != len(data):
         raise fail(f"{label} has {len(index)} index entries but {len(data)} rows")
-    if any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in index) or \
-            len(set(index)) != len(index):
-        raise fail(f"{label}: the index must be distinct non-negative integers")
+    if any(not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < 2**63 for i in index) \
+            or len(set(index)) != len(index):
+        raise fail(f"{label}: the index must be distinct integers from 0 to 2^63 - 1")
     out = {}
     for source_name, column in wanted.items():
         if source_name not in columns:
