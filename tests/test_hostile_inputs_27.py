@@ -133,6 +133,14 @@ def test_a_greenlight_refusal_names_the_record_and_its_field(tmp_path, capsys):
             "times.start_time_execution: '2128-") in err and "plausible date" in err
 
 
+def test_a_bad_record_of_a_50_mb_signature_is_one_short_line(tmp_path, capsys):
+    body = record(times__start_time_perf="soon")["tensorflow.add(a, b)"]
+    root = _records(tmp_path, "proj", json.dumps([{"f(" + "a" * 50_000_000 + ")": body}]))
+    assert main(["import", "greenlight", str(root), "--out", str(tmp_path / "pkg")]) == 2
+    err = _clean(capsys)
+    assert len(err) < 500 and "record 1 (call 'f(aaaa" in err and "times.start_time_perf" in err
+
+
 # ---------------------------------------------------------------- odd but legal descriptors
 
 def _descriptor_edit(edit):

@@ -21,7 +21,7 @@ from deepgreen_audit.greenlight.discover import read_tree
 from deepgreen_audit.greenlight.fecom import call_figures, execution_time_s
 from deepgreen_audit.greenlight.package import open_api_package, text_table, write_api_package
 from deepgreen_audit.greenlight.records import (INPUT_SIZES, NANOSECOND_TIMES, SERIES_COLUMNS,
-                                                CallRecord, Series)
+                                                CallRecord, Series, short)
 from deepgreen_audit.package.kinds import API_PROFILES
 from deepgreen_audit.package.schema import load_schema
 
@@ -173,11 +173,10 @@ def _source_cell(finding, tables: dict, by_id: dict[str, CallRecord], source: Pa
     record = by_id.get(table.rows[finding.row - 2][table.header.index("call_id")])
     if record is None or record.source_file is None:
         return None
-    call = record.api_call if len(record.api_call) <= 60 else record.api_call[:57] + "..."
     field = SOURCE_FIELDS.get(finding.field, "energy_data" if finding.resource == "api_samples"
                               else finding.field)
     return (str(source / record.source_file), None, None,
-            f"record {record.position + 1} (call {call!r}), {field}: ")
+            f"record {record.position + 1} (call {short(record.api_call)!r}), {field}: ")
 
 
 def records_from_package(location: Path) -> list[CallRecord]:

@@ -109,13 +109,18 @@ class CallRecord:
         return float(self.settings["measurement_interval_s"])
 
 
+def short(signature: str) -> str:
+    """A call signature as a message quotes it: it can be megabytes, the message is one line."""
+    return signature if len(signature) <= 60 else signature[:57] + "..."
+
+
 class RecordError(UserError):
     """A record that does not follow the FECoM/Greenlight format."""
 
     def __init__(self, path, index: int | None, call: str | None, message: str):
         where = "" if index is None else f"record {index + 1}"
         if call is not None:
-            where += f" (call {call!r})"
+            where += f" (call {short(call)!r})"
         super().__init__(f"{where}: {message}" if where else message, path=path,
                          code="malformed-record")
 

@@ -313,7 +313,7 @@ def _timestamp(text: str, path: str, line: int) -> dt.datetime:
     try:
         stamp = dt.datetime.fromisoformat(text)
     except ValueError:
-        raise UserError(f"timestamp {text!r} is not ISO 8601", path=path, row=line,
+        raise UserError(f"timestamp {text[:40]!r} is not ISO 8601", path=path, row=line,
                         field="timestamp") from None
     if stamp.tzinfo is not None:
         raise UserError("timestamp carries a zone; the legacy importer expects CodeCarbon's "
