@@ -10,6 +10,9 @@ interrupted write removes its staging folder.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # `python -m deepgreen_audit.cli`: Ctrl-C exits 130 from here on
+    import deepgreen_audit.__main__  # noqa: F401
+
 import argparse
 import errno
 import json
@@ -322,62 +325,75 @@ HOURS_LONG_VERBS = ("collect", "profile-api")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    if any("\0" in arg for arg in (sys.argv[1:] if argv is None else argv)):
-        parser.error("an argument holds a NUL byte, which no path or option can hold")
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return USAGE_EXIT
-    from contextlib import nullcontext
-
-    from deepgreen_audit.package.tables import cycle_collection_paused
-
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    # A verb over a package builds millions of small objects and ends: with the cycle
-    # collector paused it takes about two thirds of the time (the audit: 3.0 s -> 2.0 s) and
-    # no more memory.  A campaign runs for hours, so it keeps the collector.
-    paused = nullcontext() if args.verb in HOURS_LONG_VERBS else cycle_collection_paused()
+    # Ctrl-C raises KeyboardInterrupt and SIGTERM `Terminated` while the command runs, parsing
+    # included, so that both unwind (removing staging folders) into one line; the handlers
+    # the caller had (`__main__`'s quiet exit 130) come back when it returns.
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    name = "deepgreen"
     try:
-        with paused:
-            return args.func(args)
+        parser = build_parser()
+        if any("\0" in arg for arg in (sys.argv[1:] if argv is None else argv)):
+            parser.error("an argument holds a NUL byte, which no path or option can hold")
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return USAGE_EXIT
+        name = f"deepgreen {args.verb}"
+        return _run(args)
     except UserError as exc:
-        print(f"deepgreen {args.verb}: error: {exc}", file=sys.stderr)
+        print(f"{name}: error: {exc}", file=sys.stderr)
         return USAGE_EXIT
     except BrokenPipeError:  # the reader (e.g. `| head`) stopped reading: not an error of ours
         sys.stderr.close()
         return 0
     except OSError as exc:
         if exc.errno != errno.ENAMETOOLONG:
-            return _report_bug(args.verb, exc)
+            return _report_bug(name, exc)
         # Path.exists() and kin raise it for a name the file system cannot hold: the user's path
-        print(f"deepgreen {args.verb}: error: {exc.filename}: the name is longer than the file "
+        print(f"{name}: error: {exc.filename}: the name is longer than the file "
               "system allows", file=sys.stderr)
         return USAGE_EXIT
     except KeyboardInterrupt:
-        print(f"deepgreen {args.verb}: interrupted; nothing was half-written", file=sys.stderr)
+        print(f"{name}: interrupted; nothing was half-written", file=sys.stderr)
         return 130
     except Terminated:
-        print(f"deepgreen {args.verb}: terminated; nothing was half-written", file=sys.stderr)
+        print(f"{name}: terminated; nothing was half-written", file=sys.stderr)
         return 128 + signal.SIGTERM
     except Exception as exc:
-        return _report_bug(args.verb, exc)
+        return _report_bug(name, exc)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run(args) -> int:
+    """The verb, with Python's cycle collector paused unless it runs for hours."""
+    from contextlib import nullcontext
+
+    from deepgreen_audit.package.tables import cycle_collection_paused
+
+    # A verb over a package builds millions of small objects and ends: with the cycle
+    # collector paused it takes about two thirds of the time (the audit: 3.0 s -> 2.0 s) and
+    # no more memory.  A campaign runs for hours, so it keeps the collector.
+    paused = nullcontext() if args.verb in HOURS_LONG_VERBS else cycle_collection_paused()
+    with paused:
+        return args.func(args)
 
 
 def _raise_terminated(signum, frame) -> None:
     raise Terminated()
 
 
-def _report_bug(verb: str, exc: Exception) -> int:
+def _report_bug(name: str, exc: Exception) -> int:
     """One line for an internal error: it is ours, not the user's input."""
     import traceback
 
     if os.environ.get("DEEPGREEN_TRACEBACK"):
         traceback.print_exc()
     where = traceback.extract_tb(exc.__traceback__)[-1]
-    print(f"deepgreen {verb}: internal error: {type(exc).__name__}: {exc} (at "
+    print(f"{name}: internal error: {type(exc).__name__}: {exc} (at "
           f"{Path(where.filename).name}:{where.lineno}); this is a bug in deepgreen, please "
           "report it with the command line (DEEPGREEN_TRACEBACK=1 shows the traceback)",
           file=sys.stderr)
@@ -385,4 +401,4 @@ def _report_bug(verb: str, exc: Exception) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    deepgreen_audit.__main__.exit_with(main())

@@ -1,4 +1,4 @@
-"""Fuzz the readers for a while (issue 16): CSV tables, descriptor, run directories, protocol.
+"""Fuzz the readers for a while (issues 16, 27): tables, descriptor, run trees, protocol, importers.
 
     nice -n 10 .venv/bin/python scripts/fuzz.py --minutes 12
 
@@ -17,7 +17,9 @@ import time
 import traceback
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+# The checkout's own code, not whichever copy the environment has installed, and its tests.
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
@@ -49,7 +51,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=12.0, help="total time (default 12)")
     parser.add_argument("--reader", choices=list(TARGETS), action="append",
-                        help="only this reader (repeatable; default: all four)")
+                        help="only this reader (repeatable; default: all)")
     args = parser.parse_args()
     readers = args.reader or list(TARGETS)
     share = args.minutes * 60 / len(readers)

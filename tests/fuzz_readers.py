@@ -8,7 +8,11 @@ package (its first run, whole, with a few of its samples):
 * the descriptor, through `validate` (which opens it);
 * a run directory tree, through `flatten` (read, write, validate);
 * the harness protocol, through `Session.handle`;
-* a CodeCarbon log, through `import codecarbon` and its audit.
+* a CodeCarbon log, through `import codecarbon` and its audit;
+* the first campaign's source files, through `import legacy` (a small layout of its files);
+* a Greenlight/FECoM experiment record, through `import greenlight`.
+
+An importer refuses in one line, or writes a package its own validator accepts.
 
 Each target accepts any outcome but an exception other than `UserError`.
 `tests/test_fuzz.py` runs them briefly in CI; `scripts/fuzz.py` runs them
@@ -289,6 +293,94 @@ def fuzz_codecarbon(draw) -> None:
         assert not crashed and report.finding("integrity.validate").status == "pass", crashed
 
 
+#: One row of the first campaign's logs (labels, CodeCarbon's R32 columns, model, language),
+#: the seed of the legacy importer's fuzz: `legacy_seed` makes a layout of it, one run a stack.
+LEGACY_HEADER = ("modello,dataset,fase,epoca,timestamp,project_name,run_id,experiment_id,duration,"
+                 "emissions,emissions_rate,cpu_power,gpu_power,ram_power,cpu_energy,gpu_energy,"
+                 "ram_energy,energy_consumed,country_name,country_iso_code,region,cloud_provider,"
+                 "cloud_region,os,python_version,codecarbon_version,cpu_count,cpu_model,gpu_count,"
+                 "gpu_model,longitude,latitude,ram_total_size,tracking_mode,on_cloud,pue,model,"
+                 "language")
+LEGACY_ROW = ("vgg16,tiny,{phase},{epoch},2025-09-05T17:2{epoch}:51,codecarbon,97ef24db,5b0fa12a,"
+              "20.33296251401771,0.0008821741300221,4.338640419043464e-05,42.5,248.44265440570052,"
+              "188.83806037902832,0.0002399442872258,0.0013614774780705,0.0010660294469814,"
+              "0.0026674512122779,Italy,ITA,tuscany,,,Linux-5.15.0-142-generic-x86_64,3.10.16,"
+              "2.8.4,96,Intel(R) Xeon(R) Gold 5418Y,1,1 x NVIDIA L40S,11.2516,43.7825,"
+              "503.5681610107422,machine,N,1.0,vgg16,{stack}")
+
+
+@lru_cache(maxsize=1)
+def legacy_seed() -> Path:
+    """A legacy-campaign layout of two epochs of one configuration a stack, with the stacks'
+    copies of their files (what `import legacy` requires)."""
+    from deepgreen_audit.importers.legacy import STACKS
+
+    root = Path(tempfile.mkdtemp(prefix="deepgreen-fuzz-legacy-")) / "legacy"
+    atexit.register(shutil.rmtree, root.parent, ignore_errors=True)
+    everything = []
+    for stack, (_, _, copy, _) in STACKS.items():
+        rows = [LEGACY_ROW.format(phase=phase, epoch=epoch, stack=stack)
+                for epoch in (1, 2) for phase in ("train", "test")]
+        everything += rows
+        for rel in filter(None, (f"results/data/{stack}_combined_data.csv", copy)):
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text("\n".join([LEGACY_HEADER, *rows]) + "\n", encoding="utf-8")
+    (root / "results/data/combined_data.csv").write_text(
+        "\n".join([LEGACY_HEADER, *everything]) + "\n", encoding="utf-8")
+    return root
+
+
+def _import_refused_or_valid(run_import, validate_output, out: Path) -> None:
+    """An import refuses in one line, or what it wrote validates."""
+    try:
+        run_import()
+    except UserError as exc:
+        assert "\n" not in str(exc), str(exc)
+        assert not out.exists(), "a refused import wrote its output"
+        return
+    assert validate_output(out).valid, validate_output(out).format_text()
+
+
+def fuzz_legacy(draw) -> None:
+    """One mutated source file of the legacy layout, through `import legacy`."""
+    TRIED["legacy sources"] += 1
+    from deepgreen_audit.importers.legacy import import_source
+
+    with scratch_copy(legacy_seed()) as root:
+        path = draw(st.sampled_from(sorted(p for p in root.rglob("*.csv"))))
+        path.write_bytes(draw(mutated(path.read_bytes())))
+        out = root.parent / "pkg"
+        _import_refused_or_valid(lambda: import_source(root, out), validate, out)
+
+
+def greenlight_seed() -> list:
+    """One Greenlight record of a plausible date (tests/test_greenlight_import.py's)."""
+    from test_greenlight_import import record
+
+    return [record()]
+
+
+def fuzz_greenlight(draw) -> None:
+    """A mutated experiment record (as JSON, or as bytes), in a folder whose name is drawn,
+    through `import greenlight`."""
+    TRIED["greenlight records"] += 1
+    from deepgreen_audit.greenlight.importer import import_greenlight
+    from deepgreen_audit.greenlight.package import validate_api_package
+
+    with tempfile.TemporaryDirectory(prefix="deepgreen-fuzz-") as scratch:
+        folder = draw(st.sampled_from(["proj", "my proj", "é", "a\tb", "..x", "-"]))
+        path = Path(scratch) / "records" / "dataset" / folder / "experiment-1.json"
+        path.parent.mkdir(parents=True)
+        if draw(st.booleans()):
+            _write_mutated_json(draw, path, greenlight_seed())
+        else:
+            path.write_bytes(draw(mutated(json.dumps(greenlight_seed()).encode())))
+        out = Path(scratch) / "pkg"
+        _import_refused_or_valid(lambda: import_greenlight(path.parents[2], out),
+                                 validate_api_package, out)
+
+
 TARGETS = {"csv tables": fuzz_table, "descriptor": fuzz_descriptor,
            "run directories": fuzz_run_tree, "protocol": fuzz_protocol,
-           "codecarbon logs": fuzz_codecarbon}
+           "codecarbon logs": fuzz_codecarbon, "legacy sources": fuzz_legacy,
+           "greenlight records": fuzz_greenlight}

@@ -1,4 +1,4 @@
-"""A short, bounded fuzz run over the four readers (issue 16); the long one is scripts/fuzz.py."""
+"""A short, bounded fuzz run over the readers (issues 16, 27); the long one is scripts/fuzz.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fuzz_readers import TARGETS
 
 #: Examples per reader in CI: a few seconds each on one core.
 CI_EXAMPLES = {"csv tables": 40, "descriptor": 40, "run directories": 40, "protocol": 300,
-               "codecarbon logs": 20}
+               "codecarbon logs": 20, "legacy sources": 20, "greenlight records": 40}
 
 
 @pytest.mark.parametrize("reader", list(TARGETS))

@@ -24,9 +24,13 @@ GPU = json.dumps({"columns": ["timestamp", "power_draw (W)", "time_elapsed", "te
                                                [2.0, 20.0, 1.5, 30]]})
 
 
+#: A plausible date (2023) in epoch nanoseconds: the schema refuses a call before 2000.
+NS_2023 = 1_700_000_000_000_000_000
+
+
 def record(**override) -> dict:
     body = {"energy_data": {"cpu": FRAME, "ram": FRAME, "gpu": GPU},
-            "times": {"start_time_execution": 1_000_000_000, "end_time_execution": 2_000_000_000,
+            "times": {"start_time_execution": NS_2023, "end_time_execution": NS_2023 + 1_000_000_000,
                       "start_time_perf": 1.0, "end_time_perf": 2.0, "start_time_nvidia": 1.0,
                       "end_time_nvidia": 1.5},
             "settings": {"wait_per_stable_check_loop_s": 0.5, "measurement_interval_s": 0.5},

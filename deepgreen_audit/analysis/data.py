@@ -148,10 +148,26 @@ def typed_columns(package, table: str, columns: tuple[str, ...]) -> pd.DataFrame
         raw = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
         kind = schema.field(name)
         arrays[name] = pc.equal(raw, "true") if kind.type == "boolean" \
-            else pc.cast(raw, kind.arrow_type)
+            else _cast(raw, kind, path)
     frame = pa.table(arrays).to_pandas()
     _check_constraints(frame, schema, path)
     return frame
+
+
+def _cast(raw: pa.ChunkedArray, field, path) -> pa.ChunkedArray:
+    """`raw` cast to the field's type; a cell that is not of it (a 30 February, a number
+    beyond its range) is a UserError naming its row and column, as the validator would."""
+    try:
+        return pc.cast(raw, field.arrow_type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        for row, text in enumerate(raw.to_pylist(), start=2):
+            try:
+                pc.cast(pa.array([text], pa.string()), field.arrow_type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise UserError(f"{text[:60]!r} is not a valid {field.type}; run 'deepgreen "
+                                "validate' on the package", path=path, row=row,
+                                field=field.name, code="type-error") from None
+        raise
 
 
 def _check_constraints(frame: pd.DataFrame, schema, path) -> None:

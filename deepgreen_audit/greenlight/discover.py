@@ -69,7 +69,7 @@ def load_skip_calls(folder: Path) -> frozenset:
         return frozenset()
     try:
         data = json.loads(paths.read_bytes(path).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, too many digits
         raise UserError(f"is not valid JSON: {exc}", path=path, code="malformed-record") from None
     if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
         raise UserError("must be a JSON list of call signatures", path=path, code="malformed-record")

@@ -16,11 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.importers.checked import refuse_invalid
 from deepgreen_audit.greenlight.discover import read_tree
 from deepgreen_audit.greenlight.fecom import call_figures, execution_time_s
 from deepgreen_audit.greenlight.package import open_api_package, text_table, write_api_package
 from deepgreen_audit.greenlight.records import (INPUT_SIZES, NANOSECOND_TIMES, SERIES_COLUMNS,
-                                                CallRecord, Series)
+                                                CallRecord, Series, short)
+from deepgreen_audit.package.kinds import API_PROFILES
 from deepgreen_audit.package.schema import load_schema
 
 #: api_calls column <- times.<key> (the raw times, unit in the column name).
@@ -139,13 +141,42 @@ def import_greenlight(source: Path, out: Path, *, overwrite: bool = False) -> di
     meta = {"name": "api-profiles", "title": f"API-level energy profiles imported from {source.name}",
             "provenance": {"importer": "deepgreen import greenlight", "source": str(source),
                            "method": "FECoM (docs/greenlight.md)"}}
-    descriptor = write_api_package(tables, Path(out), meta, overwrite=overwrite, inputs=[source])
+    by_id = {r.call_id: r for r in records}
+    descriptor = write_api_package(
+        tables, Path(out), meta, overwrite=overwrite, inputs=[source],
+        check=refuse_invalid(lambda finding: _source_cell(finding, tables, by_id, source),
+                             API_PROFILES))
     return {"descriptor": descriptor, "calls": len(tables["api_calls"].rows),
             "samples": len(tables["api_samples"].rows),
             "without_energy": sum(1 for r in tables["api_calls"].rows
                                   if r[tables["api_calls"].header.index("energy_missing_reason")]),
             "projects": len({(r.source, r.experiment_kind, r.project) for r in records}),
             "records": records}
+
+
+#: api_calls column -> where in a record (or its folder) the value came from.
+SOURCE_FIELDS = {
+    "call_id": "its folder's path (the project)", "project": "its folder's path (the project)",
+    "api_call": "the call signature", "function": "the call signature",
+    "started_at_utc": "times.start_time_execution", "ended_at_utc": "times.end_time_execution",
+    **{column: f"times.{key}" for column, key in TIME_COLUMNS.items()},
+    **{column: f"settings.{key}" for column, key in SETTING_COLUMNS.items()},
+    **{column: f"project_metadata.{key}" for column, key in METADATA_COLUMNS.items()},
+    **{f"{key}_bytes": f"input_sizes.{key}" for key in INPUT_SIZES}}
+
+
+def _source_cell(finding, tables: dict, by_id: dict[str, CallRecord], source: Path):
+    """The record file, record and field behind a finding on the staged package."""
+    table = tables.get(finding.resource)
+    if table is None or not 2 <= finding.row < len(table.rows) + 2:
+        return None
+    record = by_id.get(table.rows[finding.row - 2][table.header.index("call_id")])
+    if record is None or record.source_file is None:
+        return None
+    field = SOURCE_FIELDS.get(finding.field, "energy_data" if finding.resource == "api_samples"
+                              else finding.field)
+    return (str(source / record.source_file), None, None,
+            f"record {record.position + 1} (call {short(record.api_call)!r}), {field}: ")
 
 
 def records_from_package(location: Path) -> list[CallRecord]:

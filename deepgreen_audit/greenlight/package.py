@@ -37,11 +37,13 @@ def _key(field, text: str):
 
 
 def write_api_package(tables: dict[str, TextTable], out: Path, meta: dict, *,
-                      overwrite: bool = False, inputs=()) -> Path:
+                      overwrite: bool = False, inputs=(), check=None) -> Path:
     """Write the API tables under `out` atomically and describe them; returns the descriptor.
 
-    `inputs` are what the caller read, which `out` must not overlap."""
-    return write_package(tables, out, meta, overwrite=overwrite, inputs=inputs, kind=API_PROFILES)
+    `inputs` are what the caller read, which `out` must not overlap; `check` is
+    `write_package`'s, called on the staged package."""
+    return write_package(tables, out, meta, overwrite=overwrite, inputs=inputs, kind=API_PROFILES,
+                         check=check)
 
 
 def validate_api_package(location: str | Path) -> Report:

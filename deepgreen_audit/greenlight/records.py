@@ -15,7 +15,9 @@ the call, so a malformed record is found without a debugger.
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +53,8 @@ SERIES_COLUMNS = {
 #: The value column of each energy series (what FECoM sums).
 VALUE_COLUMN = {"cpu": "energy_j", "ram": "energy_j", "gpu": "power_w"}
 PROJECT_LEVEL_KEY = "project-level"
+#: The first epoch nanosecond after 9999-12-31, the end of what a datetime holds.
+LAST_NS = 253_402_300_800 * 10**9
 EXPERIMENT_RE = re.compile(r"experiment-([1-9][0-9]*)\.json\Z")
 
 
@@ -106,13 +110,18 @@ class CallRecord:
         return float(self.settings["measurement_interval_s"])
 
 
+def short(signature: str) -> str:
+    """A call signature as a message quotes it: it can be megabytes, the message is one line."""
+    return signature if len(signature) <= 60 else signature[:57] + "..."
+
+
 class RecordError(UserError):
     """A record that does not follow the FECoM/Greenlight format."""
 
     def __init__(self, path, index: int | None, call: str | None, message: str):
         where = "" if index is None else f"record {index + 1}"
         if call is not None:
-            where += f" (call {call!r})"
+            where += f" (call {short(call)!r})"
         super().__init__(f"{where}: {message}" if where else message, path=path,
                          code="malformed-record")
 
@@ -131,6 +140,8 @@ def read_experiment(path: Path, *, source: str, experiment_kind: str, project: s
     except json.JSONDecodeError as exc:
         raise RecordError(path, None, None, f"is not valid JSON: {exc.msg} at line {exc.lineno} "
                           f"column {exc.colno}") from None
+    except (ValueError, RecursionError) as exc:  # an integer of more digits than Python parses
+        raise RecordError(path, None, None, f"is not readable JSON: {exc}") from None
     if not isinstance(data, list):
         raise RecordError(path, None, None, "must hold a JSON list of records")
     return [parse_record(path, i, item, source=source, experiment_kind=experiment_kind,
@@ -168,6 +179,9 @@ def parse_record(path, index: int, item, *, source: str, experiment_kind: str, p
         if not (isinstance(times[key], int) or float(times[key]).is_integer()):
             raise fail(f"times.{key} must be whole epoch nanoseconds, not {times[key]!r}")
         times[key] = int(times[key])
+        if not 0 <= times[key] < LAST_NS:
+            raise fail(f"times.{key} {times[key]} is not an epoch time in nanoseconds "
+                       "(1970 to 9999)")
     if times["end_time_execution"] < times["start_time_execution"]:
         raise fail("times.end_time_execution is before times.start_time_execution")
     settings = dict(DEFAULT_SETTINGS)
@@ -203,7 +217,11 @@ def parse_record(path, index: int, item, *, source: str, experiment_kind: str, p
 
 
 def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
+    """A JSON number that a double holds: not NaN, not infinite, not an integer beyond
+    1.8e308 (which json parses exactly, and float() then refuses)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return abs(value) <= sys.float_info.max if isinstance(value, int) else math.isfinite(value)
 
 
 def _series(raw, name: str, label: str, fail) -> Series:
@@ -213,6 +231,8 @@ def _series(raw, name: str, label: str, fail) -> Series:
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise fail(f"{label} is not valid JSON text: {exc.msg}") from None
+        except (ValueError, RecursionError) as exc:
+            raise fail(f"{label} is not readable JSON text: {exc}") from None
     if not isinstance(raw, dict) or not all(isinstance(raw.get(k), list)
                                             for k in ("columns", "index", "data")):
         raise fail(f"{label} must be a pandas 'split' frame with columns, index and data")
@@ -223,9 +243,9 @@ def _series(raw, name: str, label: str, fail) -> Series:
             raise fail(f"{label} lacks column {required!r} (has {columns})")
     if len(index) != len(data):
         raise fail(f"{label} has {len(index)} index entries but {len(data)} rows")
-    if any(not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in index) or \
-            len(set(index)) != len(index):
-        raise fail(f"{label}: the index must be distinct non-negative integers")
+    if any(not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < 2**63 for i in index) \
+            or len(set(index)) != len(index):
+        raise fail(f"{label}: the index must be distinct integers from 0 to 2^63 - 1")
     out = {}
     for source_name, column in wanted.items():
         if source_name not in columns:

@@ -52,11 +52,13 @@ import csv
 import datetime as dt
 import io
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.importers.checked import refuse_invalid
 from deepgreen_audit.package import paths
 from deepgreen_audit.package.schema import TABLES, load_schema
 from deepgreen_audit.package.tables import TextTable, canonical_text, rows_from_columns
@@ -277,15 +279,40 @@ def _consistency(root: Path, truth: dict[tuple, SourceRow]) -> list[dict]:
     return results
 
 
-def _num(text: str) -> float | None:
-    return float(text) if text.strip() != "" else None
+def _num(row: SourceRow, column: str) -> float | None:
+    """A CodeCarbon number, or None for an empty cell (CodeCarbon's own "missing").  Text
+    that is no number, NaN and infinity are refused, naming the source cell: a NaN says
+    CodeCarbon's computation failed, and writing it empty would claim a missing reading the
+    importer cannot state a reason for (DESIGN.md 8: missing is empty plus a reason)."""
+    text = row.cells[column].strip()
+    if text == "":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise UserError(f"{text[:40]!r} is not a number", path=row.path, row=row.line,
+                        field=column) from None
+    if not math.isfinite(value):
+        raise UserError(f"{text!r} is not a finite number (CodeCarbon writes an empty cell for "
+                        "a missing value)", path=row.path, row=row.line, field=column)
+    return value
+
+
+def _count(row: SourceRow, column: str) -> int:
+    """A CodeCarbon count (cpu_count, gpu_count): a whole number from 0 up."""
+    text = row.cells[column].strip()
+    if not text.isdigit() or len(text) > 9:
+        raise UserError(f"{text[:40]!r} is not a count (a whole number from 0)", path=row.path,
+                        row=row.line, field=column)
+    return int(text)
 
 
 def _timestamp(text: str, path: str, line: int) -> dt.datetime:
+    """CodeCarbon's zone-less timestamp, its digits kept (see RUN_REASON)."""
     try:
         stamp = dt.datetime.fromisoformat(text)
     except ValueError:
-        raise UserError(f"timestamp {text!r} is not ISO 8601", path=path, row=line,
+        raise UserError(f"timestamp {text[:40]!r} is not ISO 8601", path=path, row=line,
                         field="timestamp") from None
     if stamp.tzinfo is not None:
         raise UserError("timestamp carries a zone; the legacy importer expects CodeCarbon's "
@@ -314,14 +341,17 @@ def _host_context(blocks: list[SourceRow], run_id: str) -> dict:
         if name == "on_cloud":
             context[name] = {"Y": True, "N": False}.get(text)
         elif name in ("ram_total_gb", "pue"):
-            context[name] = _num(text)
+            context[name] = _num(blocks[0], column)
         else:
             context[name] = text or None
     return context
 
 
-def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]]]:
-    """The four tables, the import report and the verbatim source rows."""
+def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]],
+                                      dict[str, list[dict[str, SourceRow]]]]:
+    """The four tables, the import report, the verbatim source rows and, per table, the
+    source rows each package row came from (field -> row, "*" for the others: a run's first
+    block)."""
     root = Path(root)
     if not (root / "results" / "data").is_dir():
         raise UserError("has no results/data/ folder: not the legacy campaign's layout",
@@ -336,6 +366,7 @@ def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]
     schemas = {name: load_schema(name) for name in TABLES}
     cols = {name: {f.name: [] for f in schemas[name].fields} for name in TABLES}
     source_rows = []
+    origins: dict[str, list[dict[str, SourceRow]]] = {name: [] for name in TABLES}
     frameworks = {eco: fw for eco, fw, *_ in STACKS.values()}
 
     def put(table, values):
@@ -347,6 +378,7 @@ def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]
         run_id = f"{eco}.{arch}.{ds}.r1"
         blocks = sorted(runs_of[(eco, arch, ds)], key=lambda r: (r.key[4], r.key[3] == "eval"))
         first = blocks[0].cells
+        origins["environment"].append({"*": blocks[0]})
         labels = []
         for c in LABEL_COLUMNS:
             values = sorted({b.cells[c] for b in blocks if c in b.cells})
@@ -354,12 +386,21 @@ def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]
         starts, ends = [], []
         for b in blocks:
             end = _timestamp(b.cells["timestamp"], b.path, b.line)
-            duration = float(b.cells["duration"])
-            start = end - dt.timedelta(seconds=duration)
+            duration = _num(b, "duration")
+            if duration is None:
+                raise UserError("duration is empty; every block has one", path=b.path, row=b.line,
+                                field="duration")
+            try:
+                start = end - dt.timedelta(seconds=duration)
+            except OverflowError:
+                raise UserError(f"duration {b.cells['duration']!r} does not end at the row's "
+                                "timestamp within years 1 to 9999", path=b.path, row=b.line,
+                                field="duration") from None
             starts.append(start)
             ends.append(end)
-            kwh = {d: _num(b.cells[f"{d}_energy"]) for d in ("cpu", "gpu", "ram")}
-            total = _num(b.cells["energy_consumed"])
+            origins["blocks"].append({"*": b})
+            kwh = {d: _num(b, f"{d}_energy") for d in ("cpu", "gpu", "ram")}
+            total = _num(b, "energy_consumed")
             put("blocks", {
                 "run_id": run_id, "epoch": b.key[4], "phase": b.key[3],
                 "started_at_utc": start, "duration_s": duration,
@@ -368,18 +409,21 @@ def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]
                 "codecarbon_energy_j": None if total is None else total * J_PER_KWH,
                 "codecarbon_cpu_energy_kwh": kwh["cpu"], "codecarbon_gpu_energy_kwh": kwh["gpu"],
                 "codecarbon_ram_energy_kwh": kwh["ram"],
-                "codecarbon_cpu_power_w": _num(b.cells["cpu_power"]),
-                "codecarbon_gpu_power_w": _num(b.cells["gpu_power"]),
-                "codecarbon_ram_power_w": _num(b.cells["ram_power"]),
+                "codecarbon_cpu_power_w": _num(b, "cpu_power"),
+                "codecarbon_gpu_power_w": _num(b, "gpu_power"),
+                "codecarbon_ram_power_w": _num(b, "ram_power"),
                 "codecarbon_cpu_method": "unknown", "codecarbon_gpu_method": "unknown",
-                "codecarbon_emissions_kg": _num(b.cells["emissions"]),
-                "codecarbon_emissions_rate_kg_per_s": _num(b.cells["emissions_rate"]),
+                "codecarbon_emissions_kg": _num(b, "emissions"),
+                "codecarbon_emissions_rate_kg_per_s": _num(b, "emissions_rate"),
                 "codecarbon_country_iso_code": b.cells["country_iso_code"].strip() or None,
                 "codecarbon_region": b.cells["region"].strip() or None})
             source_rows.append([run_id, str(b.key[4]), b.key[3], b.path, str(b.line)]
                                + [b.cells.get(c, "") for c in LABEL_COLUMNS + ("fase", "epoca")]
                                + [b.cells[c] for c in R32])
         epochs = max(b.key[4] for b in blocks)
+        origins["runs"].append({"*": blocks[0], "started_at_utc": blocks[starts.index(min(starts))],
+                                "ended_at_utc": blocks[ends.index(max(ends))],
+                                "epochs": max(blocks, key=lambda b: b.key[4])})
         put("runs", {
             "run_id": run_id, "campaign": CAMPAIGN, "ecosystem": eco, "architecture": arch,
             "dataset": ds, "source_labels": ";".join(labels), "repetition": 1,
@@ -390,8 +434,8 @@ def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]
             gpu_model = gpu_model.split(" x ", 1)[1]
         put("environment", {
             "run_id": run_id, "os": first["os"], "cpu_model": first["cpu_model"],
-            "cpu_count": int(first["cpu_count"]), "gpu_model": gpu_model,
-            "gpu_count": int(first["gpu_count"]), "python_version": first["python_version"],
+            "cpu_count": _count(blocks[0], "cpu_count"), "gpu_model": gpu_model,
+            "gpu_count": _count(blocks[0], "gpu_count"), "python_version": first["python_version"],
             "framework": frameworks[eco], "codecarbon_version": first["codecarbon_version"],
             "codecarbon_tracking_mode": first["tracking_mode"],
             **_host_context(blocks, run_id),
@@ -401,14 +445,14 @@ def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]
     report = {"source_of_truth": "results/data/<stack>_combined_data.csv (8 files)",
               "runs": len(configs), "blocks": len(rows),
               "consistency": _consistency(root, truth)}
-    return tables, report, source_rows
+    return tables, report, source_rows, origins
 
 
 def import_source(source: Path, out: Path, *, overwrite: bool = False,
                   descriptor_path: Path | None = None) -> tuple[Path, dict]:
     """Import the legacy campaign at `source` into a package at `out`; returns (descriptor, report)."""
     source = Path(source)
-    tables, report, source_rows = build_tables(source)
+    tables, report, source_rows, origins = build_tables(source)
     header = ["package_run_id", "package_epoch", "package_phase", "source_file", "source_line",
               *LABEL_COLUMNS, "fase", "epoca", *R32]
     meta = {
@@ -432,17 +476,31 @@ def import_source(source: Path, out: Path, *, overwrite: bool = False,
     extra = {REPORT_FILE: (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode(),
              SOURCE_ROWS_FILE: canonical_text(header, source_rows).encode()}
     path = write_package(tables, Path(out), meta, descriptor_path=descriptor_path,
-                         overwrite=overwrite, extra_files=extra, check=_refuse_invalid,
-                         inputs=[source])
+                         overwrite=overwrite, extra_files=extra, inputs=[source],
+                         check=refuse_invalid(lambda finding: _source_cell(finding, origins)))
     return path, report
 
 
-def _refuse_invalid(staged_descriptor: Path) -> None:
-    from deepgreen_audit.package.validate import validate
+#: Package column -> the CodeCarbon column it is written from, where one is.
+SOURCE_COLUMNS = {
+    "epoch": "epoca", "epochs": "epoca", "started_at_utc": "timestamp", "ended_at_utc": "timestamp", "duration_s": "duration",
+    "codecarbon_duration_s": "duration", "codecarbon_energy_kwh": "energy_consumed",
+    "codecarbon_energy_j": "energy_consumed", "codecarbon_cpu_energy_kwh": "cpu_energy",
+    "codecarbon_gpu_energy_kwh": "gpu_energy", "codecarbon_ram_energy_kwh": "ram_energy",
+    "codecarbon_cpu_power_w": "cpu_power", "codecarbon_gpu_power_w": "gpu_power",
+    "codecarbon_ram_power_w": "ram_power", "codecarbon_emissions_kg": "emissions",
+    "codecarbon_emissions_rate_kg_per_s": "emissions_rate",
+    "codecarbon_country_iso_code": "country_iso_code", "codecarbon_region": "region",
+    "ram_total_gb": "ram_total_size", "codecarbon_tracking_mode": "tracking_mode",
+    **{c: c for c in ("pue", "cloud_provider", "cloud_region", "os", "cpu_model", "cpu_count",
+                      "gpu_model", "gpu_count", "python_version", "codecarbon_version")}}
 
-    report = validate(staged_descriptor)
-    if not report.valid:
-        first = report.findings[0]
-        raise UserError(f"the import does not make a valid package ({report.error_count} "
-                        f"error(s); first: [{first.id}] {first.where()}: {first.message}); "
-                        "this is a bug in the importer", code="invalid-package")
+
+def _source_cell(finding, origins: dict[str, list[dict[str, SourceRow]]]):
+    """The source file, line and column behind a finding on the staged package."""
+    rows = origins.get(finding.resource, [])
+    if not 2 <= finding.row < len(rows) + 2:
+        return None
+    cells = rows[finding.row - 2]
+    row = cells.get(finding.field, cells["*"])
+    return row.path, row.line, SOURCE_COLUMNS.get(finding.field, finding.field), ""

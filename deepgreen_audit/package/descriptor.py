@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from functools import cached_property
 from pathlib import Path, PurePosixPath
 
@@ -69,6 +70,9 @@ def parse_json(data: bytes, path: Path, code: str):
         value = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UserError(f"is not valid JSON: {exc}", path=path, code=code) from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise UserError(f"holds a number of more than {sys.get_int_max_str_digits()} digits, "
+                        "more than deepgreen reads", path=path, code=code) from None
     except RecursionError:
         raise UserError("is not valid JSON: nested too deeply", path=path, code=code) from None
     try:

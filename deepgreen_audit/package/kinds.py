@@ -61,8 +61,8 @@ def kind_of(descriptor: dict, path: str | Path) -> Kind:
     if declared is None:
         names = {r.get("name") for r in descriptor.get("resources", []) if isinstance(r, dict)}
         return REPLICATION if names & set(REPLICATION.tables) else FOREIGN
-    if declared not in DECLARABLE:
-        raise UserError(f"declares {KIND_KEY} = {declared!r}, a kind of package deepgreen does not "
+    if not isinstance(declared, str) or declared not in DECLARABLE:
+        raise UserError(f"declares {KIND_KEY} = {repr(declared)[:80]}, a kind of package deepgreen does not "
                         f"know (known: {', '.join(DECLARABLE)})", path=path, code="unknown-kind")
     return DECLARABLE[declared]
 

@@ -22,8 +22,11 @@ import re
 import shutil
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 import deepgreen_audit
 from deepgreen_audit.analysis import Design, Results, analyse, load_tables
@@ -122,7 +125,18 @@ def default_pilot() -> Path | None:
 def render(location, out: Path | None = None, design: Design | None = None,
            template_dir: Path | None = None, pilot=None) -> RenderReport:
     """Render numbers.tex, the tables and the figures of the package at `location`, and the
-    pilot section from the pilot package at `pilot` (None: the section says there is none)."""
+    pilot section from the pilot package at `pilot` (None: the section says there is none).
+
+    Arithmetic that overflows or divides by zero gives inf or NaN silently: every value the
+    templates print is refused by name when it is not finite (`environment.finalize`), so
+    numpy's warnings would only print beside that one-line error."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _render(location, out, design, template_dir, pilot)
+
+
+def _render(location, out: Path | None, design: Design | None, template_dir: Path | None,
+            pilot) -> RenderReport:
     out = Path(out) if out is not None else default_out()
     _check_output_folder(out)
     env = make_environment(template_dir or project_file("paper", "templates"))

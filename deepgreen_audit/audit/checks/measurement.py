@@ -428,6 +428,8 @@ def codecarbon_version(ctx):
 def codecarbon_config(ctx):
     """Every run used one pinned CodeCarbon configuration file (one config hash)."""
     env = ctx.environment
+    if env.empty:
+        raise Skip("no runs")
     config = env["codecarbon_config_sha256"]
     missing = config.isna()
     modal, odd = _campaign_value(config, ~missing)

@@ -185,7 +185,11 @@ def schedule_gaps(ctx):
 
 
 def _duration_ratio(ctx) -> pd.DataFrame:
+    """Each block's duration over its run's median for the phase after epoch 1 (a Skip
+    when there are no blocks: pandas cannot join onto an empty grouping's index)."""
     b = ctx.block_runs[["run_id", "ecosystem", "epoch", "phase", "duration_s"]].copy()
+    if b.empty:
+        raise Skip("no blocks")
     later = b[b["epoch"] >= 2]
     median = later.groupby(["run_id", "phase"])["duration_s"].median().rename("median_s")
     b = b.join(median, on=["run_id", "phase"])
@@ -451,6 +455,8 @@ def host_design(ctx):
     assigns to it when the plan names them.  Two kinds of hardware are two treatments: without
     a declared design, runs on them cannot be compared."""
     env = ctx.environment.merge(ctx.runs[["run_id", "repetition"]], on="run_id", how="inner")
+    if env.empty:
+        raise Skip("no runs")
     declared = ctx.package.descriptor.get("hosts") or {}
     design = declared.get("design", "one-kind")
     kinds = env[list(HARDWARE_COLUMNS)].astype("string").fillna("?").agg(" / ".join, axis=1)
