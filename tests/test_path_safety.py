@@ -96,6 +96,25 @@ def test_every_verb_that_writes_refuses_an_output_over_its_input(tiny_package, t
     assert not (tmp_path / "flat").exists()
 
 
+@pytest.mark.parametrize("executor", ["local", "slurm"])
+def test_collect_refuses_an_out_over_its_plan_or_its_data(tmp_path, executor, capsys):
+    """`collect --out` onto the plan file, or into the data folder the runs read, is refused
+    before the host is probed or anything is written, by either executor."""
+    from deepgreen_audit.collect.plan import write_scoped_plan
+
+    scope = {"ecosystems": ["python-pytorch"], "architectures": ["resnet18"], "datasets": ["digits"],
+             "repetitions": 1, "epochs": 1, "device": "cpu"}
+    plan = write_scoped_plan(tmp_path / "plan.toml", "smoke", tmp_path / "data", scope)
+    (tmp_path / "data").mkdir()
+    before = _digests(tmp_path)
+    extra = ["--executor", "slurm", "--dry-run"] if executor == "slurm" else []
+    for out, said in ((plan, "is not a folder"), (tmp_path / "data" / "out", "data folder")):
+        assert main(["collect", "--plan", str(plan), "--out", str(out), *extra]) == 2
+        assert said in capsys.readouterr().err
+    assert _digests(tmp_path) == before
+    assert not (tmp_path / "data" / "out").exists()
+
+
 # ---------------------------------------------------------------- non-regular inputs
 
 

@@ -29,7 +29,7 @@ from deepgreen_audit.collect.codecarbon_tracker import load_config, require_code
 from deepgreen_audit.collect.instruments import probe, raise_missing
 from deepgreen_audit.collect.plan import Plan
 from deepgreen_audit.collect.preflight import refuse_other_devices
-from deepgreen_audit.collect.staging import is_completed, run_one
+from deepgreen_audit.collect.staging import is_completed, refuse_unusable_out, run_one
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.rundirs import PACKAGE_META
@@ -134,6 +134,7 @@ def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, prog
     `max_consecutive_failures` runs in a row failed for the same reason the campaign stops
     (`summary.stopped` says why): the rest would fail alike, hours of nothing."""
     out = Path(out)
+    refuse_unusable_out(plan, out)
     missing, gpus = check_host(allow_missing_counters) if check else ({}, [])
     if check:
         todo = [j for j in plan.jobs if not is_completed(out, j)]
