@@ -155,6 +155,26 @@ def test_a_fifo_as_a_foreign_data_file_is_refused_without_a_hang(tmp_path):
     assert done.returncode == 1 and _said(done).count("is a FIFO") == 2
 
 
+def test_every_part_of_a_multipart_foreign_path_goes_through_the_gate(tmp_path):
+    """A resource's path may be a list of files read as one table: each part is checked."""
+    pkg = _foreign(tmp_path / "rain")
+    (pkg / "rain2.csv").write_text("bergen,9.0\n", encoding="utf-8")
+    descriptor = json.loads((pkg / "datapackage.json").read_text())
+    descriptor["resources"][0]["path"] = ["rain.csv", "rain2.csv"]
+    (pkg / "datapackage.json").write_text(json.dumps(descriptor))
+    assert _run("validate", str(pkg)).returncode == 0
+    (pkg / "rain2.csv").unlink()
+    os.mkfifo(pkg / "rain2.csv")
+    done = _run("validate", str(pkg))
+    assert done.returncode == 1 and "is a FIFO (named pipe)" in _said(done)
+    (pkg / "rain2.csv").unlink()
+    outside = tmp_path / "secret.csv"
+    outside.write_text("bergen,9.0\n", encoding="utf-8")
+    (pkg / "rain2.csv").symlink_to(outside)
+    done = _run("validate", str(pkg))
+    assert done.returncode == 1 and "leads out of the package folder" in _said(done)
+
+
 def test_a_socket_as_a_data_file_is_refused(tiny_package, tmp_path):
     pkg = _foreign(tmp_path / "rain")
     (pkg / "rain.csv").unlink()

@@ -78,16 +78,23 @@ def _paths_confined(package: Package, report: Report) -> bool:
         if not isinstance(name, str) or names[name] > 1:
             continue  # frictionless reports a resource without a name; a shared name is refused
         for key in ("path", "schema", "dialect"):
-            if not isinstance(resource.get(key), str):
-                continue
-            if "://" in resource[key]:
-                report.add("unsafe-path", f"{key} {resource[key]!r} is remote; deepgreen "
-                           "validates the files of a package on this machine only", resource=name)
-                confined = False
-                continue
-            try:  # frictionless would block on a FIFO and read a device without end
-                paths.regular_file(package.confined(resource[key]))
-            except UserError as exc:
-                report.add(exc.code, exc.message, resource=name)
-                confined = False
+            value = resource.get(key)
+            parts = value if isinstance(value, list) else [value]  # a multipart path is a list
+            for part in parts:
+                if isinstance(part, str) and not _confined_file(package, part, key, name, report):
+                    confined = False
     return confined
+
+
+def _confined_file(package: Package, path: str, key: str, name: str, report: Report) -> bool:
+    """Whether one path of a resource is a local regular file inside the package (else reported)."""
+    if "://" in path:
+        report.add("unsafe-path", f"{key} {path!r} is remote; deepgreen validates the files of a "
+                   "package on this machine only", resource=name)
+        return False
+    try:  # frictionless would block on a FIFO and read a device without end
+        paths.regular_file(package.confined(path))
+    except UserError as exc:
+        report.add(exc.code, exc.message, resource=name)
+        return False
+    return True
