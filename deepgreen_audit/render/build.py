@@ -7,8 +7,9 @@ the design the package declares (the specification narrowed by the
 descriptor's `scope`: a six-ecosystem re-collection is held to six
 ecosystems, and a configuration inside the scope without a completed run
 still stops the render, naming it), and writes numbers.tex, scope.tex (what
-the scope leaves out of the full design, and why), the tables and the
-figures into a staged folder that replaces the output folder only when
+the scope leaves out of the full design, and why), the tables (among them
+the defect-class table, from an audit of the same package run inside the
+render) and the figures into a staged folder that replaces the output folder only when
 everything succeeded: a failed render leaves the previous files, never a
 mix.  The generated files are not committed (paper/generated/.gitignore);
 `deepgreen render` regenerates them.
@@ -32,13 +33,14 @@ import deepgreen_audit
 from deepgreen_audit.analysis import Design, Results, analyse, load_tables
 from deepgreen_audit.analysis.pilot import analyse_pilot
 from deepgreen_audit.analysis.scope import narrowings
+from deepgreen_audit.audit.driver import audit
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import paths
 from deepgreen_audit.package.atomic import StagedDirectory
 from deepgreen_audit.package.checksums import sha256_file
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.schema import TABLES
-from deepgreen_audit.render import figures, tables
+from deepgreen_audit.render import defects, figures, tables
 from deepgreen_audit.render.environment import make_environment, render_template
 from deepgreen_audit.resources import checkout, project_file, require_checkout
 from deepgreen_audit.spec import load_spec, scoped, spec_path
@@ -155,6 +157,12 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     results = analyse(campaign, design, spec)
     report.seconds["analysis"] = time.perf_counter() - clock
 
+    clock = time.perf_counter()
+    audit_report = audit(package.descriptor_path)
+    classes = defects.defect_classes(audit_report, spec)
+    defects.add_audit_numbers(results, audit_report, classes)
+    report.seconds["audit"] = time.perf_counter() - clock
+
     outputs: dict[str, bytes] = {".gitignore": GITIGNORE.encode()}
     clock = time.perf_counter()
     outputs["numbers.tex"] = numbers_tex(env, results, header).encode("utf-8")
@@ -169,6 +177,8 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     clock = time.perf_counter()
     for name, build in tables.TABLES.items():
         outputs[name] = render_template(env, name + ".j2", build(results, design)).encode()
+    outputs["table-defects.tex"] = render_template(env, "table-defects.tex.j2", {
+        "rows": classes, "synthetic": header["synthetic"]}).encode("utf-8")
     report.seconds["tables"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
