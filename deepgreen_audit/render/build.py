@@ -34,6 +34,10 @@ from deepgreen_audit.analysis import Design, Results, analyse, load_tables
 from deepgreen_audit.analysis.pilot import analyse_pilot
 from deepgreen_audit.analysis.scope import narrowings
 from deepgreen_audit.audit.driver import audit
+from deepgreen_audit.compare import compare_packages
+from deepgreen_audit.compare.output import figure_pdf
+from deepgreen_audit.compare.paper import add_numbers as add_comparison_numbers
+from deepgreen_audit.compare.paper import section_context
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import paths
 from deepgreen_audit.package.atomic import StagedDirectory
@@ -125,20 +129,22 @@ def default_pilot() -> Path | None:
 
 
 def render(location, out: Path | None = None, design: Design | None = None,
-           template_dir: Path | None = None, pilot=None) -> RenderReport:
-    """Render numbers.tex, the tables and the figures of the package at `location`, and the
-    pilot section from the pilot package at `pilot` (None: the section says there is none).
+           template_dir: Path | None = None, pilot=None, compare=None) -> RenderReport:
+    """Render numbers.tex, the tables and the figures of the package at `location`, the
+    pilot section from the pilot package at `pilot` (None: the section says there is none),
+    and, with `compare` (a baseline package), the comparison of the package with it
+    (deepgreen_audit.compare: its macros in numbers.tex, comparison.tex, fig-comparison.pdf).
 
     Arithmetic that overflows or divides by zero gives inf or NaN silently: every value the
     templates print is refused by name when it is not finite (`environment.finalize`), so
     numpy's warnings would only print beside that one-line error."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _render(location, out, design, template_dir, pilot)
+        return _render(location, out, design, template_dir, pilot, compare)
 
 
 def _render(location, out: Path | None, design: Design | None, template_dir: Path | None,
-            pilot) -> RenderReport:
+            pilot, compare=None) -> RenderReport:
     out = Path(out) if out is not None else default_out()
     _check_output_folder(out)
     env = make_environment(template_dir or project_file("paper", "templates"))
@@ -163,6 +169,13 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     defects.add_audit_numbers(results, audit_report, classes)
     report.seconds["audit"] = time.perf_counter() - clock
 
+    comparison = None
+    if compare:
+        clock = time.perf_counter()
+        comparison = compare_packages(compare, location)
+        report.seconds["compare"] = time.perf_counter() - clock
+    add_comparison_numbers(results, comparison)
+
     outputs: dict[str, bytes] = {".gitignore": GITIGNORE.encode()}
     clock = time.perf_counter()
     outputs["numbers.tex"] = numbers_tex(env, results, header).encode("utf-8")
@@ -173,6 +186,10 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     clock = time.perf_counter()
     outputs["pilot.tex"] = pilot_tex(env, pilot).encode("utf-8")
     report.seconds["pilot"] = time.perf_counter() - clock
+    outputs["comparison.tex"] = render_template(env, "comparison.tex.j2",
+                                                section_context(comparison)).encode("utf-8")
+    if comparison is not None:
+        outputs["fig-comparison.pdf"] = figure_pdf(comparison)
 
     clock = time.perf_counter()
     for name, build in tables.TABLES.items():
@@ -186,7 +203,8 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
         outputs[name] = draw(results, design)
     report.seconds["figures"] = time.perf_counter() - clock
 
-    inputs = package.input_paths() + (Package.open(pilot).input_paths() if pilot else [])
+    inputs = package.input_paths() + (Package.open(pilot).input_paths() if pilot else []) \
+        + (Package.open(compare).input_paths() if compare else [])
     with StagedDirectory(out, overwrite=True, inputs=inputs) as staged:
         for name, data in outputs.items():
             (staged.path / name).write_bytes(data)

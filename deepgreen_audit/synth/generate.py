@@ -24,7 +24,8 @@ from deepgreen_audit.package.schema import TABLES, load_schema, phases
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
 from deepgreen_audit.spec import (declared_device, dl4j_backend, load_spec, master_seed, recipe,
                                   tf32_allowed)
-from deepgreen_audit.synth.model import CODECARBON_CONFIG_PLACEHOLDER, SynthModel
+from deepgreen_audit.synth.model import (CODECARBON_CONFIG_PLACEHOLDER, SynthModel,
+                                        precision_policy_changed)
 from deepgreen_audit.units import J_PER_KWH
 
 CAMPAIGN = "synthetic"
@@ -757,13 +758,31 @@ def generate(seed: int | None = None, model: SynthModel = SynthModel(), *,
     entries: dict = {}
     apply_defects(c, wanted, "physics", entries)
     _simulate(c)
+    _record_precision_change(c)
     apply_defects(c, wanted, "report", entries)
     _simulate_samples(c)
     entries = {name: _finish_entry(c, entry) for name, entry in entries.items()}
     tables, n_samples = _tables(c)
     truth = _truth(c, entries, n_samples)
     meta = _meta(seed, wanted, sha256_bytes(truth_bytes(truth)), scope)
+    if model.precision_change:
+        meta["provenance"]["precision_change"] = dict(sorted(model.precision_change.items()))
     return SynthResult(tables=tables, truth=truth, meta=meta)
+
+
+def _record_precision_change(c: Campaign) -> None:
+    """The runs of each stack in `model.precision_change` record the policy they ran under
+    (the specification's with its TF32 flag flipped); their training time already follows
+    the factor (`SynthModel.block_duration_s`)."""
+    unknown = sorted(set(c.model.precision_change) - set(c.ecosystems))
+    if unknown:
+        raise UserError(f"--precision-change names {', '.join(unknown)}, not an ecosystem of "
+                        f"this campaign ({', '.join(c.ecosystems)})")
+    for i, eco in enumerate(c.runs["ecosystem"]):
+        if eco in c.model.precision_change:
+            policy = precision_policy_changed(str(c.recipe["precision_policy"]))
+            c.runs["precision_policy"][i] = policy
+            c.runs["tf32_enabled"][i] = not policy.endswith("tf32-off")
 
 
 def _finish_entry(c: Campaign, entry: dict) -> dict:

@@ -68,6 +68,14 @@ is ``ecosystem_time``.  ``z_r`` is one draw per run (run-to-run noise),
 specification).  No clean block lasts less than ``min_block_s`` (CodeCarbon's
 interval: a shorter block is the short-blocks defect, never noise).
 
+A stack named in ``precision_change`` (``deepgreen synth --precision-change STACK=FACTOR``)
+ran under a precision policy other than the specification's: its TF32 flag flipped
+(`precision_policy_changed`: ``fp32-tf32-off`` becomes ``fp32-tf32-on`` and back), which its
+runs record (``precision_policy``, ``tf32_enabled``), and ``T_train`` of its runs is multiplied
+by FACTOR (power unchanged, so its training energy follows).  Every random draw is the same
+as without it, so two campaigns of one seed differ in that stack's training blocks (and the
+clocks and counters after them) only: the pairs `deepgreen compare` is tested on.
+
 Power and energy
 ================
 
@@ -238,6 +246,16 @@ CODECARBON_CONFIG_PLACEHOLDER = (
 )
 
 
+def precision_policy_changed(policy: str) -> str:
+    """The precision policy with its TF32 flag flipped (`precision_change`): ``...-tf32-off``
+    becomes ``...-tf32-on`` and back; a policy that names no TF32 flag gains ``-tf32-on``."""
+    if policy.endswith("tf32-off"):
+        return policy.removesuffix("off") + "on"
+    if policy.endswith("tf32-on"):
+        return policy.removesuffix("on") + "off"
+    return policy + "-tf32-on"
+
+
 def _eco(pytorch, tensorflow, jax, cpp, java, r, rust):
     return field(default_factory=lambda: {
         "python-pytorch": pytorch, "python-tensorflow": tensorflow, "python-jax": jax,
@@ -265,6 +283,10 @@ class SynthModel:
     # --- ecosystems -------------------------------------------------------
     #: Time multiplier of each ecosystem against Python/PyTorch.
     ecosystem_time: dict = _eco(1.0, 1.2, 0.9, 0.97, 2.4, 1.35, 1.0)
+    #: {ecosystem: factor}: stacks whose precision policy differs from the specification's (its
+    #: TF32 flag flipped, `precision_policy_changed`), with the factor that flip multiplies
+    #: their training time (and so training energy) by; empty: every stack follows the policy
+    precision_change: dict = field(default_factory=dict)
     #: GPU board-power factor (slower stacks keep the GPU less busy).
     ecosystem_gpu_power: dict = _eco(1.0, 0.96, 1.04, 1.0, 0.72, 0.9, 1.0)
     #: CPU package-power factor.
@@ -420,6 +442,11 @@ class SynthModel:
                             "need one entry per RAPL domain")
         if abs(sum(self.cpu_package_share) - 1.0) > 1e-9:
             raise UserError("synthetic model: cpu_package_share must sum to 1")
+        for eco, factor in self.precision_change.items():
+            if isinstance(factor, bool) or not isinstance(factor, (int, float)) or \
+                    not 0 < factor < float("inf"):
+                raise UserError(f"synthetic model: precision_change of {eco!r} must be a "
+                                f"positive factor, not {factor!r}")
         for name in ("run_time_sigma", "block_time_sigma", "block_power_sigma",
                      "codecarbon_energy_noise", "run_accuracy_sigma", "epoch_accuracy_sigma",
                      "run_loss_sigma", "sample_power_sigma", "sample_gpu_utilization_sd",
@@ -490,7 +517,8 @@ class SynthModel:
         """Noise-free duration of one block (the warm-up factor not applied)."""
         per_10k = (self.architecture_train_s_per_10k if phase == "train"
                    else self.architecture_eval_s_per_10k)[architecture]
-        return per_10k * samples / 1e4 * self.ecosystem_time[ecosystem]
+        factor = self.precision_change.get(ecosystem, 1.0) if phase == "train" else 1.0
+        return per_10k * samples / 1e4 * self.ecosystem_time[ecosystem] * factor
 
     def work_factor(self, phase: str, recipe: dict, full_recipe: dict) -> float:
         """Time per sample of a phase under `recipe` against the full design's `full_recipe`:
