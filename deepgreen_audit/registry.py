@@ -26,9 +26,9 @@ from __future__ import annotations
 import importlib
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.report import SEVERITIES, Finding
@@ -78,12 +78,12 @@ class Outcome:
     unrecorded: int = 0
 
     @classmethod
-    def passed(cls, message: str, rows: int | None = None, details: dict | None = None) -> "Outcome":
+    def passed(cls, message: str, rows: int | None = None, details: dict | None = None) -> Outcome:
         return cls(True, message, rows, details)
 
     @classmethod
     def failed(cls, message: str, rows: int | None = None, details: dict | None = None,
-               unrecorded: int = 0) -> "Outcome":
+               unrecorded: int = 0) -> Outcome:
         """A defect; `unrecorded` counts the `rows` that fail only for an empty cell."""
         return cls(False, message, rows, details, unrecorded=int(unrecorded))
 
@@ -98,7 +98,7 @@ class Outcome:
         return "not recorded" if self.unrecorded and self.unrecorded == self.rows else "contradicted"
 
     @classmethod
-    def allowed_gap(cls, message: str) -> "Outcome":
+    def allowed_gap(cls, message: str) -> Outcome:
         """A defect reported as `warn` whatever the check's severity, because the user allowed it."""
         return cls(False, message, allowed=True)
 

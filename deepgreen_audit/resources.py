@@ -33,7 +33,7 @@ def shipped_root() -> Path:
 
 
 def project_file(*parts: str) -> Path:
-    """One shipped file or folder, e.g. project_file("collect", "experiment.toml"); the real
+    """One shipped file or folder (`project_file("collect", "experiment.toml")`); the real
     path, so that messages name the file a user edits (collect/..., not the link)."""
     return shipped_root().joinpath(*parts).resolve()
 

@@ -79,7 +79,7 @@ class Design:
     bootstrap_seed: int
 
     @classmethod
-    def from_spec(cls, spec: dict | None = None, **narrow) -> "Design":
+    def from_spec(cls, spec: dict | None = None, **narrow) -> Design:
         """The specification's design; `narrow` replaces ecosystems/architectures/datasets."""
         spec = spec or load_spec()
         ecosystems = tuple(narrow.get("ecosystems") or spec["S6_replication"]["ecosystems"])

@@ -118,7 +118,8 @@ def register(verb) -> None:
              "the rows it concerns; the report ends with the counts. A skipped check means the "
              "audit did not finish. Exit 0 when every check passes (warnings allowed), 1 when a "
              "check fails or the package does not validate (with --strict also on a warning or "
-             "a skip), 2 on a usage error such as --select matching no check. An API-level package is audited by 'api-audit' instead. A CodeCarbon-log "
+             "a skip), 2 on a usage error such as --select matching no check. An API-level package "
+             "is audited by 'api-audit' instead. A CodeCarbon-log "
              "package ('import codecarbon') gets the CodeCarbon checks and a verdict per log and "
              "run: measured, partly modelled or modelled (docs/codecarbon.md). See "
              "docs/audit.md.",

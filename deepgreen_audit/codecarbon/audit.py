@@ -126,7 +126,8 @@ def verdict_html(report: Report, ctx: LogContext | None) -> tuple[str, str]:
     colours = {"measured": "#1b7f3b", "partly modelled": "#a15c00", "modelled": "#b3261e",
                "not known": "#5f6368"}
     lines = "".join(
-        f'<li title="{html.escape(log["words"])}"><strong>{html.escape(log["source_file"])}</strong>: <span style="color:'
+        f'<li title="{html.escape(log["words"])}"><strong>{html.escape(log["source_file"])}</strong>: '
+        '<span style="color:'
         f'{colours.get(log["verdict"], "#202124")};font-weight:600">{html.escape(log["words"])}</span></li>'
         for log in verdicts["logs"])
     top = [f'<h2>Verdict: was this energy measured?</h2><ul class="logs">{lines}</ul>']

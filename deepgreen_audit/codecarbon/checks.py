@@ -17,7 +17,7 @@ import pandas as pd
 
 from deepgreen_audit.audit.context import evidence
 from deepgreen_audit.codecarbon import hardware
-from deepgreen_audit.codecarbon.context import (MODELLED, NOT_TRACKED, UNVERIFIED, LogContext)
+from deepgreen_audit.codecarbon.context import MODELLED, NOT_TRACKED, UNVERIFIED, LogContext
 from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 

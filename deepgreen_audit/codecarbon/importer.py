@@ -153,7 +153,7 @@ def table_rows(source: dict, rows: list[dict]) -> list[dict]:
     for cells in rows:
         extra = [h for h in cells if h not in COLUMNS and not h.startswith("__")]
         problems: list[str] = []
-        row = {f: None for f in types}
+        row = dict.fromkeys(types)
         for cc, column in COLUMNS.items():
             if cc not in cells:
                 continue

@@ -205,7 +205,7 @@ class CodeCarbonHost:
     cloud_region: str | None
 
     @classmethod
-    def from_data(cls, data) -> "CodeCarbonHost":
+    def from_data(cls, data) -> CodeCarbonHost:
         on_cloud = _text_or_none(getattr(data, "on_cloud", None))
         gpu_count = getattr(data, "gpu_count", None)
         return cls(ram_total_gb=float(data.ram_total_size) if data.ram_total_size else None,

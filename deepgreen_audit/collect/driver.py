@@ -88,7 +88,7 @@ def campaign_metadata(plan: Plan, missing: dict[str, str], gpus: list[str],
                           "master_seed": plan.master_seed}
     meta["measured"] = {
         "host": platform.node(), "gpus": gpus,
-        "collection_started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "collection_started_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "boundary": measurement_boundary(missing),
         "counters_missing": dict(missing)}
     if plan.scope:

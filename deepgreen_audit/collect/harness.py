@@ -141,7 +141,7 @@ class Harness:
     def _boundary(self):
         self.sync()
         nvml, rapl = self.instruments.read()
-        return self.clock(), _dt.datetime.now(_dt.timezone.utc), nvml, rapl
+        return self.clock(), _dt.datetime.now(_dt.UTC), nvml, rapl
 
     def begin(self, epoch: int, phase: str) -> _dt.datetime:
         """Open a block; returns the UTC time of its opening counter read."""

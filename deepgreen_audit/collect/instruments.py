@@ -34,7 +34,7 @@ class Instruments:
 
     @classmethod
     def open(cls, *, allow_missing_counters: bool = False, pynvml_module=None,
-             powercap_root: Path = POWERCAP_ROOT, codecarbon: bool = True) -> "Instruments":
+             powercap_root: Path = POWERCAP_ROOT, codecarbon: bool = True) -> Instruments:
         nvml, rapl, missing = probe(pynvml_module=pynvml_module, powercap_root=powercap_root)
         if missing and not allow_missing_counters:
             raise_missing(missing)

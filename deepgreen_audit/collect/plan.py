@@ -22,8 +22,7 @@ from pathlib import Path
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.schema import load_schema
 from deepgreen_audit.resources import project_file, require_checkout
-from deepgreen_audit.spec import DEVICES, SCOPE_KEYS, load_spec, read_toml, recipe
-from deepgreen_audit.spec import master_seed as spec_master_seed
+from deepgreen_audit.spec import DEVICES, SCOPE_KEYS, load_spec, master_seed as spec_master_seed, read_toml, recipe
 
 PLAN_KEYS = {"campaign", "master_seed", "run_timeout_s", "data_dir", "stacks", "stacks_from",
              "scope", "hosts"}

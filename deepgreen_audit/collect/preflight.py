@@ -1,4 +1,4 @@
-"""`deepgreen preflight`: can every job of the plan run on this host?
+"""`deepgreen preflight`: whether every job of the plan can run on this host.
 
 The suite `preflight` of the check registry, each check with a stable id and a one-line message:
 the interpreter, CodeCarbon (version and pinned file), each counter, the
@@ -21,9 +21,9 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 from deepgreen_audit.collect.plan import Plan
 from deepgreen_audit.errors import UserError

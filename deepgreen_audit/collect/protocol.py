@@ -21,6 +21,7 @@ by `PLAUSIBLE_RANGES`.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import socket
 import threading
@@ -278,12 +279,10 @@ class HarnessServer:
         """End the connection from this side (a time limit, or the stack process exited)."""
         self._cut = self._cut or reason
         if self._conn is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self._conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
-    def start(self) -> "HarnessServer":
+    def start(self) -> HarnessServer:
         """Serve in a background thread; `join()` waits for the outcome."""
         self._thread = threading.Thread(target=self.serve, name="deepgreen-harness", daemon=True)
         self._thread.start()
@@ -294,10 +293,8 @@ class HarnessServer:
         self._thread.join(timeout)
         if self._thread.is_alive():
             if self._conn is None:
-                try:
+                with contextlib.suppress(OSError):
                     self.listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
-                except OSError:
-                    pass
             self.cut(f"the connection was still open {timeout:g} s after the stack process ended")
             self._thread.join(5)
         return self.failure

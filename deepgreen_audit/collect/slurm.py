@@ -36,8 +36,15 @@ from pathlib import Path
 from deepgreen_audit.collect import slurm_accounting
 from deepgreen_audit.collect.plan import Job, Plan, load_plan
 from deepgreen_audit.collect.record import record_slurm_energy
-from deepgreen_audit.collect.staging import (FAILURE_RECORD, final_dir, is_completed, move_to_failed,
-                                             run_one, utc_now, work_dir)
+from deepgreen_audit.collect.staging import (
+    FAILURE_RECORD,
+    final_dir,
+    is_completed,
+    move_to_failed,
+    run_one,
+    utc_now,
+    work_dir,
+)
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.rundirs import MANIFEST

@@ -55,7 +55,7 @@ def is_completed(out: Path, job: Job) -> bool:
 
 
 def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat()
+    return _dt.datetime.now(_dt.UTC).isoformat()
 
 
 def move_to_failed(out: Path, run_id: str, work: Path, info: dict) -> Path:

@@ -21,9 +21,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.greenlight.records import (
+    EXPERIMENT_RE,
+    PROJECT_LEVEL_KEY,
+    CallRecord,
+    RecordError,
+    read_experiment,
+)
 from deepgreen_audit.package import paths
-from deepgreen_audit.greenlight.records import (EXPERIMENT_RE, PROJECT_LEVEL_KEY, CallRecord,
-                                                 RecordError, read_experiment)
 
 KINDS = ("method-level", "project-level", "data-size")
 SKIP_CALLS_NAME = "skip_calls.json"

@@ -28,9 +28,9 @@ import importlib
 import pickle
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from deepgreen_audit.collect.instruments import ALLOW_OPTION, probe
 from deepgreen_audit.collect.rapl import POWERCAP_ROOT, fewest_wraps, package_energy_j
@@ -334,7 +334,7 @@ def measure(name: str, size: int, call: PreparedCall, *, counters: Counters | No
 
 
 def _utc(ns: int) -> _dt.datetime:
-    return _dt.datetime.fromtimestamp(ns // 1_000_000_000, _dt.timezone.utc).replace(
+    return _dt.datetime.fromtimestamp(ns // 1_000_000_000, _dt.UTC).replace(
         microsecond=(ns % 1_000_000_000) // 1000)
 
 

@@ -34,10 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package import paths
-from deepgreen_audit.greenlight.fecom import (DomainFigures, call_figures, execution_time_s,
-                                              has_energy_data)
+from deepgreen_audit.greenlight.fecom import DomainFigures, call_figures, execution_time_s, has_energy_data
 from deepgreen_audit.greenlight.records import CallRecord, function_name
+from deepgreen_audit.package import paths
 
 #: create_summary's columns: (published header, per-call figure); None = execution time.
 SUMMARY_COLUMNS = (

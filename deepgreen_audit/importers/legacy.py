@@ -62,8 +62,8 @@ from deepgreen_audit.importers.checked import refuse_invalid
 from deepgreen_audit.package import paths
 from deepgreen_audit.package.schema import TABLES, load_schema
 from deepgreen_audit.package.tables import TextTable, canonical_text, rows_from_columns
-from deepgreen_audit.units import J_PER_KWH
 from deepgreen_audit.package.writer import write_package
+from deepgreen_audit.units import J_PER_KWH
 
 CAMPAIGN = "legacy-2025"
 #: The licence of the source repository, as the campaign folder's README states it.
@@ -318,7 +318,7 @@ def _timestamp(text: str, path: str, line: int) -> dt.datetime:
         raise UserError("timestamp carries a zone; the legacy importer expects CodeCarbon's "
                         "zone-less local time", path=path, row=line, field="timestamp")
     # Kept as written: the digits of a local time of unknown zone (see RUN_REASON).
-    return stamp.replace(tzinfo=dt.timezone.utc)
+    return stamp.replace(tzinfo=dt.UTC)
 
 
 #: CodeCarbon's per-row facts about the host that the environment table holds once per run.
@@ -483,8 +483,8 @@ def import_source(source: Path, out: Path, *, overwrite: bool = False,
 
 #: Package column -> the CodeCarbon column it is written from, where one is.
 SOURCE_COLUMNS = {
-    "epoch": "epoca", "epochs": "epoca", "started_at_utc": "timestamp", "ended_at_utc": "timestamp", "duration_s": "duration",
-    "codecarbon_duration_s": "duration", "codecarbon_energy_kwh": "energy_consumed",
+    "epoch": "epoca", "epochs": "epoca", "started_at_utc": "timestamp", "ended_at_utc": "timestamp",
+    "duration_s": "duration", "codecarbon_duration_s": "duration", "codecarbon_energy_kwh": "energy_consumed",
     "codecarbon_energy_j": "energy_consumed", "codecarbon_cpu_energy_kwh": "cpu_energy",
     "codecarbon_gpu_energy_kwh": "gpu_energy", "codecarbon_ram_energy_kwh": "ram_energy",
     "codecarbon_cpu_power_w": "cpu_power", "codecarbon_gpu_power_w": "gpu_power",

@@ -134,7 +134,7 @@ class OutputLock:
         self.path = target.with_name(f".{target.name}.lock")
         self._fd: int | None = None
 
-    def acquire(self) -> "OutputLock":
+    def acquire(self) -> OutputLock:
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
             try:
@@ -229,7 +229,7 @@ class StagedDirectory:
                 raise write_error(self.target, exc) from None
             raise
 
-    def __enter__(self) -> "StagedDirectory":
+    def __enter__(self) -> StagedDirectory:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

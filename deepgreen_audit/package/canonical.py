@@ -43,7 +43,7 @@ def format_value(value, type_: str) -> str:
         return "true" if value else "false"
     if type_ == "datetime":
         if isinstance(value, _dt.datetime):
-            value = value.astimezone(_dt.timezone.utc)
+            value = value.astimezone(_dt.UTC)
             text = value.strftime("%Y-%m-%dT%H:%M:%S")
             if value.microsecond:
                 text += f".{value.microsecond:06d}".rstrip("0")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
@@ -42,7 +42,7 @@ _JSON_TYPES = {"string": (str,), "datetime": (str,), "integer": (int,), "number"
                "boolean": (bool,)}
 
 
-@lru_cache(maxsize=None)
+@cache
 def block_files() -> dict[str, tuple[str, ...]]:
     """{file name: block columns it holds, after the (epoch, phase) key}, from the schema."""
     groups: dict[str, list[str]] = {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pyarrow as pa
@@ -106,7 +106,7 @@ def _parse(name: str, descriptor: dict) -> TableSchema:
                        foreign_keys=fks, descriptor=descriptor)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(name: str) -> TableSchema:
     """The schema of table `name` from `schemas/<name>.json`."""
     path = schema_dir() / f"{name}.json"

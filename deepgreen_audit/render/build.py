@@ -217,7 +217,7 @@ _USEPACKAGE = re.compile(r"^[^%\n]*\\usepackage(?:\[[^\]]*\])?\{([^}]+)\}", re.M
 
 
 def required_tex_packages(tex_file: Path) -> list[str]:
-    """The LaTeX packages `tex_file` loads, read from its \\usepackage lines."""
+    r"""The LaTeX packages `tex_file` loads, read from its \usepackage lines."""
     names = []
     for match in _USEPACKAGE.finditer(tex_file.read_text(encoding="utf-8")):
         names.extend(n.strip() for n in match.group(1).split(",") if n.strip())

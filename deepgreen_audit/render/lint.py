@@ -22,7 +22,7 @@ ALLOWLIST = (r"ResNet-18", r"VGG-16", r"CIFAR-100", r"\bS[1-6]\b")
 #: Commands whose (optional and mandatory) arguments are labels or files, not figures.
 ARGUMENT_COMMANDS = ("ref", "eqref", "autoref", "label", "cite", "input", "include",
                      "includegraphics", "begin", "end", "url", "href", "hypersetup")
-_ARGUMENTS = re.compile(r"\\(?:%s)(?![A-Za-z])\*?(?:\[[^\]]*\])*(?:\{[^}]*\})?" % "|".join(ARGUMENT_COMMANDS))
+_ARGUMENTS = re.compile(r"\\(?:" + "|".join(ARGUMENT_COMMANDS) + r")(?![A-Za-z])\*?(?:\[[^\]]*\])*(?:\{[^}]*\})?")
 _COMMENT = re.compile(r"(?<!\\)%.*$", re.M)
 _ALLOWED = re.compile("|".join(ALLOWLIST))
 _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")

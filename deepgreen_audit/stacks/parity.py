@@ -64,7 +64,7 @@ def tolerances(spec: dict | None = None) -> dict:
         "loss": {"rtol_of_max_1": p["loss_rel_tolerance_of_max_1"]},
         "running_stats": {"atol": p["running_stats_abs_tolerance"],
                           "rtol_of_max": p["running_stats_rel_tolerance_of_max"]},
-        **{name: "exact" for name in p["exact"]},
+        **dict.fromkeys(p["exact"], "exact"),
     }
 
 

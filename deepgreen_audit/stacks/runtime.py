@@ -116,7 +116,7 @@ class DeviceReport:
                         for k, v in self.values().items())
 
     @classmethod
-    def parse_line(cls, line: str) -> "DeviceReport":
+    def parse_line(cls, line: str) -> DeviceReport:
         """The report a built stack's `device` subcommand printed; DeviceReportError if bad."""
         pairs = dict(token.partition("=")[::2] for token in line.split())
         fields = tuple(cls.__dataclass_fields__)

@@ -46,7 +46,7 @@ class Export:
     torchscript_path: Path
 
     @classmethod
-    def at(cls, directory: Path, architecture: str, classes: int, seed: int) -> "Export":
+    def at(cls, directory: Path, architecture: str, classes: int, seed: int) -> Export:
         stem = Path(directory) / export_stem(architecture, classes, seed)
         path = stem.with_suffix(".safetensors")
         return cls(path, stem.with_suffix(".manifest.json"), "", stem.with_suffix(".torchscript.pt"))

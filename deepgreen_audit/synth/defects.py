@@ -19,7 +19,7 @@ not change what another chooses.
 from __future__ import annotations
 
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

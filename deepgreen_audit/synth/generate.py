@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -22,8 +22,7 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.package.schema import TABLES, load_schema, phases
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
-from deepgreen_audit.spec import (declared_device, dl4j_backend, load_spec, master_seed, recipe,
-                                  tf32_allowed)
+from deepgreen_audit.spec import declared_device, dl4j_backend, load_spec, master_seed, recipe, tf32_allowed
 from deepgreen_audit.synth.model import CODECARBON_CONFIG_PLACEHOLDER, SynthModel
 from deepgreen_audit.units import J_PER_KWH
 

@@ -132,8 +132,8 @@ the methods are ``codecarbon_cpu_method`` / ``codecarbon_gpu_method``
 (the specification's: "rapl" / "nvml").  Emissions are ``codecarbon_energy_kwh *
 carbon_intensity_kg_per_kwh`` in ``codecarbon_country_iso_code`` (no region, as the offline
 tracker writes it), their rate is emissions / ``codecarbon_duration_s``; the environment
-carries ``codecarbon_ram_total_gb``, ``codecarbon_pue`` and no cloud.  The bias stands for CodeCarbon's interpolation of its
-1 Hz power readings over a tracker that outlives the window; the
+carries ``codecarbon_ram_total_gb``, ``codecarbon_pue`` and no cloud.  The bias stands for
+CodeCarbon's interpolation of its 1 Hz power readings over a tracker that outlives the window; the
 difference between the two readings is therefore about +2 % plus RAM.
 
 Learning curves
@@ -440,7 +440,7 @@ class SynthModel:
             out[f.name] = value
         return out
 
-    def with_overrides(self, overrides: dict, *, where: str | Path | None = None) -> "SynthModel":
+    def with_overrides(self, overrides: dict, *, where: str | Path | None = None) -> SynthModel:
         """A copy with `overrides` applied; dict parameters are merged key by key."""
         names = {f.name: f for f in dataclasses.fields(self)}
         changes = {}
@@ -458,7 +458,7 @@ class SynthModel:
                 if not isinstance(value, (list, tuple)) or len(value) != len(current):
                     raise UserError(f"{key} must be a list of {len(current)} values", path=where)
                 value = tuple(value)
-            elif isinstance(current, bool) or isinstance(current, str):
+            elif isinstance(current, (bool, str)):
                 if type(value) is not type(current):
                     raise UserError(f"{key} must be a {type(current).__name__}", path=where)
             elif isinstance(current, (int, float)):
@@ -469,12 +469,12 @@ class SynthModel:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def from_dict(cls, overrides: dict) -> "SynthModel":
+    def from_dict(cls, overrides: dict) -> SynthModel:
         """The default model with `overrides` applied."""
         return cls().with_overrides(overrides)
 
     @classmethod
-    def from_toml(cls, path: str | Path, base: "SynthModel | None" = None) -> "SynthModel":
+    def from_toml(cls, path: str | Path, base: SynthModel | None = None) -> SynthModel:
         """The default model (or `base`) with the parameters of a TOML file applied.
 
         Top-level keys are parameter names; a table overrides only the keys it

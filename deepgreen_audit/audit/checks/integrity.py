@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from deepgreen_audit.package import paths
-from deepgreen_audit.registry import Outcome, check
 from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.package.rundirs import flatten_files, restore_files
 from deepgreen_audit.package.schema import TABLES
 from deepgreen_audit.package.tables import canonical_bytes
+from deepgreen_audit.registry import Outcome, check
 
 
 @check("integrity.validate", "integrity")

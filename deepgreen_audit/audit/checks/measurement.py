@@ -282,7 +282,7 @@ def power_plausible(ctx):
         powers = pd.DataFrame(device_powers(ctx))
         return Outcome.failed("implausible power: " + "; ".join(found), rows=int(bad.sum()),
                               details=per_run_evidence(ctx, b.loc[bad].join(powers.loc[bad]),
-                                                       {c: "median" for c in powers}))
+                                                       dict.fromkeys(powers, "median")))
     return Outcome.passed(f"{checked:,} derived device powers within their plausible ranges")
 
 
@@ -367,7 +367,7 @@ def modelled_cpu_power(ctx):
     mode_share = float(t["load_model_mode_share"])
     declared = b["codecarbon_cpu_method"].isin(["tdp-constant", "load-model"])
     kind = pd.Series(None, index=b.index, dtype=object)
-    for run_id, idx in b.groupby("run_id").groups.items():
+    for idx in b.groupby("run_id").groups.values():
         values = power[idx].to_numpy()
         values = values[np.isfinite(values)]
         if not len(values):
