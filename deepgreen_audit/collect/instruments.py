@@ -60,10 +60,12 @@ class Instruments:
             self.nvml.close()
 
 
-def probe(*, pynvml_module=None, powercap_root: Path = POWERCAP_ROOT):
+def probe(*, pynvml_module=None,
+          powercap_root: Path = POWERCAP_ROOT) -> tuple[Nvml | None, Rapl | None, dict[str, str]]:
     """(Nvml or None, Rapl or None, {counter: reason}) for this host."""
     missing: dict[str, str] = {}
-    nvml = rapl = None
+    nvml: Nvml | None = None
+    rapl: Rapl | None = None
     try:
         nvml = Nvml(pynvml_module)
         nvml.total_energy_mj()

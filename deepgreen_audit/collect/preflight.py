@@ -83,14 +83,14 @@ def preflight_check(id: str, section: str, subjects: Callable[[Preflight], list[
 
 
 @preflight_check("host.interpreter", "host")
-def interpreter(ctx: Preflight):
+def interpreter(ctx: Preflight) -> Outcome:
     """The interpreter is Python 3.11 or newer."""
     message = f"{sys.executable} (Python {sys.version.split()[0]}; 3.11 or newer needed)"
     return Outcome(sys.version_info >= (3, 11), message)
 
 
 @preflight_check("host.codecarbon", "host")
-def codecarbon(ctx: Preflight):
+def codecarbon(ctx: Preflight) -> Outcome:
     """CodeCarbon 3.x is installed and the pinned collect/codecarbon.ini is there."""
     from deepgreen_audit.collect.codecarbon_tracker import load_config, require_codecarbon
 
@@ -103,7 +103,7 @@ def codecarbon(ctx: Preflight):
 
 
 @preflight_check("counter.readable", "counter", subjects=lambda ctx: list(COUNTERS))
-def counter_readable(ctx: Preflight):
+def counter_readable(ctx: Preflight) -> Outcome:
     """The energy counter (NVML for the GPUs, RAPL for the CPU packages) is readable;
     --allow-missing-counters makes a missing one a warning (collect records empty cells)."""
     if ctx.subject not in ctx.missing_counters:
@@ -135,7 +135,7 @@ def _frameworks_used(ctx: Preflight) -> list[str]:
 
 
 @preflight_check("version.pinned", "version", subjects=_frameworks_used)
-def version_pinned(ctx: Preflight):
+def version_pinned(ctx: Preflight) -> Outcome:
     """Each framework the plan's stacks use is at its pinned version (S4_backend.pinned_versions);
     --allow-unpinned makes another version a warning (a machine image whose versions cannot be
     chosen: the runs record what they found and the audit's S4.pinned-versions says so)."""
@@ -165,7 +165,7 @@ def _python_stacks(ctx: Preflight) -> list[str]:
 
 
 @preflight_check("stack.interpreter", "stack", subjects=_python_stacks)
-def stack_interpreter(ctx: Preflight):
+def stack_interpreter(ctx: Preflight) -> Outcome:
     """The interpreter a python stack's runs start in exists: the plan's `python`, else the stack's
     own environment (set-up builds one per framework on a cuda host), else this one. On a cuda
     campaign a stack without an environment of its own is a warning: one environment resolves
@@ -201,7 +201,7 @@ def interpreter_missing(stack) -> str | None:
 
 
 @preflight_check("stack.ready", "stack", subjects=lambda ctx: list(_first_jobs(ctx.plan)))
-def stack_ready(ctx: Preflight):
+def stack_ready(ctx: Preflight) -> Outcome:
     """The stack is defined in the plan, importable or built (with the tool that runs it), and
     the data of the dataset it runs on is present (a Python stack's own `check(job)`, called
     in a separate process as the run will be; for a built stack, the prepared store and the
@@ -246,7 +246,7 @@ def ask_device(plan: Plan, ecosystem: str) -> DeviceAnswer:
 
 @preflight_check("stack.device", "stack",
                  subjects=lambda ctx: sorted({j.ecosystem for j in ctx.plan.jobs} & set(ctx.plan.stacks)))
-def stack_device(ctx: Preflight):
+def stack_device(ctx: Preflight) -> Outcome:
     """The stack's framework places its work on the plan's declared device on this host, as the
     stack itself says (a Python stack's device() hook, a built stack's `device` subcommand, in a
     separate process): a cuda campaign where a framework would fall back to the CPU is refused

@@ -13,9 +13,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deepgreen_audit.package import paths
 from deepgreen_audit.registry import Outcome, Skip, check
+
+if TYPE_CHECKING:  # the audit layer, for the annotation only
+    from deepgreen_audit.audit.context import AuditContext
 
 #: Digits that are part of a name, not a quoted figure.
 ALLOWLIST = (r"ResNet-18", r"VGG-16", r"CIFAR-100", r"\bS[1-6]\b")
@@ -75,7 +79,7 @@ def lint_paper(path: Path) -> list[TypedNumber]:
 
 
 @check("source.results-text-numbers", "source")
-def results_text_numbers(ctx):
+def results_text_numbers(ctx: AuditContext) -> Outcome:
     """The manuscript's results text (abstract and Results section of paper/paper.tex) types
     no number: every figure it quotes comes from a macro the renderer wrote
     (deepgreen_audit.render.lint)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.audit.context import describe_counts, evidence, per_run_evidence, relative_difference
+from deepgreen_audit.audit.context import AuditContext, describe_counts, evidence, per_run_evidence, relative_difference
 from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 
@@ -37,7 +37,7 @@ def _fewest_wraps(start: list[int], end: list[int]) -> list[int]:
 
 
 @check("S5.both-readings", "S5", table="blocks")
-def both_readings(ctx):
+def both_readings(ctx: AuditContext) -> Outcome:
     """Every block carries both energy readings: the hardware counters (energy_j) and
     CodeCarbon (codecarbon_energy_j)."""
     b = ctx.blocks
@@ -55,7 +55,7 @@ def both_readings(ctx):
 
 
 @check("S5.counter-recompute", "S5", table="blocks")
-def counter_recompute(ctx):
+def counter_recompute(ctx: AuditContext) -> Outcome:
     """gpu_energy_j and cpu_energy_j equal the differences of the raw NVML (mJ) and RAPL (uJ)
     readings recomputed here: per RAPL domain end - start + wraps x max_energy_range_uj, with
     the wraps the harness counted (rapl_wraps), or where none were recorded the fewest the
@@ -107,7 +107,7 @@ def counter_recompute(ctx):
 
 
 @check("S5.rapl-wraps", "S5", table="blocks")
-def rapl_wraps(ctx):
+def rapl_wraps(ctx: AuditContext) -> Outcome:
     """RAPL wraps are counted, not assumed. A block's recorded wraps (rapl_wraps, counted by
     reading the counters at least once a second) must agree with its readings: a domain whose
     counter went down (end < start) wrapped at least once. A block with readings but no
@@ -155,7 +155,7 @@ def rapl_wraps(ctx):
 
 
 @check("S5.energy-domains", "S5", table="blocks")
-def energy_domains(ctx):
+def energy_domains(ctx: AuditContext) -> Outcome:
     """Energy equals the sum of its domains: energy_j = gpu_energy_j + cpu_energy_j, and
     CodeCarbon's energy_consumed (kWh) = its CPU + GPU + RAM energies."""
     b = ctx.blocks
@@ -182,7 +182,7 @@ def energy_domains(ctx):
 
 
 @check("S5.units", "S5", table="blocks")
-def units(ctx):
+def units(ctx: AuditContext) -> Outcome:
     """Energy in kWh under a joule label, found from magnitudes: a *_j column whose implied
     power (energy / duration) is below a plausible floor, or codecarbon_energy_j that is not
     codecarbon_energy_kwh x J/kWh."""
@@ -256,7 +256,7 @@ def power_bounds(ctx) -> dict[str, tuple[pd.Series, float, pd.Series | float, pd
 
 
 @check("S5.power-plausible", "S5", table="blocks")
-def power_plausible(ctx):
+def power_plausible(ctx: AuditContext) -> Outcome:
     """The power of each recorded device is plausible, both the block mean derived from
     energy / duration (counters and CodeCarbon) and the power CodeCarbon reported: a GPU
     between gpu_power_min_w and its board limit (x gpu_power_limit_factor), the CPU packages
@@ -287,7 +287,7 @@ def power_plausible(ctx):
 
 
 @check("S5.codecarbon-agreement", "S5", table="blocks")
-def codecarbon_agreement(ctx):
+def codecarbon_agreement(ctx: AuditContext) -> Outcome:
     """CodeCarbon's energy agrees with the counters' within codecarbon_agreement_tolerance,
     block by block, over the domains the counters measured: CPU + GPU, or the GPU alone in a
     block whose CPU counter is missing (a GPU-board boundary, e.g. no RAPL on the host)."""
@@ -315,7 +315,7 @@ def codecarbon_agreement(ctx):
 
 
 @check("S5.codecarbon-duration", "S5", table="blocks")
-def codecarbon_duration(ctx):
+def codecarbon_duration(ctx: AuditContext) -> Outcome:
     """CodeCarbon's tracker spans the counter window: the harness nests it inside the window
     (counters read, tracker started ... tracker stopped, counters read), so its duration may
     fall short of duration_s by the time of the counter reads, at most
@@ -349,7 +349,7 @@ def _mode_share(values: np.ndarray, rel: float) -> float:
 
 
 @check("S5.modelled-cpu-power", "S5", table="blocks")
-def modelled_cpu_power(ctx):
+def modelled_cpu_power(ctx: AuditContext) -> Outcome:
     """CodeCarbon's CPU power was modelled rather than measured: declared (method
     tdp-constant or load-model) or detected from the data: a run whose CPU power is one
     constant (a TDP fallback), or sits on one value (to constant_power_relative_spread) in
@@ -404,7 +404,7 @@ def _major(version) -> int | None:
 
 
 @check("S5.codecarbon-version", "S5", table="environment")
-def codecarbon_version(ctx):
+def codecarbon_version(ctx: AuditContext) -> Outcome:
     """Every run used one CodeCarbon version, of the specified major version or later
     (2.x falls back to a constant modelled CPU power)."""
     env = ctx.environment
@@ -425,7 +425,7 @@ def codecarbon_version(ctx):
 
 
 @check("S5.codecarbon-config", "S5", table="environment")
-def codecarbon_config(ctx):
+def codecarbon_config(ctx: AuditContext) -> Outcome:
     """Every run used one pinned CodeCarbon configuration file (one config hash)."""
     env = ctx.environment
     if env.empty:
@@ -453,7 +453,7 @@ def _campaign_value(values: pd.Series, eligible: pd.Series):
 
 
 @check("S5.tracking-mode", "S5", table="environment")
-def tracking_mode(ctx):
+def tracking_mode(ctx: AuditContext) -> Outcome:
     """Every run tracked CodeCarbon in the specified mode (machine)."""
     env = ctx.environment
     wanted = ctx.spec["S5_measurement"]["codecarbon_tracking_mode"]
@@ -471,7 +471,7 @@ def tracking_mode(ctx):
 
 
 @check("S5.gpu-count", "S5", table="environment")
-def gpu_count(ctx):
+def gpu_count(ctx: AuditContext) -> Outcome:
     """CodeCarbon tracked as many GPUs as NVML counts for the run (environment gpu_count):
     CodeCarbon's GPU energy covers only the GPUs it found, so a different count makes its
     reading cover another boundary than the counters'.  Runs that record only one of the two
@@ -497,7 +497,7 @@ def gpu_count(ctx):
 
 
 @check("S5.short-blocks", "S5", table="blocks")
-def short_blocks(ctx):
+def short_blocks(ctx: AuditContext) -> Outcome:
     """Blocks shorter than CodeCarbon's sampling interval: their CodeCarbon energy rests on
     at most one power reading."""
     b = ctx.block_runs
@@ -515,7 +515,7 @@ def short_blocks(ctx):
 
 
 @check("S5.sampler", "S5", table="runs")
-def sampler(ctx):
+def sampler(ctx: AuditContext) -> Outcome:
     """Every run has its 1 Hz samples, spaced at the specified sampler rate, over its span."""
     rate = float(ctx.spec["S5_measurement"]["sampler_rate_hz"])
     s = ctx.samples
@@ -555,7 +555,7 @@ def _identity_outcome(ctx, found: list[dict], checked: int, what: str, extra: st
 
 
 @check("S5.carbon-intensity", "S5", table="blocks")
-def carbon_intensity(ctx):
+def carbon_intensity(ctx: AuditContext) -> Outcome:
     """CodeCarbon's emissions are its energy times one carbon intensity per location (country,
     region): each block's emissions / energy within carbon_intensity_relative_tolerance of its
     location's median. The message lists each location's intensity (S6.constancy says whether
@@ -579,7 +579,7 @@ def carbon_intensity(ctx):
 
 
 @check("S5.emissions-rate", "S5", table="blocks")
-def emissions_rate(ctx):
+def emissions_rate(ctx: AuditContext) -> Outcome:
     """CodeCarbon's emissions_rate is its emissions over its duration, within
     emissions_rate_relative_tolerance."""
     b = ctx.block_runs
@@ -596,7 +596,7 @@ def emissions_rate(ctx):
 
 
 @check("S5.power-duration", "S5", table="blocks")
-def power_duration(ctx):
+def power_duration(ctx: AuditContext) -> Outcome:
     """Where CodeCarbon reports one constant power for a domain over a whole run (a modelled
     power), the domain's energy is that power times its duration, within
     power_duration_relative_tolerance: where it is not, CodeCarbon integrated its energy over
@@ -634,7 +634,7 @@ def _identity_row(b: pd.DataFrame, i, found: float, expected: float, unit: str) 
             "relative_difference": abs(found - expected) / abs(expected) if expected else float("inf")}
 
 @check("S5.slurm-energy", "S5", table="runs")
-def slurm_energy(ctx):
+def slurm_energy(ctx: AuditContext) -> Outcome:
     """Slurm's whole-run ConsumedEnergy (runs.slurm_consumed_energy_j, a third reading, never
     mixed into the blocks) is at least slurm_energy_min_ratio times the run's summed block
     energy_j: it covers the whole exclusive job, including the time between blocks (start-up,
