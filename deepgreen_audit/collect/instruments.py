@@ -3,7 +3,7 @@
 `probe()` opens NVML energy and RAPL and keeps, for each missing counter, a
 one-line reason.  `Instruments.open()` refuses a host with a missing counter
 unless the caller allowed it, in which case the reasons travel into the
-tables (DESIGN.md section 3: missing is empty plus a reason).
+tables (docs/design.md, "Measurement contract": missing is empty plus a reason).
 """
 
 from __future__ import annotations

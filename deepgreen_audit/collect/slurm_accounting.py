@@ -6,7 +6,7 @@ accounting (no slurmdbd: "Slurm accounting storage is disabled") still knows
 its recent jobs: `scontrol show job -o` gives the state and the reason, but no
 energy.  ConsumedEnergy is a whole-run reading from the cluster's
 `acct_gather_energy` plugin; a cluster without one reports 0, which is
-missing, not zero energy (DESIGN.md section 8), and so is an empty cell.
+missing, not zero energy (docs/design.md, "Honesty rules"), and so is an empty cell.
 """
 
 from __future__ import annotations

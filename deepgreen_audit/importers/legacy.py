@@ -283,7 +283,8 @@ def _num(row: SourceRow, column: str) -> float | None:
     """A CodeCarbon number, or None for an empty cell (CodeCarbon's own "missing").  Text
     that is no number, NaN and infinity are refused, naming the source cell: a NaN says
     CodeCarbon's computation failed, and writing it empty would claim a missing reading the
-    importer cannot state a reason for (DESIGN.md 8: missing is empty plus a reason)."""
+    importer cannot state a reason for (docs/design.md, "Honesty rules": missing is empty plus a
+    reason)."""
     text = row.cells[column].strip()
     if text == "":
         return None

@@ -1,7 +1,7 @@
 """Atomic writes: a temporary sibling, then a rename.
 
 An interrupted command leaves either the old state or the new one, never
-half of either (DESIGN.md section 5).  Folder outputs also never destroy
+half of either (docs/design.md, "Run directories").  Folder outputs also never destroy
 their inputs or each other:
 
 * an output that is, contains or lies inside one of the command's inputs is

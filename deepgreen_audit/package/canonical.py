@@ -1,4 +1,4 @@
-"""The canonical text form of a cell (DESIGN.md section 4).
+"""The canonical text form of a cell (docs/design.md, "Canonical cells").
 
 Canonical CSV is UTF-8, LF, a header row in the schema's column order,
 floats in Python's shortest round-trip form (`repr`, zero unsigned), integers

@@ -1,6 +1,6 @@
 """Run directories and the two exact directions between them and a package.
 
-A tree of run directories (DESIGN.md section 5) looks like::
+A tree of run directories (docs/design.md, "Run directories") looks like::
 
     RUNS/package.json                      package-level metadata (title, provenance, ...)
     RUNS/<campaign>/<run_id>/manifest.json the runs row and the environment row

@@ -5,7 +5,7 @@ not measured.  It exists so that every layer (validate, audit, restore,
 render) can be exercised end to end at the full size of the study, and so
 that an analysis can be checked against a known answer: everything the
 generator plants is written to ``synth-truth.json`` beside the tables, and
-the descriptor says ``"synthetic": true`` (DESIGN.md section 8).
+the descriptor says ``"synthetic": true`` (docs/design.md, "Honesty rules").
 
 What comes from where
 =====================
