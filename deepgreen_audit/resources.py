@@ -29,7 +29,8 @@ SHIPPED = "project"
 
 def shipped_root() -> Path:
     """The shipped files, laid out as at the top of the checkout (stacks/, paper/, ...)."""
-    return Path(os.fspath(resources.files("deepgreen_audit") / SHIPPED))
+    # the package's files lie in a folder (an installed or editable package, not a zip)
+    return Path(os.fspath(resources.files("deepgreen_audit") / SHIPPED))  # type: ignore[call-overload]
 
 
 def project_file(*parts: str) -> Path:

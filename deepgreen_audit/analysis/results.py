@@ -45,15 +45,16 @@ class Results:
     """Scalars by macro name, and the frames behind the tables and figures."""
 
     values: dict = field(default_factory=dict)
-    totals: pd.DataFrame | None = None
-    medians: pd.DataFrame | None = None
-    spreads: pd.DataFrame | None = None
-    variability: pd.DataFrame | None = None
-    accuracy_spreads: pd.DataFrame | None = None
-    final_accuracy: pd.DataFrame | None = None
-    pairwise: pd.DataFrame | None = None
-    paired_blocks: pd.DataFrame | None = None
-    utilisation: pd.DataFrame | None = None
+    # The frames are None until `results()` fills them; the renderers read filled Results.
+    totals: pd.DataFrame = None
+    medians: pd.DataFrame = None
+    spreads: pd.DataFrame = None
+    variability: pd.DataFrame = None
+    accuracy_spreads: pd.DataFrame = None
+    final_accuracy: pd.DataFrame = None
+    pairwise: pd.DataFrame = None
+    paired_blocks: pd.DataFrame = None
+    utilisation: pd.DataFrame = None
     #: within-host beside across-host spread per configuration (None: one host)
     host_spread: pd.DataFrame | None = None
     #: LaTeX conditionals (\ifName) the text branches on: what the declared design holds

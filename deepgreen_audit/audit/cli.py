@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from deepgreen_audit.errors import UserError
 
@@ -33,6 +34,7 @@ def cmd_audit(args) -> int:
     location = resolve_package(args.package)
     check_verb(location, "audit")
     files = report_files(args, location)
+    ctx: Any  # the suite's context: a LogContext or an AuditContext (None when validation failed)
     if codecarbon_audit.is_codecarbon_log(location):  # the audit of anyone's CodeCarbon logs
         from deepgreen_audit.spec import load_spec
 

@@ -94,7 +94,7 @@ def audit_log(location, *, spec: dict | None = None,
     for c in order:
         finding = run_check(c, ctx)
         if c.id == "integrity.validate":
-            finding = dataclasses.replace(finding, seconds=finding.seconds + validated_in)
+            finding = dataclasses.replace(finding, seconds=(finding.seconds or 0.0) + validated_in)
         if c.suite == "audit":
             finding = _in_log_terms(finding)
             if c.id == "S5.emissions-rate" and finding.status == "fail":

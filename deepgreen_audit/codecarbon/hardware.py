@@ -121,10 +121,11 @@ def gpu_limit(model, extra: dict | None = None) -> tuple[float, str] | None:
     table = dict(GPU_BOARD_LIMIT_W)
     for name, watts in (extra or {}).items():
         table[re.sub(r"^NVIDIA\s+", "", name)] = (float(watts), "collect/experiment.toml [audit]")
-    found = [table.get(gpu_name(part)) for part in re.split(r"[;,]", model) if gpu_name(part)]
-    if not found or any(f is None for f in found):
+    found = [table.get(name) for name in map(gpu_name, re.split(r"[;,]", model)) if name]
+    limits = [f for f in found if f is not None]
+    if not found or len(limits) < len(found):
         return None
-    return max(found)
+    return max(limits)
 
 
 #: CodeCarbon's CPU table, pinned (data/README.md says where it comes from).

@@ -143,7 +143,7 @@ def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, prog
     summary = CollectSummary(runs_dir=runs_dir)
     ensure_campaign_metadata(plan, out, missing, gpus, synthetic_reason)
     total = len(plan.jobs)
-    alike: list[str] = []  # the causes of the latest consecutive failures
+    alike: list[str | None] = []  # the causes of the latest consecutive failures
     for n, job in enumerate(plan.jobs, start=1):
         if is_completed(out, job):
             summary.skipped.append(job.run_id)

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deepgreen_audit.collect.errors import CounterUnavailable
+
+if TYPE_CHECKING:  # imported when CodeCarbon runs (it loads CodeCarbon)
+    from deepgreen_audit.collect.codecarbon_tracker import CodeCarbonTracker
 from deepgreen_audit.collect.nvml import Nvml
 from deepgreen_audit.collect.rapl import POWERCAP_ROOT, Rapl, RaplReading
 from deepgreen_audit.errors import UserError
@@ -29,7 +33,7 @@ class Instruments:
 
     nvml: Nvml | None = None
     rapl: Rapl | None = None
-    codecarbon: object | None = None
+    codecarbon: CodeCarbonTracker | None = None
     missing: dict[str, str] = field(default_factory=dict)
 
     @classmethod

@@ -136,7 +136,7 @@ class Plan:
 
 
 def _enum(table: str, column: str) -> tuple[str, ...]:
-    return load_schema(table).field(column).enum
+    return load_schema(table).field(column).allowed
 
 
 def _list(scope: dict, key: str, default: list[str], allowed: tuple[str, ...], path: Path) -> list[str]:
@@ -165,7 +165,7 @@ def derive_seed(master_seed: int, run_id: str, attempt: int = 0) -> int:
 
 def schedule(configs: list[tuple[str, str, str]], repetitions: int, master_seed: int):
     """[(config, repetition)] in interleaved order: one shuffled round per repetition."""
-    order = []
+    order: list = []
     for rep in range(1, repetitions + 1):
         round_ = list(configs)
         random.Random(f"{master_seed}/round/{rep}").shuffle(round_)
@@ -196,7 +196,7 @@ def load_plan(path: Path | None = None) -> Plan:
     spec = load_spec()
     campaign = data.get("campaign")
     import re
-    if not isinstance(campaign, str) or not re.fullmatch(load_schema("runs").field("campaign").pattern,
+    if not isinstance(campaign, str) or not re.fullmatch(load_schema("runs").field("campaign").regex,
                                                          campaign):
         raise UserError(f"{campaign!r} is not a safe campaign name", path=path, field="campaign",
                         code="plan-error")

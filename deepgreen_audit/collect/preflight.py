@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from deepgreen_audit.collect.plan import Plan
+from deepgreen_audit.collect.plan import Job, Plan
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.registry import Outcome, check, registered_checks, run_check
 from deepgreen_audit.report import Report
@@ -67,6 +67,13 @@ class Preflight:
     allow_unpinned: bool = False
     missing_counters: dict = field(default_factory=dict)
     subject: str | None = None
+
+    @property
+    def the_subject(self) -> str:
+        """The subject of a check that runs once per subject (set by the suite's driver, once per subject)."""
+        if self.subject is None:
+            raise ValueError("a per-subject preflight check ran without its subject")
+        return self.subject
 
 
 #: Check id -> the subjects it runs once for (a check not named here runs once).
@@ -141,7 +148,7 @@ def version_pinned(ctx: Preflight) -> Outcome:
     chosen: the runs record what they found and the audit's S4.pinned-versions says so)."""
     from deepgreen_audit import pins
 
-    framework = ctx.subject
+    framework = ctx.the_subject
     want, have = pins.pinned().get(framework), _installed(ctx, framework)
     if have == want:
         return Outcome.passed(f"{framework} {have}")
@@ -150,9 +157,9 @@ def version_pinned(ctx: Preflight) -> Outcome:
     return Outcome.allowed_gap(message) if ctx.allow_unpinned else Outcome.failed(message)
 
 
-def _first_jobs(plan: Plan) -> dict[str, object]:
+def _first_jobs(plan: Plan) -> dict[str, Job]:
     """'ecosystem/dataset' -> the first job of the plan that runs it."""
-    first = {}
+    first: dict = {}
     for job in plan.jobs:
         first.setdefault(f"{job.ecosystem}/{job.dataset}", job)
     return dict(sorted(first.items()))
@@ -171,7 +178,7 @@ def stack_interpreter(ctx: Preflight) -> Outcome:
     campaign a stack without an environment of its own is a warning: one environment resolves
     one build of each CUDA library for every framework, and a framework without its GPU build
     trains on the CPU (which the audit then fails)."""
-    stack = ctx.plan.stacks[ctx.subject]
+    stack = ctx.plan.stacks[ctx.the_subject]
     missing = interpreter_missing(stack)
     if missing:
         return Outcome.failed(missing)
@@ -206,7 +213,7 @@ def stack_ready(ctx: Preflight) -> Outcome:
     the data of the dataset it runs on is present (a Python stack's own `check(job)`, called
     in a separate process as the run will be; for a built stack, the prepared store and the
     weight export). A failure names its fix."""
-    job = _first_jobs(ctx.plan)[ctx.subject]
+    job = _first_jobs(ctx.plan)[ctx.the_subject]
     return stack_check(ctx.plan, job.ecosystem, job)
 
 
@@ -251,7 +258,7 @@ def stack_device(ctx: Preflight) -> Outcome:
     stack itself says (a Python stack's device() hook, a built stack's `device` subcommand, in a
     separate process): a cuda campaign where a framework would fall back to the CPU is refused
     before its first run, not found by the audit afterwards."""
-    answer = ask_device(ctx.plan, ctx.subject)
+    answer = ask_device(ctx.plan, ctx.the_subject)
     if answer.report is None:
         return Outcome.failed(f"{ctx.subject} cannot say which device it would use: {answer.error}")
     mismatch = answer.mismatch(ctx.plan.device)
@@ -313,9 +320,9 @@ def stack_check(plan: Plan, eco: str, job) -> Outcome:
     exe = shutil.which(stack.command[0]) or stack.command[0]
     built = native.NATIVE_STACKS.get(eco)
     if built is not None:
-        missing = built.missing_tools(built.runtime_tools)
-        if missing:
-            return Outcome.failed(f"{', '.join(missing)} is not on PATH ({native.TOOL_HINTS[eco]})")
+        missing_tools = built.missing_tools(built.runtime_tools)
+        if missing_tools:
+            return Outcome.failed(f"{', '.join(missing_tools)} is not on PATH ({native.TOOL_HINTS[eco]})")
         if not built.product_path.is_file():
             return Outcome.failed(f"{built.product_path} is not built: {built.fix()}")
         stale = built.stale_inputs()

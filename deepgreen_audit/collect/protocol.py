@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
 from deepgreen_audit.collect.errors import ProtocolViolation
-from deepgreen_audit.collect.harness import ENVIRONMENT_KEYS, RUN_KEYS, _field_type
+from deepgreen_audit.collect.harness import ENVIRONMENT_KEYS, RUN_KEYS, Harness, _field_type
 from deepgreen_audit.package.canonical import format_value, is_canonical, parse_value
 
 PROTOCOL_VERSION = 1
@@ -58,7 +58,7 @@ def _in_range(value, what: str):
     return value
 
 
-def _number(text: str, what: str) -> float:
+def _number(text: str, what: str) -> float | None:
     if text == "-":
         return None
     if not is_canonical(text, "number") and not is_canonical(text, "integer"):
@@ -93,7 +93,7 @@ def _pairs(tokens: list[str], allowed: tuple[str, ...], required: tuple[str, ...
 class Session:
     """One client's conversation with a harness; `handle(line) -> reply` (both without LF)."""
 
-    harness: object
+    harness: Harness
     hello: dict[str, str] = field(default_factory=dict)
     greeted: bool = False
     finished: bool = False
@@ -290,11 +290,13 @@ class HarnessServer:
 
     def join(self, timeout: float | None = None) -> str | None:
         """The outcome; a session still open after `timeout` is cut and counts as failed."""
-        self._thread.join(timeout)
-        if self._thread.is_alive():
+        thread = self._thread
+        assert thread is not None, "join() before start()"
+        thread.join(timeout)
+        if thread.is_alive():
             if self._conn is None:
                 with contextlib.suppress(OSError):
                     self.listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
             self.cut(f"the connection was still open {timeout:g} s after the stack process ended")
-            self._thread.join(5)
+            thread.join(5)
         return self.failure

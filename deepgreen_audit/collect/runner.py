@@ -42,10 +42,13 @@ class RunFailed(Exception):
 
 def load_stack_module(stack: Stack):
     """Import a Python stack program from its file (each stack is a plain program)."""
-    if not stack.program.is_file():
-        raise RunFailed(f"stack program {stack.program} does not exist")
+    program = stack.program
+    if program is None or not program.is_file():
+        raise RunFailed(f"stack program {program} does not exist")
     spec = importlib.util.spec_from_file_location(f"deepgreen_stack_{stack.ecosystem.replace('-', '_')}",
-                                                  stack.program)
+                                                  program)
+    if spec is None or spec.loader is None:
+        raise RunFailed(f"stack program {program} cannot be imported as a module")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     for hook in ("run", "check"):

@@ -178,6 +178,8 @@ def settle(plan: Plan, out: Path, watched: set[str] | None = None) -> tuple[dict
     jobs = {job.run_id: job for job in plan.jobs}
     for path, submission in _records(out):
         counted = submission["job_id"] in watched if watched is not None else not submission["settled"]
+        tasks: dict
+        energy_note: str | None
         if submission["settled"]:
             tasks, energy_note, age_s = {}, None, 0.0
         else:

@@ -88,7 +88,7 @@ def consumed_energy(raw: str | None, source_note: str | None = None) -> tuple[fl
 def _expand_tasks(text: str) -> list[int]:
     """Task ids of '4', '[2-5,7%2]' or '2-5': the forms sacct and scontrol write."""
     text = text.strip("[]").split("%")[0]
-    tasks = []
+    tasks: list[int] = []
     for part in filter(None, text.split(",")):
         low, _, high = part.partition("-")
         tasks.extend(range(int(low), int(high or low) + 1))

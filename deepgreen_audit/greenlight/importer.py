@@ -67,7 +67,7 @@ def call_row(record: CallRecord) -> dict:
     """The api_calls row of one imported record (figures by FECoM's method)."""
     figures = call_figures(record)
     t = record.times
-    row = {f.name: None for f in load_schema("api_calls").fields}
+    row: dict[str, object] = {f.name: None for f in load_schema("api_calls").fields}
     row.update({
         "call_id": record.call_id, "source": record.source,
         "experiment_kind": record.experiment_kind, "project": record.project,

@@ -74,7 +74,8 @@ def _torch(name: str, size: int) -> PreparedCall:
 
     gen = torch.Generator().manual_seed(size)
     if name == "torch.matmul":
-        args = (torch.rand(size, size, generator=gen), torch.rand(size, size, generator=gen))
+        args: tuple[torch.Tensor, ...] = (torch.rand(size, size, generator=gen),
+                                          torch.rand(size, size, generator=gen))
         shape = f"{size}x{size} @ {size}x{size}"
     elif name == "torch.nn.functional.conv2d":
         args = (torch.rand(1, 3, size, size, generator=gen), torch.rand(16, 3, 3, 3, generator=gen))

@@ -211,7 +211,7 @@ def read_rows(root: Path, rel: str, ecosystem: str | None = None, *,
 
 
 def _index(rows: list[SourceRow], where: str) -> dict[tuple, SourceRow]:
-    index = {}
+    index: dict = {}
     for r in rows:
         if r.key in index:
             raise UserError(f"two rows for {'/'.join(map(str, r.key))} (also line "
@@ -222,8 +222,9 @@ def _index(rows: list[SourceRow], where: str) -> dict[tuple, SourceRow]:
 
 def compare(name: str, truth: dict[tuple, SourceRow], other: list[SourceRow]) -> dict:
     """Cell-by-cell comparison of duplicate rows with the source of truth (R32 columns)."""
-    differing, columns = 0, {}
-    examples = []
+    differing = 0
+    columns: dict[str, int] = {}
+    examples: list = []
     for r in other:
         t = truth.get(r.key)
         if t is None:
@@ -330,7 +331,7 @@ HOST_CONTEXT = {"ram_total_size": "ram_total_gb", "pue": "pue", "on_cloud": "on_
 def _host_context(blocks: list[SourceRow], run_id: str) -> dict:
     """The run's RAM size, PUE and cloud facts; a run whose rows disagree is refused (it would
     need a per-block place, and the legacy logs never disagree within a run)."""
-    context = {}
+    context: dict[str, object] = {}
     for column, name in HOST_CONTEXT.items():
         values = {b.cells[column].strip() for b in blocks}
         if len(values) > 1:
@@ -365,7 +366,7 @@ def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]
     for r in rows:
         runs_of.setdefault(r.key[:3], []).append(r)
     schemas = {name: load_schema(name) for name in TABLES}
-    cols = {name: {f.name: [] for f in schemas[name].fields} for name in TABLES}
+    cols: dict[str, dict[str, list]] = {name: {f.name: [] for f in schemas[name].fields} for name in TABLES}
     source_rows = []
     origins: dict[str, list[dict[str, SourceRow]]] = {name: [] for name in TABLES}
     frameworks = {eco: fw for eco, fw, *_ in STACKS.values()}

@@ -45,10 +45,11 @@ def _umask() -> int:
 def write_error(path: Path, exc: OSError) -> UserError:
     """The one-line error for an OS error while writing `path` (disk full, read-only, ...)."""
     reason = exc.strerror or str(exc)
-    hint = {errno.ENOSPC: "; free some space and run the command again",
+    hints: dict[int | None, str] = {errno.ENOSPC: "; free some space and run the command again",
             errno.EDQUOT: "; free some space and run the command again",
             errno.EROFS: "; choose a writable --out",
-            errno.EACCES: "; choose a writable --out"}.get(exc.errno, "")
+            errno.EACCES: "; choose a writable --out"}
+    hint = hints.get(exc.errno, "")
     return UserError(f"cannot write: {reason}{hint}; nothing was written", path=path,
                      code="write-error")
 

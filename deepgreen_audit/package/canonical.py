@@ -73,10 +73,10 @@ def canonical_spelling(text: str, type_: str) -> str | None:
         return _BOOLEAN_SPELLINGS.get(text)
     if type_ == "datetime" and re.search(r"\.[0-9]{7}", text) is None:
         try:
-            value = _dt.datetime.fromisoformat(text)
+            moment = _dt.datetime.fromisoformat(text)
         except ValueError:
             return None
-        return format_value(value, "datetime") if value.tzinfo is not None else None
+        return format_value(moment, "datetime") if moment.tzinfo is not None else None
     return None
 
 

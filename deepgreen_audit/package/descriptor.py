@@ -36,7 +36,7 @@ def build(meta: dict, table_bytes: dict[str, bytes], tables_rel: str, sums_hashe
     """The descriptor of a `kind` package whose tables lie under `tables_rel` (relative to the
     descriptor)."""
     prefix = "" if tables_rel in ("", ".") else tables_rel.rstrip("/") + "/"
-    descriptor = {"$schema": PACKAGE_PROFILE, KIND_KEY: kind.name}
+    descriptor: dict[str, object] = {"$schema": PACKAGE_PROFILE, KIND_KEY: kind.name}
     descriptor.update({k: v for k, v in meta.items() if k not in GENERATED_KEYS})
     descriptor["checksums"] = prefix + SUMS_NAME
     descriptor["resources"] = [{

@@ -96,7 +96,7 @@ def write_files(root: Path, files: dict[str, bytes]) -> None:
 
 def _check_id(value: str, what: str, where) -> str:
     """A campaign or run id that is one safe path component."""
-    pattern = load_schema("runs").field("run_id").pattern
+    pattern = load_schema("runs").field("run_id").regex
     import re
     if not isinstance(value, str) or re.fullmatch(pattern, value) is None:
         raise UserError(f"{what} {value!r} is not a safe directory name (pattern {pattern}); "
@@ -267,7 +267,7 @@ def _flatten_files(files: dict[str, bytes], root: Path, progress) -> tuple[dict[
     run_dirs = sorted(names_in)
     expected_names = {MANIFEST, SAMPLES_FILE, *block_files()}
     schemas = {name: load_schema(name) for name in TABLES}
-    rows = {name: [] for name in TABLES}
+    rows: dict[str, list] = {name: [] for name in TABLES}
     runs_seen: list[tuple[str, str]] = []
     for rel_dir in run_dirs:
         parts = rel_dir.split("/")

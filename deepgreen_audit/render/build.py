@@ -218,7 +218,7 @@ _USEPACKAGE = re.compile(r"^[^%\n]*\\usepackage(?:\[[^\]]*\])?\{([^}]+)\}", re.M
 
 def required_tex_packages(tex_file: Path) -> list[str]:
     r"""The LaTeX packages `tex_file` loads, read from its \usepackage lines."""
-    names = []
+    names: list[str] = []
     for match in _USEPACKAGE.finditer(tex_file.read_text(encoding="utf-8")):
         names.extend(n.strip() for n in match.group(1).split(",") if n.strip())
     return names

@@ -96,7 +96,7 @@ class DeviceReport:
     def __post_init__(self):
         from deepgreen_audit.package.schema import load_schema
 
-        devices = load_schema("runs").field("device").enum
+        devices = load_schema("runs").field("device").allowed
         if self.device not in devices:
             raise DeviceReportError(f"device {self.device!r} is not one of {', '.join(devices)}")
         if not isinstance(self.device_name, str) or not self.device_name.strip():
@@ -180,7 +180,7 @@ def batch_indices(n: int, batch_size: int, order: np.ndarray | None = None):
 def prefetch(fn, items, workers: int):
     """fn(item) for each item, computed by `workers` threads at most 2 * workers ahead, in order."""
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        pending = deque()
+        pending: deque = deque()
         for item in items:
             pending.append(pool.submit(fn, item))
             if len(pending) > 2 * max(1, workers):

@@ -345,7 +345,7 @@ class SynthModel:
     run_loss_sigma: float = 0.02
 
     # --- CodeCarbon -------------------------------------------------------
-    codecarbon_overhang_s: tuple = (0.2, 1.6)
+    codecarbon_overhang_s: tuple[float, float] = (0.2, 1.6)
     #: a clean block lasts at least this (CodeCarbon's interval, S5); a shorter one is the
     #: short-blocks defect, never noise
     min_block_s: float = _measurement("codecarbon_interval_s")
@@ -367,10 +367,10 @@ class SynthModel:
 
     # --- schedule and clocks -----------------------------------------------
     campaign_start_utc: str = "2026-03-02T08:00:00Z"
-    run_gap_s: tuple = (20.0, 60.0)
-    startup_s: tuple = (3.0, 8.0)
-    block_gap_s: tuple = (0.05, 0.3)
-    teardown_s: tuple = (0.5, 2.0)
+    run_gap_s: tuple[float, float] = (20.0, 60.0)
+    startup_s: tuple[float, float] = (3.0, 8.0)
+    block_gap_s: tuple[float, float] = (0.05, 0.3)
+    teardown_s: tuple[float, float] = (0.5, 2.0)
     first_process_id: int = 2817
     pid_step: tuple = (7, 3000)
 

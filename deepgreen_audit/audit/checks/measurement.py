@@ -77,11 +77,12 @@ def counter_recompute(ctx: AuditContext) -> Outcome:
     recorded, inferred = 0, 0
     for i in range(len(b)):
         if nv0[i] is not None or nv1[i] is not None or not np.isnan(gpu[i]):
-            if nv0[i] is None or nv1[i] is None or len(nv0[i]) != len(nv1[i]) or np.isnan(gpu[i]) \
-                    or any(e < s for s, e in zip(nv0[i], nv1[i])):
+            start, end = nv0[i], nv1[i]
+            if start is None or end is None or len(start) != len(end) or np.isnan(gpu[i]) \
+                    or any(e < s for s, e in zip(start, end)):
                 incomplete[i] = True
             else:
-                gpu_again[i] = sum((e - s) / 1000 for s, e in zip(nv0[i], nv1[i]))
+                gpu_again[i] = sum((e - s) / 1000 for s, e in zip(start, end))
         if rapl_present[i] or not np.isnan(cpu[i]):
             if rapl[i] is None or np.isnan(cpu[i]):
                 incomplete[i] = True
@@ -270,7 +271,7 @@ def power_plausible(ctx: AuditContext) -> Outcome:
         for label, mask in (("below", low), ("above", high)):
             if mask.any():
                 bound = f"{lo} W" if label == "below" else (
-                    f"{hi} W" if np.isscalar(hi) else
+                    f"{hi!s} W" if np.isscalar(hi) else
                     f"its board limit x{float(t['gpu_power_limit_factor'])}")
                 found.append(f"{name} {label} {bound} in {int(mask.sum()):,} ("
                              + describe_counts(b.loc[mask, "ecosystem"])

@@ -135,7 +135,7 @@ def architecture_identity(ctx: AuditContext) -> Outcome:
             # hypothesis "label a is wrong": both configurations ran the other architecture
             score = {a: float(sum((obs[x] - pred[b]).abs().sum() for x in archs))
                      for a, b in ((a0, a1), (a1, a0))}
-            wrong = min(score, key=score.get)
+            wrong = min(score, key=score.__getitem__)
             ran = a1 if wrong == a0 else a0
             flagged.append({
                 "configuration": f"{eco}/{wrong}/{ds}", "ran": ran,

@@ -39,8 +39,8 @@ def _recipe_outcome(ctx, section: str) -> Outcome:
         return Outcome.failed("; ".join(problems), rows=int(bad.sum()),
                               details=evidence(runs.loc[bad, cols]),
                               unrecorded=int((bad & ~contradicted).sum()))
-    cols = ", ".join(f"{c}={wanted[c]}" for c in RECIPE_SECTIONS[section])
-    return Outcome.passed(f"all {len(runs):,} runs used {cols}")
+    used = ", ".join(f"{c}={wanted[c]}" for c in RECIPE_SECTIONS[section])
+    return Outcome.passed(f"all {len(runs):,} runs used {used}")
 
 
 @check("S2.recipe", "S2", table="runs")
