@@ -25,6 +25,7 @@ from pathlib import Path
 from deepgreen_audit import __version__
 from deepgreen_audit.errors import BUG_EXIT, EXIT_CODES, USAGE_EXIT, Terminated, UserError
 
+
 def examples_epilog(examples) -> str:
     """A help's examples, each `(command, what it shows)`: every line `  deepgreen ...` under
     "examples" runs as written from the checkout's root (tests/test_cli_help.py runs them all,

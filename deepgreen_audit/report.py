@@ -144,7 +144,7 @@ class Report:
         self.findings.append(Finding(id=code, status="fail", message=message, section="integrity",
                                      resource=resource, row=row, field=field))
 
-    def merge(self, other: "Report") -> None:
+    def merge(self, other: Report) -> None:
         """Take in the findings, suppressed counts and statistics of a report on a part of
         this one's subject (one table of a package)."""
         self.findings.extend(other.findings)

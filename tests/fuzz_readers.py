@@ -22,6 +22,7 @@ for as long as asked and reports the number of inputs tried.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -222,10 +223,8 @@ def fuzz_run_tree(draw) -> None:
             _write_mutated_json(draw, path, obj)
         else:
             path.write_bytes(draw(mutated(path.read_bytes())))
-        try:
+        with contextlib.suppress(UserError):
             rundirs.flatten(tree, tree.parent / "out")
-        except UserError:
-            pass
 
 
 class _Counters:
@@ -264,19 +263,19 @@ def fuzz_protocol(draw) -> None:
 
 #: A CodeCarbon 3.x log of three runs (two cumulative rows of one), the seed of its reader's fuzz.
 CODECARBON_SEED = (
-    "timestamp,project_name,run_id,experiment_id,duration,emissions,emissions_rate,cpu_power,"
-    "gpu_power,ram_power,cpu_energy,gpu_energy,ram_energy,energy_consumed,country_name,"
-    "country_iso_code,region,os,python_version,codecarbon_version,cpu_count,cpu_model,gpu_count,"
-    "gpu_model,ram_total_size,tracking_mode,on_cloud,pue\r\n"
-    "2025-10-02T12:57:43,p,r1,e,60.0,1e-05,1.6e-07,42.5,120.5,10.0,0.000708,0.002008,0.000166,"
-    "0.002882,Spain,ESP,catalonia,Windows-11,3.11.9,3.0.5,16,AMD Ryzen 7 8845HS,1,"
-    "1 x NVIDIA GeForce RTX 4070 Laptop GPU,15.7,machine,N,1.0\r\n"
-    "2025-10-02T12:58:43,p,r1,e,120.0,2e-05,1.6e-07,42.5,118.1,10.0,0.001416,0.003944,0.000333,"
-    "0.005693,Spain,ESP,catalonia,Windows-11,3.11.9,3.0.5,16,AMD Ryzen 7 8845HS,1,"
-    "1 x NVIDIA GeForce RTX 4070 Laptop GPU,15.7,machine,N,1.0\r\n"
-    "2025-10-02T13:10:00,p,r2,e,2.5,1e-07,4e-08,360.0,0.0,10.0,0.00025,0.0,6.9e-06,0.000257,"
-    "Spain,ESP,catalonia,Windows-11,3.11.9,3.0.7,16,AMD Ryzen 7 8845HS,,,13.8,machine,N,1.0"
-).encode()
+    b"timestamp,project_name,run_id,experiment_id,duration,emissions,emissions_rate,cpu_power,"
+    b"gpu_power,ram_power,cpu_energy,gpu_energy,ram_energy,energy_consumed,country_name,"
+    b"country_iso_code,region,os,python_version,codecarbon_version,cpu_count,cpu_model,gpu_count,"
+    b"gpu_model,ram_total_size,tracking_mode,on_cloud,pue\r\n"
+    b"2025-10-02T12:57:43,p,r1,e,60.0,1e-05,1.6e-07,42.5,120.5,10.0,0.000708,0.002008,0.000166,"
+    b"0.002882,Spain,ESP,catalonia,Windows-11,3.11.9,3.0.5,16,AMD Ryzen 7 8845HS,1,"
+    b"1 x NVIDIA GeForce RTX 4070 Laptop GPU,15.7,machine,N,1.0\r\n"
+    b"2025-10-02T12:58:43,p,r1,e,120.0,2e-05,1.6e-07,42.5,118.1,10.0,0.001416,0.003944,0.000333,"
+    b"0.005693,Spain,ESP,catalonia,Windows-11,3.11.9,3.0.5,16,AMD Ryzen 7 8845HS,1,"
+    b"1 x NVIDIA GeForce RTX 4070 Laptop GPU,15.7,machine,N,1.0\r\n"
+    b"2025-10-02T13:10:00,p,r2,e,2.5,1e-07,4e-08,360.0,0.0,10.0,0.00025,0.0,6.9e-06,0.000257,"
+    b"Spain,ESP,catalonia,Windows-11,3.11.9,3.0.7,16,AMD Ryzen 7 8845HS,,,13.8,machine,N,1.0"
+)
 
 
 def fuzz_codecarbon(draw) -> None:

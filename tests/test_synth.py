@@ -219,7 +219,7 @@ def test_schedule_is_interleaved_with_distinct_seeds_and_processes(medium):
         assert {int(r["repetition"]) for r in runs[k:k + n_cfg]} == {k // n_cfg + 1}
     assert len({r["seed"] for r in runs}) == n
     assert len({r["process_id"] for r in runs}) == n
-    assert ts(runs[0]["started_at_utc"]) == dt.datetime(2026, 3, 2, 8, tzinfo=dt.timezone.utc)
+    assert ts(runs[0]["started_at_utc"]) == dt.datetime(2026, 3, 2, 8, tzinfo=dt.UTC)
     for a, b in zip(runs, runs[1:]):
         gap = (ts(b["started_at_utc"]) - ts(a["ended_at_utc"])).total_seconds()
         assert 20 <= gap <= 60

@@ -103,7 +103,7 @@ class Design:
     sampler_interval_s: float = 1.0
 
     @classmethod
-    def from_spec(cls, spec: dict | None = None, **narrow) -> "Design":
+    def from_spec(cls, spec: dict | None = None, **narrow) -> Design:
         """The specification's design; `narrow` replaces ecosystems/architectures/datasets."""
         spec = spec or load_spec()
         ecosystems = tuple(narrow.get("ecosystems") or spec["S6_replication"]["ecosystems"])

@@ -46,17 +46,18 @@ class Results:
     """Scalars by macro name, and the frames behind the tables and figures."""
 
     values: dict = field(default_factory=dict)
-    totals: pd.DataFrame | None = None
-    medians: pd.DataFrame | None = None
-    spreads: pd.DataFrame | None = None
-    variability: pd.DataFrame | None = None
-    accuracy_spreads: pd.DataFrame | None = None
-    final_accuracy: pd.DataFrame | None = None
-    pairwise: pd.DataFrame | None = None
-    paired_blocks: pd.DataFrame | None = None
-    utilisation: pd.DataFrame | None = None
+    # The frames are None until `results()` fills them; the renderers read filled Results.
+    totals: pd.DataFrame = None
+    medians: pd.DataFrame = None
+    spreads: pd.DataFrame = None
+    variability: pd.DataFrame = None
+    accuracy_spreads: pd.DataFrame = None
+    final_accuracy: pd.DataFrame = None
+    pairwise: pd.DataFrame = None
+    paired_blocks: pd.DataFrame = None
+    utilisation: pd.DataFrame = None
     #: median utilisation per (ecosystem, architecture, phase), with the runs sampled
-    utilisation_by_architecture: pd.DataFrame | None = None
+    utilisation_by_architecture: pd.DataFrame = None
     #: per phase: its median block duration and whether it may name a cheapest stack
     cheapest_rule: dict = field(default_factory=dict)
     #: within-host beside across-host spread per configuration (None: one host)

@@ -88,7 +88,7 @@ def campaign_metadata(plan: Plan, missing: dict[str, str], gpus: list[str],
                           "master_seed": plan.master_seed}
     meta["measured"] = {
         "host": platform.node(), "gpus": gpus,
-        "collection_started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "collection_started_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "boundary": measurement_boundary(missing),
         "counters_missing": dict(missing)}
     if plan.scope:
@@ -144,7 +144,7 @@ def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, prog
     summary = CollectSummary(runs_dir=runs_dir)
     ensure_campaign_metadata(plan, out, missing, gpus, synthetic_reason)
     total = len(plan.jobs)
-    alike: list[str] = []  # the causes of the latest consecutive failures
+    alike: list[str | None] = []  # the causes of the latest consecutive failures
     for n, job in enumerate(plan.jobs, start=1):
         if is_completed(out, job):
             summary.skipped.append(job.run_id)

@@ -141,7 +141,7 @@ class Harness:
     def _boundary(self):
         self.sync()
         nvml, rapl = self.instruments.read()
-        return self.clock(), _dt.datetime.now(_dt.timezone.utc), nvml, rapl
+        return self.clock(), _dt.datetime.now(_dt.UTC), nvml, rapl
 
     def begin(self, epoch: int, phase: str) -> _dt.datetime:
         """Open a block; returns the UTC time of its opening counter read."""
@@ -167,7 +167,7 @@ class Harness:
         self._open = (epoch, phase, t0, utc, nvml, rapl)
         return utc
 
-    def end(self, epoch: int, phase: str, *, samples_processed: int, loss: float | None,
+    def end(self, epoch: int, phase: str, *, samples_processed: int | None, loss: float | None,
             test_accuracy: float | None = None) -> BlockRecord:
         """Close the open block (which must be (epoch, phase)) and record it."""
         if not self._open:
@@ -176,6 +176,7 @@ class Harness:
             raise ProtocolViolation("block-mismatch", f"end of epoch {epoch} {phase} while epoch "
                                     f"{self._open[0]} {self._open[1]} is open")
         _check_metrics(phase, samples_processed, loss, test_accuracy)
+        assert samples_processed is not None  # _check_metrics refuses anything but an int >= 0
         cc = self.instruments.codecarbon
         reading = cc.stop_block() if cc is not None else None
         t1, _, nvml, rapl = self._boundary()

@@ -36,8 +36,16 @@ from pathlib import Path
 from deepgreen_audit.collect import slurm_accounting
 from deepgreen_audit.collect.plan import Job, Plan, load_plan
 from deepgreen_audit.collect.record import record_slurm_energy
-from deepgreen_audit.collect.staging import (FAILURE_RECORD, final_dir, is_completed, move_to_failed,
-                                             refuse_unusable_out, run_one, utc_now, work_dir)
+from deepgreen_audit.collect.staging import (
+    FAILURE_RECORD,
+    final_dir,
+    is_completed,
+    move_to_failed,
+    refuse_unusable_out,
+    run_one,
+    utc_now,
+    work_dir,
+)
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.rundirs import MANIFEST
@@ -171,6 +179,8 @@ def settle(plan: Plan, out: Path, watched: set[str] | None = None) -> tuple[dict
     jobs = {job.run_id: job for job in plan.jobs}
     for path, submission in _records(out):
         counted = submission["job_id"] in watched if watched is not None else not submission["settled"]
+        tasks: dict
+        energy_note: str | None
         if submission["settled"]:
             tasks, energy_note, age_s = {}, None, 0.0
         else:

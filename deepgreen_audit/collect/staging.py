@@ -70,7 +70,7 @@ def is_completed(out: Path, job: Job) -> bool:
 
 
 def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat()
+    return _dt.datetime.now(_dt.UTC).isoformat()
 
 
 def move_to_failed(out: Path, run_id: str, work: Path, info: dict) -> Path:
@@ -148,7 +148,7 @@ def run_one(plan: Plan, job: Job, out: Path, allow_missing_counters: bool,
         reason = failure_reason(returncode, work, timed_out, plan.run_timeout_s)
     cause = reason
     last = stack_last_line(work, job.run_id) if reason is not None else None
-    if last and last not in reason:
+    if last and reason is not None and last not in reason:
         reason = f"{reason}; its log ends: {last}"
     if reason is None:
         final = final_dir(out, job)

@@ -245,8 +245,8 @@ _USEPACKAGE = re.compile(r"^[^%\n]*\\usepackage(?:\[[^\]]*\])?\{([^}]+)\}", re.M
 
 
 def required_tex_packages(tex_file: Path) -> list[str]:
-    """The LaTeX packages `tex_file` loads, read from its \\usepackage lines."""
-    names = []
+    r"""The LaTeX packages `tex_file` loads, read from its \usepackage lines."""
+    names: list[str] = []
     for match in _USEPACKAGE.finditer(tex_file.read_text(encoding="utf-8")):
         names.extend(n.strip() for n in match.group(1).split(",") if n.strip())
     return names

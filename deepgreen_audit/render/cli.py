@@ -16,10 +16,9 @@ def _notice(package) -> None:
 
 
 def _render(args) -> None:
-    from deepgreen_audit.render import render
-
-    from deepgreen_audit.render.build import default_pilot
     from deepgreen_audit.package.dispatch import check_verb
+    from deepgreen_audit.render import render
+    from deepgreen_audit.render.build import default_pilot
 
     check_verb(args.package, args.verb)
     _notice(args.package)

@@ -13,16 +13,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deepgreen_audit.package import paths
 from deepgreen_audit.registry import Outcome, Skip, check
+
+if TYPE_CHECKING:  # the audit layer, for the annotation only
+    from deepgreen_audit.audit.context import AuditContext
 
 #: Digits that are part of a name, not a quoted figure.
 ALLOWLIST = (r"ResNet-18", r"VGG-16", r"CIFAR-100", r"\bS[1-6]\b", r"\bRQ[1-4]\b")
 #: Commands whose (optional and mandatory) arguments are labels or files, not figures.
 ARGUMENT_COMMANDS = ("ref", "eqref", "autoref", "label", "cite", "input", "include",
                      "includegraphics", "begin", "end", "url", "href", "hypersetup")
-_ARGUMENTS = re.compile(r"\\(?:%s)(?![A-Za-z])\*?(?:\[[^\]]*\])*(?:\{[^}]*\})?" % "|".join(ARGUMENT_COMMANDS))
+_ARGUMENTS = re.compile(r"\\(?:" + "|".join(ARGUMENT_COMMANDS) + r")(?![A-Za-z])\*?(?:\[[^\]]*\])*(?:\{[^}]*\})?")
 #: The sections whose text quotes the campaign's figures (besides the abstract).
 SECTIONS = ("Results", "Limitations")
 _COMMENT = re.compile(r"(?<!\\)%.*$", re.M)
@@ -79,7 +83,7 @@ def lint_paper(path: Path) -> list[TypedNumber]:
 
 
 @check("source.results-text-numbers", "source")
-def results_text_numbers(ctx):
+def results_text_numbers(ctx: AuditContext) -> Outcome:
     """The manuscript's results text (abstract and Results section of paper/paper.tex) types
     no number: every figure it quotes comes from a macro the renderer wrote
     (deepgreen_audit.render.lint)."""

@@ -31,9 +31,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.pins import pinned
@@ -57,7 +57,7 @@ class NativeStack:
     product: str                    # what the build makes, relative to `source`
     launcher: str                   # what the plan runs, relative to `source`
     inputs: tuple[str, ...]         # globs (relative to `source`) of what the product is built from
-    builder: Callable[["NativeStack", bool, str], None]   # (stack, quiet, device)
+    builder: Callable[[NativeStack, bool, str], None]   # (stack, quiet, device)
 
     @property
     def source_dir(self) -> Path:
@@ -229,7 +229,8 @@ def get(ecosystem: str) -> NativeStack:
         return NATIVE_STACKS[ecosystem]
     except KeyError:
         if ecosystem in UNAVAILABLE:
-            raise UserError(f"{ecosystem} cannot be built: {UNAVAILABLE[ecosystem]}", code="unavailable-stack") from None
+            raise UserError(f"{ecosystem} cannot be built: {UNAVAILABLE[ecosystem]}",
+                            code="unavailable-stack") from None
         raise UserError(f"{ecosystem!r} is not a built stack (they are: {', '.join(NATIVE_STACKS)})",
                         code="bad-option") from None
 

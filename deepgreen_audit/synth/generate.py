@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -22,10 +22,8 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.package.schema import TABLES, load_schema, phases
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
-from deepgreen_audit.spec import (declared_device, dl4j_backend, load_spec, master_seed, recipe,
-                                  tf32_allowed)
-from deepgreen_audit.synth.model import (CODECARBON_CONFIG_PLACEHOLDER, SynthModel,
-                                        precision_policy_changed)
+from deepgreen_audit.spec import declared_device, dl4j_backend, load_spec, master_seed, recipe, tf32_allowed
+from deepgreen_audit.synth.model import CODECARBON_CONFIG_PLACEHOLDER, SynthModel, precision_policy_changed
 from deepgreen_audit.units import J_PER_KWH
 
 CAMPAIGN = "synthetic"
@@ -561,8 +559,8 @@ def expected_config(model: SynthModel, eco: str, arch: str, n_train: int, n_eval
 
 
 def _spread(values: dict[str, float]) -> dict:
-    hi = max(values, key=values.get)
-    lo = min(values, key=values.get)
+    hi = max(values, key=values.__getitem__)
+    lo = min(values, key=values.__getitem__)
     return {"max_over_min": values[hi] / values[lo], "max_ecosystem": hi, "max_j": values[hi],
             "min_ecosystem": lo, "min_j": values[lo]}
 
@@ -588,6 +586,7 @@ def _truth(c: Campaign, defect_entries: dict, n_samples: int) -> dict:
                 if len(control) >= 2:
                     control_spreads[key] = _spread({e: energies[e] for e in control})
     keep = c.keep
+    assert keep is not None  # set when the blocks are drawn
     wrapped = c.sim["wrapped"] & keep[:, :, None]
     wrap_rows = [c.block_key(int(i), int(b)) for i, b in zip(*np.nonzero(wrapped.any(axis=2)))]
     wrap_rows.sort(key=lambda r: (r["run_id"], r["epoch"], PHASES.index(r["phase"])))
@@ -646,14 +645,15 @@ def _tables(c: Campaign) -> tuple[dict[str, TextTable], int]:
     n, B = c.n, c.n_blocks_per_run
     order = sorted(range(n), key=lambda i: c.runs["run_id"][i])
     tables = {}
-    for name, cols in (("runs", c.runs), ("environment", c.env)):
+    for name, table_cols in (("runs", c.runs), ("environment", c.env)):
         schema = load_schema(name)
-        sorted_cols = {k: [v[i] for i in order] for k, v in cols.items()}
+        sorted_cols = {k: [v[i] for i in order] for k, v in table_cols.items()}
         tables[name] = TextTable(schema.field_names, rows_from_columns(schema, sorted_cols))
 
     schema = load_schema("blocks")
     ii = np.repeat(np.array(order, dtype=np.int64), B)
     bb = np.tile(np.arange(B), n)
+    assert c.keep is not None  # set when the blocks are drawn
     sel = c.keep[ii, bb]
     ii, bb = ii[sel], bb[sel]
     start = c.sim["campaign_start"]
@@ -674,7 +674,7 @@ def _tables(c: Campaign) -> tuple[dict[str, TextTable], int]:
     tables["blocks"] = TextTable(schema.field_names, rows_from_columns(schema, cols))
 
     schema = load_schema("samples")
-    scol = {f.name: [] for f in schema.fields}
+    scol: dict[str, list] = {f.name: [] for f in schema.fields}
     for i in order:
         s = c.samples[i]
         scol["run_id"].extend([c.runs["run_id"][i]] * len(s["t_s"]))
@@ -790,7 +790,9 @@ def _finish_entry(c: Campaign, entry: dict) -> dict:
     entry = dict(entry)
     runs = entry.pop("_runs", [])
     blocks = entry.pop("_blocks", [])
-    kept = [(i, b) for i, b in blocks if c.keep[i, b]]
+    keep = c.keep
+    assert keep is not None  # set when the blocks are drawn
+    kept = [(i, b) for i, b in blocks if keep[i, b]]
     entry["run_ids"] = sorted({c.run_id(i) for i in runs} | {c.run_id(i) for i, _ in kept})
     rows = dict(entry.get("rows", {}))
     if blocks:

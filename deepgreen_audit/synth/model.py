@@ -5,7 +5,7 @@ not measured.  It exists so that every layer (validate, audit, restore,
 render) can be exercised end to end at the full size of the study, and so
 that an analysis can be checked against a known answer: everything the
 generator plants is written to ``synth-truth.json`` beside the tables, and
-the descriptor says ``"synthetic": true`` (DESIGN.md section 8).
+the descriptor says ``"synthetic": true`` (docs/design.md, "Honesty rules").
 
 What comes from where
 =====================
@@ -140,8 +140,8 @@ the methods are ``codecarbon_cpu_method`` / ``codecarbon_gpu_method``
 (the specification's: "rapl" / "nvml").  Emissions are ``codecarbon_energy_kwh *
 carbon_intensity_kg_per_kwh`` in ``codecarbon_country_iso_code`` (no region, as the offline
 tracker writes it), their rate is emissions / ``codecarbon_duration_s``; the environment
-carries ``codecarbon_ram_total_gb``, ``codecarbon_pue`` and no cloud.  The bias stands for CodeCarbon's interpolation of its
-1 Hz power readings over a tracker that outlives the window; the
+carries ``codecarbon_ram_total_gb``, ``codecarbon_pue`` and no cloud.  The bias stands for
+CodeCarbon's interpolation of its 1 Hz power readings over a tracker that outlives the window; the
 difference between the two readings is therefore about +2 % plus RAM.
 
 Learning curves
@@ -367,7 +367,7 @@ class SynthModel:
     run_loss_sigma: float = 0.02
 
     # --- CodeCarbon -------------------------------------------------------
-    codecarbon_overhang_s: tuple = (0.2, 1.6)
+    codecarbon_overhang_s: tuple[float, float] = (0.2, 1.6)
     #: a clean block lasts at least this (CodeCarbon's interval, S5); a shorter one is the
     #: short-blocks defect, never noise
     min_block_s: float = _measurement("codecarbon_interval_s")
@@ -389,10 +389,10 @@ class SynthModel:
 
     # --- schedule and clocks -----------------------------------------------
     campaign_start_utc: str = "2026-03-02T08:00:00Z"
-    run_gap_s: tuple = (20.0, 60.0)
-    startup_s: tuple = (3.0, 8.0)
-    block_gap_s: tuple = (0.05, 0.3)
-    teardown_s: tuple = (0.5, 2.0)
+    run_gap_s: tuple[float, float] = (20.0, 60.0)
+    startup_s: tuple[float, float] = (3.0, 8.0)
+    block_gap_s: tuple[float, float] = (0.05, 0.3)
+    teardown_s: tuple[float, float] = (0.5, 2.0)
     first_process_id: int = 2817
     pid_step: tuple = (7, 3000)
 
@@ -467,7 +467,7 @@ class SynthModel:
             out[f.name] = value
         return out
 
-    def with_overrides(self, overrides: dict, *, where: str | Path | None = None) -> "SynthModel":
+    def with_overrides(self, overrides: dict, *, where: str | Path | None = None) -> SynthModel:
         """A copy with `overrides` applied; dict parameters are merged key by key."""
         names = {f.name: f for f in dataclasses.fields(self)}
         changes = {}
@@ -485,7 +485,7 @@ class SynthModel:
                 if not isinstance(value, (list, tuple)) or len(value) != len(current):
                     raise UserError(f"{key} must be a list of {len(current)} values", path=where)
                 value = tuple(value)
-            elif isinstance(current, bool) or isinstance(current, str):
+            elif isinstance(current, (bool, str)):
                 if type(value) is not type(current):
                     raise UserError(f"{key} must be a {type(current).__name__}", path=where)
             elif isinstance(current, (int, float)):
@@ -496,12 +496,12 @@ class SynthModel:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def from_dict(cls, overrides: dict) -> "SynthModel":
+    def from_dict(cls, overrides: dict) -> SynthModel:
         """The default model with `overrides` applied."""
         return cls().with_overrides(overrides)
 
     @classmethod
-    def from_toml(cls, path: str | Path, base: "SynthModel | None" = None) -> "SynthModel":
+    def from_toml(cls, path: str | Path, base: SynthModel | None = None) -> SynthModel:
         """The default model (or `base`) with the parameters of a TOML file applied.
 
         Top-level keys are parameter names; a table overrides only the keys it
