@@ -25,8 +25,7 @@ from deepgreen_audit.analysis import (
 )
 from deepgreen_audit.analysis.data import MissingValue
 from deepgreen_audit.package.descriptor import Package
-from deepgreen_audit.render import render
-from deepgreen_audit.render import tables as render_tables
+from deepgreen_audit.render import render, tables as render_tables
 from deepgreen_audit.spec import load_spec
 from deepgreen_audit.synth import SynthModel, write_synthetic
 

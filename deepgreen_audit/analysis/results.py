@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from deepgreen_audit.analysis import (accuracy, campaign, comparisons, energy, hosts, instruments,
-                                      utilisation)
+from deepgreen_audit.analysis import accuracy, campaign, comparisons, energy, hosts, instruments, utilisation
 from deepgreen_audit.analysis.data import PHASES, CampaignTables, Design, MissingValue
 from deepgreen_audit.spec import load_spec
 from deepgreen_audit.units import J_PER_KWH

@@ -1,4 +1,4 @@
-"""A comparison in the manuscript: its numbers as numbers.tex macros, its section's context.
+r"""A comparison in the manuscript: its numbers as numbers.tex macros, its section's context.
 
 `deepgreen render PKG --compare BASELINE` compares PKG (B) with BASELINE (A), adds the
 macros below to the `Results` (so they reach numbers.tex like every other number, and a value
