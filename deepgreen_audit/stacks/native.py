@@ -201,7 +201,8 @@ def host_device() -> str:
 
 NATIVE_STACKS: dict[str, NativeStack] = {s.ecosystem: s for s in (
     NativeStack("cpp-libtorch", "stacks/cpp_libtorch", ("cmake", "c++"), (),
-                "build/deepgreen-libtorch", "build/deepgreen-libtorch", ("CMakeLists.txt", "*.cpp"), _build_cpp),
+                "build/deepgreen-libtorch", "build/deepgreen-libtorch", ("CMakeLists.txt", "*.cpp", "src/*.cpp", "src/*.hpp"),
+                _build_cpp),
     NativeStack("rust-tch", "stacks/rust_tch", ("cargo",), (),
                 "target/release/deepgreen-tch", "target/release/deepgreen-tch",
                 ("Cargo.toml", "Cargo.lock", "build.rs", "src/**/*.rs"), _build_rust),
@@ -210,7 +211,7 @@ NATIVE_STACKS: dict[str, NativeStack] = {s.ecosystem: s for s in (
 )}
 
 TOOL_HINTS = {
-    "cpp-libtorch": "Debian: apt-get install cmake g++",
+    "cpp-libtorch": "Debian: apt-get install cmake g++ libssl-dev nlohmann-json3-dev libzip-dev libgtest-dev",
     "rust-tch": "Rust's cargo, from rustup or Debian's cargo package",
     "java-dl4j": "a JDK 17 and Maven; Debian: apt-get install openjdk-17-jdk maven",
 }
