@@ -266,6 +266,7 @@ def test_cpp_stack_unit_tests_pass(tmp_path):
     sanitize = "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
     for command, cwd in (
             (["cmake", "-S", str(cpp.source_dir), "-B", str(build), "-DCMAKE_BUILD_TYPE=Debug",
+              "-DCMAKE_CXX_FLAGS_DEBUG=-O0",
               "-DDEEPGREEN_TESTS=ON", f"-DCMAKE_CXX_FLAGS={sanitize}"], None),
             (["cmake", "--build", str(build), "-j", str(min(os.cpu_count() or 2, 4))], None),
             (["ctest", "--output-on-failure"], build)):
