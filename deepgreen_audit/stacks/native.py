@@ -136,6 +136,10 @@ def _build_cpp(stack: NativeStack, quiet: bool, device: str) -> None:
         _run(stack, ["cmake", "-S", str(stack.source_dir), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
                      f"-DTORCH_DIR={torch_dir}", f"-DTORCH_CXX11_ABI={abi}"], quiet)
     _run(stack, ["cmake", "--build", str(build_dir), "-j", str(os.cpu_count() or 2)], quiet)
+    if stack.product_path.is_file() and stack.stale_inputs():
+        # CMake found nothing to relink (a change to the tests' part of CMakeLists.txt, say):
+        # the product is current, and its time says so for `stale_inputs`.
+        os.utime(stack.product_path)
 
 
 def cargo_tch_pin(source_dir: Path) -> str | None:
@@ -201,7 +205,8 @@ def host_device() -> str:
 
 NATIVE_STACKS: dict[str, NativeStack] = {s.ecosystem: s for s in (
     NativeStack("cpp-libtorch", "stacks/cpp_libtorch", ("cmake", "c++"), (),
-                "build/deepgreen-libtorch", "build/deepgreen-libtorch", ("CMakeLists.txt", "*.cpp"), _build_cpp),
+                "build/deepgreen-libtorch", "build/deepgreen-libtorch", ("CMakeLists.txt", "*.cpp", "src/*.cpp", "src/*.hpp"),
+                _build_cpp),
     NativeStack("rust-tch", "stacks/rust_tch", ("cargo",), (),
                 "target/release/deepgreen-tch", "target/release/deepgreen-tch",
                 ("Cargo.toml", "Cargo.lock", "build.rs", "src/**/*.rs"), _build_rust),
@@ -210,7 +215,7 @@ NATIVE_STACKS: dict[str, NativeStack] = {s.ecosystem: s for s in (
 )}
 
 TOOL_HINTS = {
-    "cpp-libtorch": "Debian: apt-get install cmake g++",
+    "cpp-libtorch": "Debian: apt-get install cmake g++ libssl-dev nlohmann-json3-dev libzip-dev libgtest-dev",
     "rust-tch": "Rust's cargo, from rustup or Debian's cargo package",
     "java-dl4j": "a JDK 17 and Maven; Debian: apt-get install openjdk-17-jdk maven",
 }
