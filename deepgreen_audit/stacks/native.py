@@ -205,7 +205,8 @@ def host_device() -> str:
 
 NATIVE_STACKS: dict[str, NativeStack] = {s.ecosystem: s for s in (
     NativeStack("cpp-libtorch", "stacks/cpp_libtorch", ("cmake", "c++"), (),
-                "build/deepgreen-libtorch", "build/deepgreen-libtorch", ("CMakeLists.txt", "*.cpp", "src/*.cpp", "src/*.hpp"),
+                "build/deepgreen-libtorch", "build/deepgreen-libtorch",
+                ("CMakeLists.txt", "*.cpp", "src/*.cpp", "src/*.hpp"),
                 _build_cpp),
     NativeStack("rust-tch", "stacks/rust_tch", ("cargo",), (),
                 "target/release/deepgreen-tch", "target/release/deepgreen-tch",
