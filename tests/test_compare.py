@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from deepgreen_audit.cli import main
-from deepgreen_audit.compare import compare_packages
+from deepgreen_audit.compare.core import compare_packages
 from deepgreen_audit.compare.output import format_text
 from deepgreen_audit.synth import write_synthetic
 from deepgreen_audit.synth.model import SynthModel

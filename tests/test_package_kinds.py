@@ -230,3 +230,14 @@ def test_validating_a_package_of_ours_does_not_import_frictionless(tiny_package)
             "assert 'frictionless' not in sys.modules")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_command_line_starts_without_pandas_or_scipy():
+    """Every verb registers at start-up; a verb's heavy imports belong in its command, or
+    restore, flatten and validate would pay for the analysis stack (and a kill test's window
+    for catching a writer mid-write would shrink to nothing)."""
+    code = ("import sys; from deepgreen_audit.cli import build_parser; build_parser(); "
+            "heavy = sorted({'pandas', 'scipy', 'matplotlib', 'frictionless'} & set(sys.modules)); "
+            "assert not heavy, heavy")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

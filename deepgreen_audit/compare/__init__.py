@@ -6,9 +6,7 @@ dataset, phase) the ratios B/A of median phase energy and duration with seeded b
 intervals, and judges each stack against the drift of a control group (the stacks named
 unchanged, or by default those whose recorded precision policy and versions did not change).
 `output` writes it as text, JSON or a figure; `paper` makes it a section of the manuscript.
-See docs/compare.md for the definitions and the drift rule.
+See docs/compare.md for the definitions and the drift rule.  Nothing is imported here: the
+command line imports this package to register the verb, and every other verb would pay for
+pandas and scipy.
 """
-
-from deepgreen_audit.compare.core import Comparison, compare_packages
-
-__all__ = ["Comparison", "compare_packages"]

@@ -24,7 +24,7 @@ def _notice(location: str) -> None:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare B with A; print text or JSON; write the figure when asked."""
-    from deepgreen_audit.compare import compare_packages
+    from deepgreen_audit.compare.core import compare_packages
     from deepgreen_audit.compare.output import figure_pdf, format_json, format_text
     from deepgreen_audit.package import atomic
     from deepgreen_audit.package.descriptor import Package

@@ -315,8 +315,9 @@ def ratios(a: Side, b: Side, stacks: Sequence[str], design: Design) -> pd.DataFr
     """One row per configuration both packages hold: runs per side and, per metric, the
     ratio B/A of the medians with its bootstrap interval."""
     rows = []
-    groups_a = dict(a.totals.groupby(_KEYS))
-    groups_b = dict(b.totals.groupby(_KEYS))
+    # iter(): a GroupBy has a `keys` attribute, which dict() would take for a mapping's
+    groups_a = dict(iter(a.totals.groupby(_KEYS)))
+    groups_b = dict(iter(b.totals.groupby(_KEYS)))
     order = {s: i for i, s in enumerate(stacks)}
     keys = sorted((k for k in set(groups_a) & set(groups_b) if k[0] in order),
                   key=lambda k: (order[k[0]], k[1], k[2], PHASES.index(k[3])))

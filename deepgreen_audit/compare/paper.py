@@ -2,7 +2,7 @@ r"""A comparison in the manuscript: its numbers as numbers.tex macros, its secti
 
 `deepgreen render PKG --compare BASELINE` compares PKG (B) with BASELINE (A), adds the
 macros below to the `Results` (so they reach numbers.tex like every other number, and a value
-that cannot be computed stops the render by name), sets the conditional ``\\ifComparison``
+that cannot be computed stops the render by name), sets the conditional ``\ifComparison``
 that paper.tex tests before it inputs generated/comparison.tex, and renders that section from
 paper/templates/comparison.tex.j2 with `section_context`.
 """

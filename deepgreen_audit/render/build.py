@@ -34,7 +34,7 @@ from deepgreen_audit.analysis import Design, Results, analyse, load_tables
 from deepgreen_audit.analysis.pilot import analyse_pilot
 from deepgreen_audit.analysis.scope import narrowings
 from deepgreen_audit.audit.driver import audit
-from deepgreen_audit.compare import compare_packages
+from deepgreen_audit.compare.core import compare_packages
 from deepgreen_audit.compare.output import figure_pdf
 from deepgreen_audit.compare.paper import add_numbers as add_comparison_numbers, section_context
 from deepgreen_audit.errors import UserError
