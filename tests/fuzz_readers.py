@@ -34,6 +34,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from deepgreen_audit.collect.harness import Harness
+from deepgreen_audit.collect.instruments import CounterReading
 from deepgreen_audit.collect.protocol import Session
 from deepgreen_audit.collect.rapl import RaplReading
 from deepgreen_audit.errors import UserError
@@ -232,7 +233,7 @@ class _Counters:
 
     def read(self):
         self.k += 1
-        return (1000 + self.k,), RaplReading((5 + self.k,), (0,))
+        return CounterReading(nvml_mj=(1000 + self.k,), rapl=RaplReading((5 + self.k,), (0,)))
 
 
 TOKENS = ["HELLO", "SET", "BEGIN", "END", "PING", "BYE", "1", "0", "-1", "2", "train", "eval",

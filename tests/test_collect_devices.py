@@ -15,7 +15,7 @@ from deepgreen_audit.collect import rapl as rapl_module
 from deepgreen_audit.collect import codecarbon_tracker
 from deepgreen_audit.collect.errors import (CodeCarbonRefused, EnergyNotSupported, NvmlUnavailable,
                                             RaplUnavailable)
-from deepgreen_audit.collect.instruments import CountersMissing, Instruments, probe
+from deepgreen_audit.collect.instruments import CounterReading, CountersMissing, Instruments, probe
 from deepgreen_audit.collect.nvml import Nvml
 from deepgreen_audit.collect.harness import Harness
 from deepgreen_audit.collect.rapl import Rapl, discover, fewest_wraps, package_energy_j, wraps_between
@@ -218,7 +218,7 @@ def test_instruments_refuse_missing_counters_unless_allowed(tmp_path):
                          powercap_root=tmp_path, codecarbon=False)
     inst = Instruments.open(allow_missing_counters=True, codecarbon=False, powercap_root=tmp_path,
                             pynvml_module=fake_pynvml(FakeNvmlState(present=False)))
-    assert inst.read() == (None, None)
+    assert inst.read() == CounterReading(nvml_mj=None, rapl=None)
     assert inst.counters_missing_reason.startswith("NVML: ") and "RAPL: " in inst.counters_missing_reason
 
 

@@ -23,6 +23,16 @@ class CountersMissing(UserError):
     """The host lacks a counter and the user did not allow collecting without it."""
 
 
+@dataclass(frozen=True)
+class CounterReading:
+    """One read of the host's counters at a block boundary; None where a counter is missing."""
+
+    #: NVML's cumulative energy of each GPU, millijoules
+    nvml_mj: tuple[int, ...] | None
+    #: RAPL's microjoules and the wraps seen so far, per package domain
+    rapl: RaplReading | None
+
+
 @dataclass
 class Instruments:
     """Open counters (None where missing), CodeCarbon, and why anything is missing."""
@@ -49,11 +59,11 @@ class Instruments:
     def counters_missing_reason(self) -> str | None:
         return "; ".join(f"{k}: {v}" for k, v in self.missing.items()) or None
 
-    def read(self) -> tuple[tuple[int, ...] | None, RaplReading | None]:
-        """(NVML millijoules per GPU, RAPL microjoules and wraps seen per package domain);
+    def read(self) -> CounterReading:
+        """NVML millijoules per GPU, RAPL microjoules and wraps seen per package domain;
         None where missing."""
-        return (self.nvml.total_energy_mj() if self.nvml else None,
-                self.rapl.read() if self.rapl else None)
+        return CounterReading(nvml_mj=self.nvml.total_energy_mj() if self.nvml else None,
+                              rapl=self.rapl.read() if self.rapl else None)
 
     def close(self) -> None:
         if self.nvml is not None:
