@@ -150,8 +150,8 @@ def _settle_task(plan: Plan, out: Path, job: Job, record: slurm_accounting.TaskR
         manifest = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))["run"]
         if (manifest.get("slurm_job_id") == record.job_id
                 and manifest.get("slurm_energy_missing_reason") == slurm_accounting.ENERGY_NOT_READ_YET):
-            record_slurm_energy(run_dir, *slurm_accounting.consumed_energy(record.consumed_energy_raw,
-                                                                           energy_note))
+            energy = slurm_accounting.consumed_energy(record.consumed_energy_raw, energy_note)
+            record_slurm_energy(run_dir, energy.energy_j, energy.missing_reason)
         return None
     recorded = _recorded_failure(out, job.run_id, record.job_id)
     if recorded is not None:
