@@ -51,9 +51,9 @@ def test_nvml_absent_is_a_typed_error():
 
 def test_probe_reports_unsupported_nvml_as_missing_and_closes_it(tmp_path):
     state = FakeNvmlState(supported=False)
-    nvml, rapl, missing = probe(pynvml_module=fake_pynvml(state), powercap_root=tmp_path / "none")
-    assert nvml is None and rapl is None and state.shutdowns == 1
-    assert "Volta" in missing["NVML"] and "does not exist" in missing["RAPL"]
+    found = probe(pynvml_module=fake_pynvml(state), powercap_root=tmp_path / "none")
+    assert found.nvml is None and found.rapl is None and state.shutdowns == 1
+    assert "Volta" in found.missing["NVML"] and "does not exist" in found.missing["RAPL"]
 
 
 def test_fake_module_injected_through_sys_modules(monkeypatch):

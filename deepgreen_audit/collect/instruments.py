@@ -24,6 +24,16 @@ class CountersMissing(UserError):
 
 
 @dataclass(frozen=True)
+class CounterProbe:
+    """The counters a host has, opened (None where missing), and why each missing one is."""
+
+    nvml: Nvml | None
+    rapl: Rapl | None
+    #: {counter ("NVML", "RAPL"): one-line reason}
+    missing: dict[str, str]
+
+
+@dataclass(frozen=True)
 class CounterReading:
     """One read of the host's counters at a block boundary; None where a counter is missing."""
 
@@ -45,7 +55,8 @@ class Instruments:
     @classmethod
     def open(cls, *, allow_missing_counters: bool = False, pynvml_module=None,
              powercap_root: Path = POWERCAP_ROOT, codecarbon: bool = True) -> "Instruments":
-        nvml, rapl, missing = probe(pynvml_module=pynvml_module, powercap_root=powercap_root)
+        found = probe(pynvml_module=pynvml_module, powercap_root=powercap_root)
+        nvml, rapl, missing = found.nvml, found.rapl, found.missing
         if missing and not allow_missing_counters:
             raise_missing(missing)
         tracker = None
@@ -70,8 +81,8 @@ class Instruments:
             self.nvml.close()
 
 
-def probe(*, pynvml_module=None, powercap_root: Path = POWERCAP_ROOT):
-    """(Nvml or None, Rapl or None, {counter: reason}) for this host."""
+def probe(*, pynvml_module=None, powercap_root: Path = POWERCAP_ROOT) -> CounterProbe:
+    """The NVML and RAPL counters of this host (None where missing) and why any is missing."""
     missing: dict[str, str] = {}
     nvml = rapl = None
     try:
@@ -86,7 +97,7 @@ def probe(*, pynvml_module=None, powercap_root: Path = POWERCAP_ROOT):
         rapl = Rapl(powercap_root)
     except CounterUnavailable as exc:
         missing["RAPL"] = exc.reason
-    return nvml, rapl, missing
+    return CounterProbe(nvml=nvml, rapl=rapl, missing=missing)
 
 
 def raise_missing(missing: dict[str, str]):

@@ -223,7 +223,8 @@ def open_counters(*, durations_only: bool, allow_missing_counters: bool,
     """The host's counters; refuses a host lacking one unless an option allows it."""
     if durations_only:
         return None
-    nvml, rapl, missing = probe(pynvml_module=pynvml_module, powercap_root=powercap_root)
+    found = probe(pynvml_module=pynvml_module, powercap_root=powercap_root)
+    nvml, rapl, missing = found.nvml, found.rapl, found.missing
     if (missing and not allow_missing_counters) or (nvml is None and rapl is None):
         raise UserError(
             "this host lacks energy counters: " + "; ".join(f"{k}: {v}" for k, v in missing.items())
