@@ -3,8 +3,8 @@
 The floor is the least any validator must do: start Python, import pyarrow, read the four
 tables and hash them (SHA256), with pyarrow's CSV reader.  Each command runs in a fresh
 process, best of five rounds that interleave the commands; the ratios are measured in
-this one run, beside `frictionless validate` of the same descriptor.  Goals (issue 12): validate within 1.5x of the floor,
-the full audit (round-trip proof included) within 3x.
+this one run, beside `frictionless validate` of the same descriptor.
+Goals (issue 12): validate within 1.5x of the floor, the full audit (round-trip proof included) within 3x.
 
     .venv/bin/python benchmarks/bench_floor.py [PKG]
 """

@@ -8,6 +8,7 @@ is imported, is install a handler that says "interrupted" in one line and exits 
 unwinds and removes its staging folder, and puts this handler back when the verb ends.
 """
 
+import contextlib
 import os
 import signal
 import sys
@@ -34,10 +35,8 @@ def exit_with(status: int) -> None:
     although the command caught it and cleaned up."""
     if status == 130:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 stream.flush()
-            except (OSError, ValueError):
-                pass
         os._exit(130)
     sys.exit(status)
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from deepgreen_audit import __version__
 from deepgreen_audit.errors import BUG_EXIT, EXIT_CODES, USAGE_EXIT, Terminated, UserError
 
+
 def examples_epilog(examples) -> str:
     """A help's examples, each `(command, what it shows)`: every line `  deepgreen ...` under
     "examples" runs as written from the checkout's root (tests/test_cli_help.py runs them all,
@@ -167,11 +168,29 @@ def _plan_scope(path: Path) -> dict:
     return {k: scope[k] for k in (*SCOPE_OVERRIDES, "reason") if k in scope}
 
 
+def _precision_changes(values: list[str]) -> dict[str, float]:
+    """--precision-change STACK=FACTOR options as {stack: factor}."""
+    changes: dict[str, float] = {}
+    for value in values:
+        stack, sep, text = value.partition("=")
+        try:
+            factor = float(text) if sep and stack else None
+        except ValueError:
+            factor = None
+        if factor is None:
+            raise UserError(f"--precision-change {value!r}: expected STACK=FACTOR, e.g. "
+                            "python-tensorflow=3.14", field="--precision-change")
+        changes[stack] = factor
+    return changes
+
+
 def cmd_synth(args) -> int:
     from deepgreen_audit.synth import write_synthetic
     from deepgreen_audit.synth.model import SynthModel
 
     model = SynthModel.from_toml(Path(args.model)) if args.model else SynthModel()
+    if args.precision_change:
+        model = model.with_overrides({"precision_change": _precision_changes(args.precision_change)})
     overrides = _plan_scope(Path(args.plan)) if args.plan else {}
     overrides.update({k: v for k, v in {
         "ecosystems": args.ecosystems.split(",") if args.ecosystems else None,
@@ -287,6 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--defect", action="append", metavar="NAME", choices=list(DEFECTS),
                    help="plant a defect (repeatable), one of: " + ", ".join(DEFECTS)
                         + " (what each does: deepgreen_audit/synth/defects.py)")
+    p.add_argument("--precision-change", action="append", metavar="STACK=FACTOR",
+                   help="run STACK under the specification's precision policy with its TF32 flag "
+                        "flipped (recorded in its runs' precision_policy and tf32_enabled), its "
+                        "training time and energy multiplied by FACTOR; every other draw is the "
+                        "same as without it (repeatable), e.g. python-tensorflow=3.14")
     p.add_argument("--ecosystems", metavar="A,B", help="only these ecosystems (default: the spec's)")
     p.add_argument("--architectures", metavar="A,B",
                    help="only these architectures (default: the spec's)")
@@ -317,7 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
 #: Modules that add verbs of their own layer: each has register(verb).
 VERB_MODULES: tuple[str, ...] = ("deepgreen_audit.collect.cli", "deepgreen_audit.audit.cli",
                                  "deepgreen_audit.importers.cli", "deepgreen_audit.render.cli",
-                                 "deepgreen_audit.greenlight.cli", "deepgreen_audit.stacks.cli")
+                                 "deepgreen_audit.greenlight.cli", "deepgreen_audit.stacks.cli",
+                                 "deepgreen_audit.compare.cli")
 
 
 #: Verbs that measure for hours (a campaign, API profiles) and so keep Python's cycle collector.

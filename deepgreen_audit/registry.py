@@ -2,10 +2,11 @@
 docstring, grouped in suites that one driver each runs (`run_check` turns a check into a
 `Finding` the same way for all of them).
 
-A check is a function ``fn(ctx) -> Outcome`` decorated with `check`::
+A check is a function ``fn(ctx) -> Outcome`` decorated with `check`, its context parameter
+annotated with the suite's context class (mypy checks each one)::
 
     @check("S5.tracking-mode", "S5", table="environment")
-    def tracking_mode(ctx):
+    def tracking_mode(ctx: AuditContext) -> Outcome:
         \"\"\"Every run tracked CodeCarbon in the specified mode.\"\"\"
         ...
         return Outcome.failed("2 runs in process mode", rows=2)
@@ -26,9 +27,10 @@ from __future__ import annotations
 import importlib
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, TypeVar
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.report import SEVERITIES, Finding
@@ -78,12 +80,12 @@ class Outcome:
     unrecorded: int = 0
 
     @classmethod
-    def passed(cls, message: str, rows: int | None = None, details: dict | None = None) -> "Outcome":
+    def passed(cls, message: str, rows: int | None = None, details: dict | None = None) -> Outcome:
         return cls(True, message, rows, details)
 
     @classmethod
     def failed(cls, message: str, rows: int | None = None, details: dict | None = None,
-               unrecorded: int = 0) -> "Outcome":
+               unrecorded: int = 0) -> Outcome:
         """A defect; `unrecorded` counts the `rows` that fail only for an empty cell."""
         return cls(False, message, rows, details, unrecorded=int(unrecorded))
 
@@ -98,7 +100,7 @@ class Outcome:
         return "not recorded" if self.unrecorded and self.unrecorded == self.rows else "contradicted"
 
     @classmethod
-    def allowed_gap(cls, message: str) -> "Outcome":
+    def allowed_gap(cls, message: str) -> Outcome:
         """A defect reported as `warn` whatever the check's severity, because the user allowed it."""
         return cls(False, message, allowed=True)
 
@@ -110,7 +112,7 @@ class Check:
     section: str
     severity: str
     table: str | None
-    func: Callable
+    func: Callable[[Any], Outcome]
 
     @property
     def doc(self) -> str:
@@ -125,9 +127,12 @@ class Check:
 
 REGISTRY: dict[str, dict[str, Check]] = {suite: {} for suite in SUITES}
 
+#: A check function: one context argument (its suite's context class), an `Outcome`.
+CheckFunc = TypeVar("CheckFunc", bound=Callable[[Any], Outcome])
+
 
 def check(id: str, section: str, *, suite: str = "audit", severity: str = "error",
-          table: str | None = None):
+          table: str | None = None) -> Callable[[CheckFunc], CheckFunc]:
     """Register the decorated function as the check `id` of `section` in `suite`.
 
     `table` names the table whose rows `rows_affected` counts (row-level checks).
@@ -139,7 +144,7 @@ def check(id: str, section: str, *, suite: str = "audit", severity: str = "error
     if not id.startswith(section + "."):
         raise ValueError(f"check {id}: its id must start with its section {section!r}")
 
-    def register(func):
+    def register(func: CheckFunc) -> CheckFunc:
         if not (func.__doc__ or "").strip():
             raise ValueError(f"check {id} needs a docstring: it is what the check lists print")
         known = REGISTRY[suite].get(id)
@@ -179,7 +184,7 @@ def select_checks(checks: list[Check], select: list[str] | None,
     return [c for c in checks if c.id in keep or any(c.id.startswith(p) for p in select)]
 
 
-def run_check(c: Check, ctx, **where) -> Finding:
+def run_check(c: Check, ctx: Any, **where: Any) -> Finding:
     """One check's finding; a crash is a failure naming the error (a bug), never a pass or a skip.
 
     A crash counts as `fail` whatever the check's severity: the check could not say that

@@ -67,6 +67,8 @@ CODES = {
     "foreign-key-error": "a key refers to no row of the referenced table",
     "incomplete-run": "a run lacks its environment row or its blocks",
     "row-order": "rows are not in primary-key order",
+    "bad-constraint": "a foreign schema's constraint cannot be applied (a bound not of its "
+                      "field's type, a pattern that is not a regular expression)",
     "frictionless-error": "a foreign package breaks a rule of frictionless (its type in the message)",
 }
 
@@ -142,7 +144,7 @@ class Report:
         self.findings.append(Finding(id=code, status="fail", message=message, section="integrity",
                                      resource=resource, row=row, field=field))
 
-    def merge(self, other: "Report") -> None:
+    def merge(self, other: Report) -> None:
         """Take in the findings, suppressed counts and statistics of a report on a part of
         this one's subject (one table of a package)."""
         self.findings.extend(other.findings)

@@ -29,11 +29,12 @@ SHIPPED = "project"
 
 def shipped_root() -> Path:
     """The shipped files, laid out as at the top of the checkout (stacks/, paper/, ...)."""
-    return Path(os.fspath(resources.files("deepgreen_audit") / SHIPPED))
+    # the package's files lie in a folder (an installed or editable package, not a zip)
+    return Path(os.fspath(resources.files("deepgreen_audit") / SHIPPED))  # type: ignore[call-overload]
 
 
 def project_file(*parts: str) -> Path:
-    """One shipped file or folder, e.g. project_file("collect", "experiment.toml"); the real
+    """One shipped file or folder (`project_file("collect", "experiment.toml")`); the real
     path, so that messages name the file a user edits (collect/..., not the link)."""
     return shipped_root().joinpath(*parts).resolve()
 

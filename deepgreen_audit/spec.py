@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
@@ -32,7 +32,7 @@ def read_toml(path: Path, *, missing: str, code: str = "user-error") -> dict:
         raise UserError(f"is not valid TOML: {exc}", path=path, code=code) from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_spec(path: str | None = None) -> dict:
     """The specification as a dict of sections S1_model ... S6_replication."""
     target = Path(path) if path else spec_path()

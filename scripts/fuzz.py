@@ -4,14 +4,17 @@
 
 Splits the time evenly over the readers of tests/fuzz_readers.py and
 runs Hypothesis on each in rounds of random examples until its share is
-spent.  Prints, per reader, the inputs tried and the minutes, and every
-traceback found (with Hypothesis's shrunk falsifying example); exits 1 if
-there was any.  CI runs the same targets briefly (tests/test_fuzz.py).
+spent.  An input that runs longer than `HANG_S` is a hang: an alarm stops it
+and it counts as found.  Prints, per reader, the inputs tried, the minutes,
+the tracebacks and the hangs, then every one found (with Hypothesis's shrunk
+falsifying example); exits 1 if there was any.  CI runs the same targets
+briefly (tests/test_fuzz.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 import traceback
@@ -26,6 +29,17 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 from fuzz_readers import TARGETS, TRIED  # noqa: E402
 
 ROUND_EXAMPLES = 200
+#: Seconds one input may take before it counts as a hang (the slowest, an audit, takes ~2 s).
+HANG_S = 60
+
+
+class Hang(BaseException):
+    """An input ran past HANG_S: a reader blocked (a FIFO opened) or never ended (a device).
+    Not an Exception, so that no `except Exception` in the code under test swallows it."""
+
+
+def _alarm(signum, frame):
+    raise Hang(f"one input ran longer than {HANG_S} s")
 
 
 def fuzz_reader(name: str, seconds: float) -> list[str]:
@@ -36,13 +50,17 @@ def fuzz_reader(name: str, seconds: float) -> list[str]:
               suppress_health_check=list(HealthCheck))
     @given(st.data())
     def fuzz(data):
-        TARGETS[name](data.draw)
+        signal.alarm(HANG_S)
+        try:
+            TARGETS[name](data.draw)
+        finally:
+            signal.alarm(0)
 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
             fuzz()
-        except Exception:  # a traceback is what we hunt: keep it, go on hunting
+        except (Exception, Hang):  # a traceback or a hang is what we hunt: keep it, go on
             found.append(traceback.format_exc())
     return found
 
@@ -53,6 +71,7 @@ def main() -> int:
     parser.add_argument("--reader", choices=list(TARGETS), action="append",
                         help="only this reader (repeatable; default: all)")
     args = parser.parse_args()
+    signal.signal(signal.SIGALRM, _alarm)
     readers = args.reader or list(TARGETS)
     share = args.minutes * 60 / len(readers)
     failures = {}
@@ -60,12 +79,14 @@ def main() -> int:
     for name in readers:
         t0 = time.monotonic()
         failures[name] = fuzz_reader(name, share)
-        print(f"{name:<16} {TRIED[name]:>8,} inputs  {(time.monotonic() - t0) / 60:5.1f} min  "
-              f"{len(failures[name])} traceback(s)", flush=True)
+        hangs = sum("Hang:" in text for text in failures[name])
+        print(f"{name:<20} {TRIED[name]:>8,} inputs  {(time.monotonic() - t0) / 60:5.1f} min  "
+              f"{len(failures[name]) - hangs} traceback(s)  {hangs} hang(s)", flush=True)
     total = sum(TRIED[n] for n in readers)
     count = sum(len(f) for f in failures.values())
-    print(f"{'all':<16} {total:>8,} inputs  {(time.monotonic() - started) / 60:5.1f} min  "
-          f"{count} traceback(s)")
+    hangs = sum("Hang:" in text for found in failures.values() for text in found)
+    print(f"{'all':<20} {total:>8,} inputs  {(time.monotonic() - started) / 60:5.1f} min  "
+          f"{count - hangs} traceback(s)  {hangs} hang(s)")
     for name, found in failures.items():
         for text in found:
             print(f"\n--- {name} ---\n{text}")

@@ -2,7 +2,8 @@
 # Set up DeepGreen Audit on this machine: a virtual environment in .venv with the
 # project installed (editable), the frameworks at the specification's pinned versions,
 # the built stacks (C++/LibTorch, Rust/tch, Java/DL4J) and, when run as root, the system
-# packages it needs (TeX Live for the paper, Slurm for the Slurm executor's tests).  Safe to run again: it only installs or rebuilds what is missing or stale.
+# packages it needs (TeX Live for the paper, Slurm for the Slurm executor's tests, the C++
+# stack's compiler and libraries).  Safe to run again: it only installs or rebuilds what is missing or stale.
 # On a GPU host (DEEPGREEN_ACCELERATOR=cuda, or an NVIDIA driver: NVML or nvidia-smi) it also
 # builds one environment per Python framework, each with its GPU build: .venv-pytorch,
 # .venv-tensorflow, .venv-jax (deepgreen_audit/collect/environments.py).
@@ -17,7 +18,7 @@ DRY_RUN=0
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY_RUN=1 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup: unknown option $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -34,12 +35,25 @@ if [ "$DRY_RUN" = "1" ]; then
   PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} exec "$PYTHON" -m deepgreen_audit.collect.environments --dry-run
 fi
 
-# apt_install WHAT SKIP_VARIABLE PROGRAM WHY PACKAGE...: system packages, where we may install
-# them (root with apt-get), unless PROGRAM is there or SKIP_VARIABLE=1; otherwise the line that would.
+# apt_install WHAT SKIP_VARIABLE PROGRAMS WHY PACKAGE...: system packages, where we may install
+# them (root with apt-get), unless SKIP_VARIABLE=1 or all of PROGRAMS (separated by ':'; a
+# program on PATH or in /usr/sbin, or an absolute path: a file a -dev package installs) are
+# there; otherwise the line that would.
+installed() {
+  local item
+  local -a items
+  IFS=: read -ra items <<< "$1"
+  for item in "${items[@]}"; do
+    case "$item" in
+      /*) [ -e "$item" ] || return 1 ;;
+      *) command -v "$item" >/dev/null 2>&1 || [ -x "/usr/sbin/$item" ] || return 1 ;;
+    esac
+  done
+}
 apt_install() {
-  local what=$1 skip=$2 program=$3 why=$4
+  local what=$1 skip=$2 programs=$3 why=$4
   shift 4
-  if [ "${!skip:-0}" = "1" ] || command -v "$program" >/dev/null 2>&1 || [ -x "/usr/sbin/$program" ]; then
+  if [ "${!skip:-0}" = "1" ] || installed "$programs"; then
     return 0
   fi
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
@@ -59,6 +73,12 @@ apt_install "TeX Live" DEEPGREEN_SKIP_TEX latexmk "to build the PDF" \
 apt_install "Slurm" DEEPGREEN_SKIP_SLURM slurmctld "to run the Slurm executor's tests" \
   slurmctld slurmd munge slurm-client
 apt_install "Chromium" DEEPGREEN_SKIP_CHROMIUM chromium "to test the audit's HTML page" chromium
+# The C++ stack's compiler and libraries: OpenSSL (SHA-256), nlohmann-json, libzip (npz) and
+# GoogleTest (its unit tests, which the test suite runs through ctest without LibTorch).
+apt_install "the C++ stack's build tools and libraries" DEEPGREEN_SKIP_CPP_LIBRARIES \
+  "cmake:c++:/usr/include/openssl/evp.h:/usr/include/nlohmann/json.hpp:/usr/include/zip.h:/usr/include/gtest/gtest.h" \
+  "to build the C++ stack and run its unit tests" \
+  cmake g++ make libssl-dev nlohmann-json3-dev libzip-dev libgtest-dev
 
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"

@@ -22,22 +22,26 @@ for as long as asked and reports the number of inputs tried.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
+import os
 import shutil
+import socket
 import tempfile
 import types
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from functools import lru_cache
 from pathlib import Path
 
 from hypothesis import strategies as st
 
+from deepgreen_audit.cli import main as cli_main
 from deepgreen_audit.collect.harness import Harness
 from deepgreen_audit.collect.instruments import CounterReading
 from deepgreen_audit.collect.protocol import Session
 from deepgreen_audit.collect.rapl import RaplReading
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import BUG_EXIT, UserError
 from deepgreen_audit.package import rundirs
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.schema import TABLES
@@ -57,6 +61,9 @@ INTERESTING = [
     "1e400", "-1e400", "99999999999999999999", "-9223372036854775809", "9223372036854775807",
     "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2026-02-30T00:00:00Z", "true", "TRUE",
     "../../etc", "a/b", "é", "\udcff", "\u2028", " ", "0.1000", "1.0", "01", "+1", "ab" * 32 + "\n",
+    # other spellings of one number or key (issue 27: canonical cells, keys included)
+    "-0.0", "0.0", "+0", "0e0", "1E2", "1e+02", "1.50", ".5", "5.", "0x10", " 1", "1 ", "1_000",
+    "-512.0", "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:00.000Z", "2026-01-01 00:00:00Z",
 ]
 
 
@@ -217,10 +224,8 @@ def fuzz_run_tree(draw) -> None:
             _write_mutated_json(draw, path, obj)
         else:
             path.write_bytes(draw(mutated(path.read_bytes())))
-        try:
+        with contextlib.suppress(UserError):
             rundirs.flatten(tree, tree.parent / "out")
-        except UserError:
-            pass
 
 
 class _Counters:
@@ -259,19 +264,19 @@ def fuzz_protocol(draw) -> None:
 
 #: A CodeCarbon 3.x log of three runs (two cumulative rows of one), the seed of its reader's fuzz.
 CODECARBON_SEED = (
-    "timestamp,project_name,run_id,experiment_id,duration,emissions,emissions_rate,cpu_power,"
-    "gpu_power,ram_power,cpu_energy,gpu_energy,ram_energy,energy_consumed,country_name,"
-    "country_iso_code,region,os,python_version,codecarbon_version,cpu_count,cpu_model,gpu_count,"
-    "gpu_model,ram_total_size,tracking_mode,on_cloud,pue\r\n"
-    "2025-10-02T12:57:43,p,r1,e,60.0,1e-05,1.6e-07,42.5,120.5,10.0,0.000708,0.002008,0.000166,"
-    "0.002882,Spain,ESP,catalonia,Windows-11,3.11.9,3.0.5,16,AMD Ryzen 7 8845HS,1,"
-    "1 x NVIDIA GeForce RTX 4070 Laptop GPU,15.7,machine,N,1.0\r\n"
-    "2025-10-02T12:58:43,p,r1,e,120.0,2e-05,1.6e-07,42.5,118.1,10.0,0.001416,0.003944,0.000333,"
-    "0.005693,Spain,ESP,catalonia,Windows-11,3.11.9,3.0.5,16,AMD Ryzen 7 8845HS,1,"
-    "1 x NVIDIA GeForce RTX 4070 Laptop GPU,15.7,machine,N,1.0\r\n"
-    "2025-10-02T13:10:00,p,r2,e,2.5,1e-07,4e-08,360.0,0.0,10.0,0.00025,0.0,6.9e-06,0.000257,"
-    "Spain,ESP,catalonia,Windows-11,3.11.9,3.0.7,16,AMD Ryzen 7 8845HS,,,13.8,machine,N,1.0"
-).encode()
+    b"timestamp,project_name,run_id,experiment_id,duration,emissions,emissions_rate,cpu_power,"
+    b"gpu_power,ram_power,cpu_energy,gpu_energy,ram_energy,energy_consumed,country_name,"
+    b"country_iso_code,region,os,python_version,codecarbon_version,cpu_count,cpu_model,gpu_count,"
+    b"gpu_model,ram_total_size,tracking_mode,on_cloud,pue\r\n"
+    b"2025-10-02T12:57:43,p,r1,e,60.0,1e-05,1.6e-07,42.5,120.5,10.0,0.000708,0.002008,0.000166,"
+    b"0.002882,Spain,ESP,catalonia,Windows-11,3.11.9,3.0.5,16,AMD Ryzen 7 8845HS,1,"
+    b"1 x NVIDIA GeForce RTX 4070 Laptop GPU,15.7,machine,N,1.0\r\n"
+    b"2025-10-02T12:58:43,p,r1,e,120.0,2e-05,1.6e-07,42.5,118.1,10.0,0.001416,0.003944,0.000333,"
+    b"0.005693,Spain,ESP,catalonia,Windows-11,3.11.9,3.0.5,16,AMD Ryzen 7 8845HS,1,"
+    b"1 x NVIDIA GeForce RTX 4070 Laptop GPU,15.7,machine,N,1.0\r\n"
+    b"2025-10-02T13:10:00,p,r2,e,2.5,1e-07,4e-08,360.0,0.0,10.0,0.00025,0.0,6.9e-06,0.000257,"
+    b"Spain,ESP,catalonia,Windows-11,3.11.9,3.0.7,16,AMD Ryzen 7 8845HS,,,13.8,machine,N,1.0"
+)
 
 
 def fuzz_codecarbon(draw) -> None:
@@ -381,7 +386,131 @@ def fuzz_greenlight(draw) -> None:
                                  validate_api_package, out)
 
 
+# ---------------------------------------------------------------- issue 27's shapes
+
+#: What a file of a package or run tree can be replaced by (None: left a regular file).
+FILE_KINDS = ["fifo", "socket", "folder", "empty", "dev-zero", "outside", "dangling", "loop"]
+
+
+def _replace_with(path: Path, kind: str) -> None:
+    """Make `path` a file of another kind; a FIFO must never be opened, a device never read."""
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+        sock.close()  # the socket file stays
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "outside":
+        path.symlink_to(ROOT / "datapackage.json")
+    elif kind == "dangling":
+        path.symlink_to(path.with_name("no-such-file"))
+    else:
+        path.symlink_to(path.name)  # a link to itself
+
+
+def fuzz_file_types(draw) -> None:
+    """A file of a package or a run tree replaced by a FIFO, a socket, a folder, a device, a
+    link out or a loop, through validate, flatten and audit: refused, never a hang."""
+    TRIED["file types"] += 1
+    from deepgreen_audit.package.dispatch import validate_package
+
+    src = draw(st.sampled_from([seed_folder(), seed_tree(), "foreign"]))
+    with tempfile.TemporaryDirectory(prefix="deepgreen-fuzz-") as scratch:
+        if src == "foreign":
+            root = _foreign_package(Path(scratch) / "pkg", {}, ["oslo,2.5"])
+        else:
+            root = Path(scratch) / src.name
+            shutil.copytree(src, root, symlinks=True)
+        path = draw(st.sampled_from(sorted(p for p in root.rglob("*") if p.is_file())))
+        _replace_with(path, draw(st.sampled_from(FILE_KINDS)))
+        if src == seed_tree():
+            with contextlib.suppress(UserError):
+                rundirs.flatten(root, Path(scratch) / "out")
+            return
+        validate_package(root)
+        if src == seed_folder() and draw(st.integers(0, 3)) == 0:
+            with _quiet():
+                assert cli_main(["audit", str(root)]) != BUG_EXIT
+
+
+#: The Table Schema constraint keywords, with values of the right and of the wrong type.
+CONSTRAINTS = {"required": st.booleans(), "unique": st.booleans(),
+               "minimum": st.integers(-5, 5) | st.floats(allow_nan=False) | st.text(max_size=3),
+               "maximum": st.integers(-5, 5) | st.floats(allow_nan=False) | st.text(max_size=3),
+               "exclusiveMinimum": st.integers(-5, 5) | st.floats(allow_nan=False),
+               "exclusiveMaximum": st.integers(-5, 5) | st.floats(allow_nan=False),
+               "minLength": st.integers(-1, 5), "maxLength": st.integers(-1, 5),
+               "pattern": st.sampled_from(["[a-z]+", "(", "\\d*", ".*", "a{99999}"]),
+               "enum": st.lists(st.sampled_from(INTERESTING) | st.integers(-2, 2), max_size=3)}
+
+
+def _foreign_package(folder: Path, constraints: dict, rows: list[str]) -> Path:
+    """A foreign package of one table, rain.csv (station, rain_mm), its rain_mm constrained."""
+    folder.mkdir()
+    (folder / "rain.csv").write_bytes(("station,rain_mm\n" + "\n".join(rows) + "\n")
+                                      .encode("utf-8", "surrogatepass"))
+    field = {"name": "rain_mm", "type": "number", "constraints": constraints}
+    (folder / "datapackage.json").write_text(json.dumps({"name": "rainfall", "resources": [
+        {"name": "rain", "path": "rain.csv", "schema": {
+            "fields": [{"name": "station", "type": "string"}, field],
+            "primaryKey": ["rain_mm"]}}]}), encoding="utf-8")
+    return folder
+
+
+def fuzz_constraints(draw) -> None:
+    """A foreign package whose schema draws constraint keywords (valid or not) and whose cells
+    draw other spellings of one number (keys included), through validate."""
+    TRIED["schema constraints"] += 1
+    from deepgreen_audit.package.dispatch import validate_package
+
+    constraints = {key: draw(CONSTRAINTS[key]) for key in
+                   draw(st.lists(st.sampled_from(sorted(CONSTRAINTS)), max_size=4, unique=True))}
+    cells = st.sampled_from(INTERESTING) | st.floats().map(repr) | st.integers().map(str)
+    rows = [f"s{i},{draw(cells)}" for i in range(draw(st.integers(0, 4)))]
+    with tempfile.TemporaryDirectory(prefix="deepgreen-fuzz-") as scratch:
+        validate_package(_foreign_package(Path(scratch) / "pkg", constraints, rows))
+
+
+#: Where a verb's output could land on what it reads.
+OVERLAPS = ["{pkg}", "{pkg}/runs.csv", "{pkg}/datapackage.json", "{pkg}/sub", "{pkg}/..",
+            "{pkg}/SHA256SUMS"]
+
+
+def fuzz_outputs(draw) -> None:
+    """A verb whose output is, contains or lies inside its input: refused, the input unchanged."""
+    TRIED["outputs over inputs"] += 1
+    with scratch_copy(seed_folder()) as pkg:
+        before = {p: p.read_bytes() for p in sorted(pkg.rglob("*")) if p.is_file()}
+        out = draw(st.sampled_from(OVERLAPS)).format(pkg=pkg)
+        verb = draw(st.sampled_from([
+            ["restore", str(pkg), "--out", out], ["export", str(pkg), "--out", out],
+            ["render", str(pkg), "--out", out], ["audit", str(pkg), "--html", out],
+            ["audit", str(pkg), "--junit", out], ["audit", str(pkg), "--out", out]]))
+        if verb[0] != "render" and draw(st.booleans()):
+            verb.append("--overwrite")
+        with _quiet():
+            status = cli_main(verb)
+        assert status != BUG_EXIT, verb
+        after = {p: p.read_bytes() for p in sorted(pkg.rglob("*")) if p.is_file()}
+        assert after == before, f"{verb} changed its input"
+
+
+@contextmanager
+def _quiet():
+    """A verb run in-process, its output swallowed (the fuzz report is what matters)."""
+    with open(os.devnull, "w") as sink, redirect_stdout(sink), redirect_stderr(sink):
+        yield
+
+
 TARGETS = {"csv tables": fuzz_table, "descriptor": fuzz_descriptor,
            "run directories": fuzz_run_tree, "protocol": fuzz_protocol,
            "codecarbon logs": fuzz_codecarbon, "legacy sources": fuzz_legacy,
-           "greenlight records": fuzz_greenlight}
+           "greenlight records": fuzz_greenlight, "file types": fuzz_file_types,
+           "schema constraints": fuzz_constraints, "outputs over inputs": fuzz_outputs}

@@ -106,7 +106,7 @@ class Cluster:
                         f"--seed-file={self.folder / 'munge' / 'munged.seed'}"], check=True)
         self.pids.append(int((self.folder / "munge" / "munged.pid").read_text()))
 
-    def start(self, timeout_s: float = 60) -> "Cluster":
+    def start(self, timeout_s: float = 60) -> Cluster:
         self.write_conf()
         self._start_munge()
         env = dict(os.environ, **self.env)

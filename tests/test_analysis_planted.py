@@ -14,8 +14,7 @@ import math
 import pytest
 from scipy import stats as sps
 
-from deepgreen_audit.analysis import Design, analyse, load_tables
-from deepgreen_audit.analysis import accuracy, energy, instruments, utilisation
+from deepgreen_audit.analysis import Design, accuracy, analyse, energy, instruments, load_tables, utilisation
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.synth import TRUTH_FILE, SynthModel, write_synthetic
 

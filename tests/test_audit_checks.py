@@ -16,11 +16,11 @@ import pandas as pd
 import pytest
 
 from deepgreen_audit.audit import audit
-from deepgreen_audit.registry import registered_checks
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.schema import TABLES, load_schema
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
 from deepgreen_audit.package.writer import write_package
+from deepgreen_audit.registry import registered_checks
 from deepgreen_audit.spec import load_spec
 from deepgreen_audit.synth import write_synthetic
 
@@ -432,7 +432,7 @@ def test_host_design_holds_a_package_to_the_replicates_it_declares(clean, tmp_pa
     mixed = edited(clean, tmp_path / "mixed", by_round)
     assert run(mixed, "S6.host-design").status == "fail"          # two kinds, no declared design
     for off, status in ((0, "pass"), (1, "fail")):
-        pkg = edited(clean, tmp_path / f"declared{off}", lambda f: by_round(f, off),
+        pkg = edited(clean, tmp_path / f"declared{off}", lambda f, off=off: by_round(f, off),
                      hosts={"design": "replicates", "replicate_nodes": ["node-a", "node-b"]})
         finding = run(pkg, "S6.host-design")
         assert finding.status == status, finding.message

@@ -13,9 +13,9 @@ def test_findings_wrap_to_the_width_with_a_hanging_indent():
         Finding(id="S1.short", status="pass", message="fine " * 20)])
     lines = report.format_text(width=80).splitlines()
     assert all(len(line) <= 80 for line in lines)
-    first = lines.index(next(l for l in lines if "S1.architecture-identity" in l))
+    first = lines.index(next(t for t in lines if "S1.architecture-identity" in t))
     own = [first] + [i for i in range(first + 1, len(lines)) if lines[i].startswith("      ")
-                     and i < lines.index(next(l for l in lines if "S1.short" in l))]
+                     and i < lines.index(next(t for t in lines if "S1.short" in t))]
     assert len(own) == MAX_LINES
     assert "--json or --html shows it whole" in lines[own[-1]]
     assert lines[first + 1].startswith(" " * len("  FAIL  S1.architecture-identity  "))

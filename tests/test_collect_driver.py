@@ -290,7 +290,7 @@ def test_collect_shows_the_stack_error_and_stops_after_failures_alike(tmp_path, 
 
 
 def test_collect_refuses_a_plan_whose_data_is_not_prepared(tmp_path, capsys):
-    path = write_plan(tmp_path, f'[stacks.cpp-libtorch]\nkind = "external"\ncommand = ["true"]',
+    path = write_plan(tmp_path, '[stacks.cpp-libtorch]\nkind = "external"\ncommand = ["true"]',
                       'ecosystems = ["cpp-libtorch"]\narchitectures = ["resnet18"]\n'
                       'datasets = ["cifar100"]\nrepetitions = 1')
     assert main(["collect", "--plan", str(path), "--out", str(tmp_path / "out"),

@@ -14,8 +14,7 @@ import pytest
 
 from collect_fakes import FakeNvmlState, fake_pynvml
 from deepgreen_audit.cli import main
-from deepgreen_audit.collect import environments as envs
-from deepgreen_audit.collect import preflight
+from deepgreen_audit.collect import environments as envs, preflight
 from deepgreen_audit.collect.plan import load_plan
 from deepgreen_audit.errors import UserError
 

@@ -49,8 +49,8 @@ def test_the_master_seed_and_joules_per_kwh_are_written_once():
     found = []
     for path, tree in _modules("."):
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-                if node.value == seed or (node.value == J_PER_KWH and path.name != "units.py"):
+            if (isinstance(node, ast.Constant) and type(node.value) in (int, float)
+                    and (node.value == seed or (node.value == J_PER_KWH and path.name != "units.py"))):
                     found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.value}")
     assert not found, found
     plan = (PACKAGE.parent / "collect" / "plan.toml").read_text(encoding="utf-8")

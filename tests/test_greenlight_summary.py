@@ -11,8 +11,12 @@ from conftest import shared_data
 from deepgreen_audit.greenlight.discover import read_tree
 from deepgreen_audit.greenlight.fecom import domain_figures
 from deepgreen_audit.greenlight.records import CallRecord, Series, function_name
-from deepgreen_audit.greenlight.summary import (REASON_GPU_METHOD, REASON_OTHER_RECORDS,
-                                                REASON_UNEXPLAINED, compare_published)
+from deepgreen_audit.greenlight.summary import (
+    REASON_GPU_METHOD,
+    REASON_OTHER_RECORDS,
+    REASON_UNEXPLAINED,
+    compare_published,
+)
 
 GREENLIGHT = Path(__file__).resolve().parents[1].parent / "shared" / "greenlight"
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from deepgreen_audit.registry import Check, run_check
 from deepgreen_audit.cli import main
 from deepgreen_audit.errors import BUG_EXIT
 from deepgreen_audit.package.validate import validate
+from deepgreen_audit.registry import Check, run_check
 from package_edits import rehash
 
 RUN1 = "python-pytorch.resnet18.cifar100.r1"

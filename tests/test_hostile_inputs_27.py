@@ -275,3 +275,25 @@ def test_ctrl_c_at_any_moment_exits_130_without_a_traceback(entry, delay, render
         pytest.skip(f"validate finished within {delay} s, before the signal")
     assert proc.returncode == 130, err
     assert "Traceback" not in err and err.count("\n") == 1 and "interrupted" in err
+
+
+@pytest.mark.parametrize("field, constraints, said", [
+    ("rain_mm", {"maximum": ""}, "constraint maximum '' is not a number value"),
+    ("rain_mm", {"minimum": [1]}, "constraint minimum [1] is not a number value"),
+    ("station", {"pattern": "("}, "constraint pattern '(' is not a regular expression")])
+def test_a_foreign_constraint_frictionless_cannot_apply_is_a_finding(field, constraints, said,
+                                                                     tmp_path, capsys):
+    """frictionless raises on a bound its field type cannot read, or a pattern that does not
+    compile; deepgreen reports it, naming the resource and field, and reads no row."""
+    pkg = tmp_path / "rain"
+    pkg.mkdir()
+    (pkg / "rain.csv").write_text("station,rain_mm\noslo,2.5\n", encoding="utf-8")
+    fields = [{"name": "station", "type": "string"}, {"name": "rain_mm", "type": "number"}]
+    next(f for f in fields if f["name"] == field)["constraints"] = constraints
+    (pkg / "datapackage.json").write_text(json.dumps({"name": "rainfall", "resources": [
+        {"name": "rain", "path": "rain.csv", "schema": {"fields": fields}}]}), encoding="utf-8")
+    assert main(["validate", str(pkg), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    found = [f for f in report["findings"] if f["id"] == "bad-constraint"]
+    assert [(f["resource"], f["field"]) for f in found] == [("rain", field)]
+    assert said in found[0]["message"]

@@ -254,6 +254,27 @@ def test_rust_stack_unit_tests_pass():
     assert "test result: ok. 2 passed" in result.stdout
 
 
+def test_cpp_stack_unit_tests_pass(tmp_path):
+    """The C++ stack's own tests (ctest: Python's repr of floats against Python's, the percent
+    codec and the harness client, JSON, SHA-256, npz and safetensors reading), built in a
+    temporary folder without LibTorch and with the address and undefined-behaviour sanitizers."""
+    cpp = native.NATIVE_STACKS["cpp-libtorch"]
+    missing = cpp.missing_tools(("cmake", "ctest", "c++"))
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not on PATH: " + native.TOOL_HINTS["cpp-libtorch"])
+    build = tmp_path / "build"
+    sanitize = "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+    for command, cwd in (
+            (["cmake", "-S", str(cpp.source_dir), "-B", str(build), "-DCMAKE_BUILD_TYPE=Debug",
+              "-DCMAKE_CXX_FLAGS_DEBUG=-O0",
+              "-DDEEPGREEN_TESTS=ON", f"-DCMAKE_CXX_FLAGS={sanitize}"], None),
+            (["cmake", "--build", str(build), "-j", str(min(os.cpu_count() or 2, 4))], None),
+            (["ctest", "--output-on-failure"], build)):
+        result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+        assert result.returncode == 0, f"{' '.join(command[:3])} ... failed:\n" + (result.stdout + result.stderr)[-6000:]
+    assert "100% tests passed, 0 tests failed out of 6" in result.stdout, result.stdout[-3000:]
+
+
 @pytest.mark.parametrize("ecosystem", ["cpp-libtorch", "rust-tch", "java-dl4j"])
 def test_each_built_stack_says_which_device_it_would_use(ecosystem, tmp_path):
     """`<stack> device` prints one line the probe reads; this host has no GPU, so a cpu plan

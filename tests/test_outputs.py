@@ -167,7 +167,7 @@ def test_a_read_only_target_is_one_line_and_leaves_nothing(tree, tmp_path, monke
     assert main(["flatten", str(tree), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "Read-only file system" in err.splitlines()[-1]
-    assert not out.exists() and [p for p in leftovers(tmp_path)] == []
+    assert not out.exists() and list(leftovers(tmp_path)) == []
 
 
 def test_a_read_only_descriptor_target_is_one_line(tree, tmp_path, monkeypatch, capsys):

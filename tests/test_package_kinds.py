@@ -18,12 +18,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import shared_data
-from package_edits import rehash
-
 from deepgreen_audit.cli import main
 from deepgreen_audit.greenlight.importer import import_greenlight
 from deepgreen_audit.package.dispatch import validate_package
 from deepgreen_audit.package.kinds import KIND_KEY
+from package_edits import rehash
 
 PROJECT = ("greenlight", "SMART-Dal_greenlight", "dataset", "tensorflow_docs", "1_Graph_and_Session")
 

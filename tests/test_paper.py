@@ -9,11 +9,13 @@ import subprocess
 import pytest
 
 from deepgreen_audit.analysis import Design, analyse, load_tables
+from deepgreen_audit.audit.driver import audit
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.descriptor import Package
-from deepgreen_audit.render import build
+from deepgreen_audit.render import build, defects
 from deepgreen_audit.render.build import paper_dir, render
 from deepgreen_audit.render.lint import find_typed_numbers, lint_paper
+from deepgreen_audit.spec import load_spec
 from deepgreen_audit.synth import write_synthetic
 
 PAPER = paper_dir() / "paper.tex"
@@ -33,12 +35,14 @@ def test_the_lint_finds_typed_digits_and_respects_the_allowlist():
         "ResNet-18 on CIFAR-100 (S3, Figure~\\ref{fig:2}) % 99 in a comment\n"
         "\\includegraphics[width=0.5\\textwidth]{fig-1.pdf}\n"
         "spends 2.4 times more, \\SpreadEvalMax{} in evaluation, in 7 ecosystems.\n"
-        "\\section{Threats}\nOld 2.x versions.\n")
+        "\\section{Threats}\nOld 2.x versions.\n"
+        "\\section{Limitations}\nRQ1 and RQ4 on one host of 2 GPUs.\n")
     found = find_typed_numbers(tex)
-    assert [(f.line, f.text) for f in found] == [(7, "2.4"), (7, "7")]
+    # the Limitations quote figures too: typed there, a number is found; RQ1..RQ4 are names
+    assert [(f.line, f.text) for f in found] == [(7, "2.4"), (7, "7"), (11, "2")]
     assert "2.4" in str(found[0]) and "line 7" in str(found[0])
     assert [f.text for f in find_typed_numbers(tex.replace("Costs", "Costs 3"))] == \
-        ["3", "2.4", "7"]
+        ["3", "2.4", "7", "2"]
 
 
 @pytest.fixture(scope="module")
@@ -49,14 +53,58 @@ def full_design_package(tmp_path_factory):
     return out
 
 
+def _taken_branches(text: str, flags: dict) -> str:
+    """`text` with each \\ifFlag ... [\\else ...] \\fi of a rendered flag reduced to the branch
+    the flag takes (the paper nests none of them)."""
+    def branch(match: re.Match) -> str:
+        on, _, off = match.group(2).partition("\\else")
+        return on if flags[match.group(1)] else off
+    names = "|".join(sorted(flags, key=len, reverse=True))
+    return re.sub(rf"\\if({names})(?![A-Za-z])(.*?)\\fi(?![A-Za-z])", branch, text,
+                  flags=re.DOTALL)
+
+
 def test_every_macro_the_paper_uses_is_rendered(full_design_package):
     results = analyse(load_tables(Package.open(full_design_package)), Design.from_spec())
     text = re.sub(r"(?<!\\)%.*", "", PAPER.read_text()).split("\\begin{document}")[1]
+    # a macro quoted only where a flag the render wrote holds (\\ifCheapestNamedEval) need
+    # not exist where it does not
+    text = _taken_branches(text, results.flags)
+    # render adds the macros of the audit it runs (the defect-class table's totals)
+    report = audit(full_design_package)
+    defects.add_audit_numbers(results, report, defects.defect_classes(report, load_spec()))
     used = set(re.findall(r"\\([A-Z][A-Za-z]+)", text))
     defined = set(results.values) | OWN_MACROS
     assert used - defined == set()
     # and most of what the analysis computes is quoted
     assert len(set(results.values) & used) > 0.8 * len(results.values)
+
+
+def test_short_inference_blocks_leave_the_paper_naming_no_cheapest_inference_stack(
+        full_design_package):
+    """The full design at the default model: evaluation blocks are far shorter than the
+    specification's minimum, so the text takes the branch that names no cheapest stack and
+    the macros that would name one do not exist."""
+    results = analyse(load_tables(Package.open(full_design_package)), Design.from_spec())
+    assert results.flags["CheapestNamedEval"] is False
+    assert not {"CheapestEvalMostly", "CostliestEvalMostly"} & set(results.values)
+    text = PAPER.read_text()
+    assert r"\CheapestEvalMostly" in text.split(r"\ifCheapestNamedEval")[2].split(r"\else")[0]
+    assert "names no" in _taken_branches(text, results.flags).split(r"\subsection{RQ2")[1] \
+        .split(r"\subsection")[0]
+
+
+def test_the_paper_is_organised_by_its_research_questions_and_states_its_limitations():
+    text = PAPER.read_text()
+    heads = re.findall(r"\\subsection\{(RQ[1-4])", text)
+    assert heads == ["RQ1", "RQ2", "RQ3", "RQ4"]
+    limitations = text.split(r"\section{Limitations}")[1]
+    for topic in ("unsaturated accelerator", "One host", "Scope of models and data", "DRAM",
+                  "Pairs the design cannot order", r"\OutOfScopeEcosystems",
+                  r"\GpuUtilTrainArchMaxPct"):
+        assert topic in limitations, topic
+    for table in ("table-utilisation.tex", "table-defects.tex"):
+        assert f"\\input{{generated/{table}}}" in text
 
 
 def test_the_paper_needs_tex_and_names_what_is_missing(tmp_path, monkeypatch):

@@ -96,6 +96,25 @@ def test_every_verb_that_writes_refuses_an_output_over_its_input(tiny_package, t
     assert not (tmp_path / "flat").exists()
 
 
+@pytest.mark.parametrize("executor", ["local", "slurm"])
+def test_collect_refuses_an_out_over_its_plan_or_its_data(tmp_path, executor, capsys):
+    """`collect --out` onto the plan file, or into the data folder the runs read, is refused
+    before the host is probed or anything is written, by either executor."""
+    from deepgreen_audit.collect.plan import write_scoped_plan
+
+    scope = {"ecosystems": ["python-pytorch"], "architectures": ["resnet18"], "datasets": ["digits"],
+             "repetitions": 1, "epochs": 1, "device": "cpu"}
+    plan = write_scoped_plan(tmp_path / "plan.toml", "smoke", tmp_path / "data", scope)
+    (tmp_path / "data").mkdir()
+    before = _digests(tmp_path)
+    extra = ["--executor", "slurm", "--dry-run"] if executor == "slurm" else []
+    for out, said in ((plan, "is not a folder"), (tmp_path / "data" / "out", "data folder")):
+        assert main(["collect", "--plan", str(plan), "--out", str(out), *extra]) == 2
+        assert said in capsys.readouterr().err
+    assert _digests(tmp_path) == before
+    assert not (tmp_path / "data" / "out").exists()
+
+
 # ---------------------------------------------------------------- non-regular inputs
 
 
@@ -134,6 +153,26 @@ def test_a_fifo_as_a_foreign_data_file_is_refused_without_a_hang(tmp_path):
     (pkg / "datapackage.json").write_text(json.dumps(descriptor))
     done = _run("validate", str(pkg))
     assert done.returncode == 1 and _said(done).count("is a FIFO") == 2
+
+
+def test_every_part_of_a_multipart_foreign_path_goes_through_the_gate(tmp_path):
+    """A resource's path may be a list of files read as one table: each part is checked."""
+    pkg = _foreign(tmp_path / "rain")
+    (pkg / "rain2.csv").write_text("bergen,9.0\n", encoding="utf-8")
+    descriptor = json.loads((pkg / "datapackage.json").read_text())
+    descriptor["resources"][0]["path"] = ["rain.csv", "rain2.csv"]
+    (pkg / "datapackage.json").write_text(json.dumps(descriptor))
+    assert _run("validate", str(pkg)).returncode == 0
+    (pkg / "rain2.csv").unlink()
+    os.mkfifo(pkg / "rain2.csv")
+    done = _run("validate", str(pkg))
+    assert done.returncode == 1 and "is a FIFO (named pipe)" in _said(done)
+    (pkg / "rain2.csv").unlink()
+    outside = tmp_path / "secret.csv"
+    outside.write_text("bergen,9.0\n", encoding="utf-8")
+    (pkg / "rain2.csv").symlink_to(outside)
+    done = _run("validate", str(pkg))
+    assert done.returncode == 1 and "leads out of the package folder" in _said(done)
 
 
 def test_a_socket_as_a_data_file_is_refused(tiny_package, tmp_path):

@@ -219,7 +219,7 @@ def test_schedule_is_interleaved_with_distinct_seeds_and_processes(medium):
         assert {int(r["repetition"]) for r in runs[k:k + n_cfg]} == {k // n_cfg + 1}
     assert len({r["seed"] for r in runs}) == n
     assert len({r["process_id"] for r in runs}) == n
-    assert ts(runs[0]["started_at_utc"]) == dt.datetime(2026, 3, 2, 8, tzinfo=dt.timezone.utc)
+    assert ts(runs[0]["started_at_utc"]) == dt.datetime(2026, 3, 2, 8, tzinfo=dt.UTC)
     for a, b in zip(runs, runs[1:]):
         gap = (ts(b["started_at_utc"]) - ts(a["ended_at_utc"])).total_seconds()
         assert 20 <= gap <= 60
@@ -322,14 +322,14 @@ GOLDEN_MEDIUM_SEED_3 = {
         "blocks": "dee22e7400c1cee9f653ffde324185bb867520485c7cb405382d8d2a636de98d",
         "samples": "5e1e9825162073d3f86bb48c8b692e789b4dfb18b6486029aca1d1fe670fad7f",
         "environment": "66c70758ea9992145dc9bb75ca82308b38dd2b09d67731d6b050977b639a0f0c",
-        "truth": "f454bcde94763f3045fcce70b0acaf38a48e4a13fedda6a9f09a7cbba5bebe80",
+        "truth": "170a6aa978a22a87a39b82e68102a3e8284e999113a2c6785e07ff500197f617",
     },
     "every-defect": {
         "runs": "171885507c4ac38c49423f392e0691c36a672092fdd3983b3f3fb20695b719a3",
         "blocks": "6f24e151bf9fd722180f7f7fcd2b3dd65c07217801b6936e5aa633451e227fab",
         "samples": "8fdb4f6bcb1043fe474da0b62d36c6480ed82e6a31a8d27a6f71e04bf427daa9",
         "environment": "5543b87f32a63587a9b88a7047fde8e077537a0a38ec05aa18656adb8f9d7f5a",
-        "truth": "647207672b1198cfd113ded2fdf4666bd84c745cedda0d2d15b46bef1e43ab72",
+        "truth": "2d01eede73d3a31bf3fc4835274a5f5320209407738147ad0051d1a4343ed437",
     },
 }
 #: sha256 of the CSV files of the default campaign (the specification's master seed).

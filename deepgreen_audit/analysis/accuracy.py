@@ -7,6 +7,17 @@ training *collapse* is a final accuracy within the specification's
 its rate is bounded above with an exact one-sided Clopper-Pearson interval
 (confidence `analysis.collapse_confidence`), which stays informative when no
 collapse is seen.
+
+The bound the paper leads with is the one on the *susceptible cells*: the runs
+of the architectures `analysis.collapse_susceptible_architectures` names
+(VGG-16 by default), since pooling them with runs that cannot collapse would
+shrink the bound without saying anything about the runs at risk.  It is the
+one-sided bound: the upper end of the interval ``[0, p_U]`` that covers the
+rate with probability ``collapse_confidence``, i.e. ``Beta(1 - alpha; x + 1,
+n - x)`` with ``alpha = 1 - collapse_confidence``, which for 0 of n is
+``1 - alpha ** (1 / n)`` (not the upper end of the two-sided interval, which
+uses ``alpha / 2``).  Beside it: the share of the campaign's training energy
+that collapsed runs spent (`wasted_training_share`).
 """
 
 from __future__ import annotations
@@ -52,3 +63,43 @@ def collapses(final: pd.DataFrame, design: Design) -> dict:
     return {"collapsed": collapsed, "runs": len(judged),
             "upper_bound": stats.clopper_pearson_upper(collapsed, len(judged),
                                                        design.collapse_confidence)}
+
+
+def collapsed_runs(final: pd.DataFrame, design: Design) -> pd.Series:
+    """Per judged run (those with a final accuracy), whether its training collapsed."""
+    judged = final.dropna(subset=["test_accuracy"])
+    chance = judged["dataset"].map(lambda d: 1.0 / design.classes[d])
+    return pd.Series((judged["test_accuracy"] <= chance + design.collapse_margin_fraction).to_numpy(),
+                     index=judged["run_id"].to_numpy(), name="collapsed")
+
+
+def susceptible_collapses(final: pd.DataFrame, design: Design) -> dict:
+    """Collapses on the susceptible cells only: collapsed runs, runs judged and the exact
+    one-sided upper bound (`stats.clopper_pearson_upper`) on their collapse rate."""
+    if not design.collapse_susceptible:
+        raise MissingValue("the design holds none of the architectures [analysis] "
+                           "collapse_susceptible_architectures names, so there is no "
+                           "susceptible cell to bound")
+    at_risk = final[final["architecture"].isin(design.collapse_susceptible)]
+    flags = collapsed_runs(at_risk, design)
+    if flags.empty:
+        raise MissingValue("no run of the susceptible cells ("
+                           + ", ".join(design.collapse_susceptible)
+                           + ") has a final test accuracy, so their collapse rate is missing")
+    collapsed = int(flags.sum())
+    return {"collapsed": collapsed, "runs": len(flags),
+            "upper_bound": stats.clopper_pearson_upper(collapsed, len(flags),
+                                                       design.collapse_confidence)}
+
+
+def wasted_training_share(final: pd.DataFrame, totals: pd.DataFrame, design: Design) -> float:
+    """The share of the campaign's training energy (phase totals of every completed run with
+    training energy) that runs whose training collapsed spent: energy that bought no model."""
+    train = totals[(totals["phase"] == "train")].dropna(subset=["energy_j"])
+    whole = float(train["energy_j"].sum())
+    if whole <= 0:
+        raise MissingValue("no run has training energy, so the share collapsed runs wasted "
+                           "is missing")
+    flags = collapsed_runs(final, design)
+    wasted = float(train[train["run_id"].isin(flags[flags].index)]["energy_j"].sum())
+    return wasted / whole

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import csv
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 import pyarrow as pa
@@ -40,6 +40,12 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Columns read when the package has them: Slurm's whole-run reading (campaign-level energy).
+OPTIONAL_COLUMNS: dict[str, tuple[str, ...]] = {
+    "runs": ("slurm_consumed_energy_j", "slurm_energy_missing_reason"),
+}
+
+
 class MissingValue(UserError):
     """A value the paper quotes cannot be computed from the package."""
 
@@ -53,6 +59,16 @@ def _count(section: dict, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise UserError(f"[analysis] {key} must be an integer >= 0, not {value!r}")
     return value
+
+
+def _susceptible(section: dict, architectures: tuple[str, ...]) -> tuple[str, ...]:
+    """[analysis] collapse_susceptible_architectures that the design holds, in its order; a
+    label the specification does not plan is a clear error naming the key."""
+    value = section["collapse_susceptible_architectures"]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UserError("[analysis] collapse_susceptible_architectures must be a list of "
+                        f"architecture labels, not {value!r}")
+    return tuple(a for a in architectures if a in value)
 
 
 @dataclass(frozen=True)
@@ -77,16 +93,25 @@ class Design:
     warmup_epochs_excluded: int
     #: S6_replication.master_seed: the seed of every bootstrap
     bootstrap_seed: int
+    #: [analysis]: the architectures whose cells are susceptible to training collapses, as far
+    #: as the design holds them (empty: the declared scope leaves every one of them out)
+    collapse_susceptible: tuple[str, ...] = ()
+    #: [analysis]: a phase whose median block is shorter than this many sampler intervals
+    #: names no cheapest stack
+    cheapest_min_sampler_intervals: int = 0
+    #: S5_measurement: seconds between two samples of the 1 Hz sampler
+    sampler_interval_s: float = 1.0
 
     @classmethod
-    def from_spec(cls, spec: dict | None = None, **narrow) -> "Design":
+    def from_spec(cls, spec: dict | None = None, **narrow) -> Design:
         """The specification's design; `narrow` replaces ecosystems/architectures/datasets."""
         spec = spec or load_spec()
         ecosystems = tuple(narrow.get("ecosystems") or spec["S6_replication"]["ecosystems"])
+        architectures = tuple(narrow.get("architectures") or spec["S1_model"]["architectures"])
         constants = spec["analysis"]
         return cls(
             ecosystems=ecosystems,
-            architectures=tuple(narrow.get("architectures") or spec["S1_model"]["architectures"]),
+            architectures=architectures,
             datasets=tuple(narrow.get("datasets") or spec["S3_data"]["datasets"]),
             control_group=tuple(e for e in spec["S6_replication"]["libtorch_control_group"]
                                 if e in ecosystems),
@@ -100,6 +125,9 @@ class Design:
             collapse_confidence=float(constants["collapse_confidence"]),
             warmup_epochs_excluded=_count(constants, "warmup_epochs_excluded"),
             bootstrap_seed=master_seed(spec),
+            collapse_susceptible=_susceptible(constants, architectures),
+            cheapest_min_sampler_intervals=_count(constants, "cheapest_min_sampler_intervals"),
+            sampler_interval_s=1.0 / float(spec["S5_measurement"]["sampler_rate_hz"]),
         )
 
     @property
@@ -121,6 +149,9 @@ class CampaignTables:
     blocks: pd.DataFrame
     samples: pd.DataFrame
     environment: pd.DataFrame
+    #: the optional columns the package holds (OPTIONAL_COLUMNS), one frame a table, keyed
+    #: by run_id; empty frames where it holds none
+    optional: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 def typed_columns(package, table: str, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -190,7 +221,22 @@ def _check_constraints(frame: pd.DataFrame, schema, path) -> None:
                         field=case.get("column"), code="constraint-error") from None
 
 
+def _header(package, table: str) -> list[str]:
+    """The header row of `table` (empty when the table is missing)."""
+    path = package.table_path(table)
+    if not path.is_file():
+        return []
+    with open(path, encoding="utf-8", newline="") as handle:
+        return next(csv.reader([handle.readline()]), [])
+
+
 def load_tables(package) -> CampaignTables:
-    """The typed columns of runs, blocks, samples and environment that the analysis reads."""
+    """The typed columns of runs, blocks, samples and environment that the analysis reads,
+    and those of `OPTIONAL_COLUMNS` the package holds."""
+    optional = {}
+    for name, cols in OPTIONAL_COLUMNS.items():
+        present = tuple(c for c in cols if c in _header(package, name))
+        optional[name] = typed_columns(package, name, ("run_id", *present)) if present \
+            else pd.DataFrame(columns=["run_id"])
     return CampaignTables(**{name: typed_columns(package, name, cols)
-                             for name, cols in REQUIRED_COLUMNS.items()})
+                             for name, cols in REQUIRED_COLUMNS.items()}, optional=optional)

@@ -130,3 +130,25 @@ def energy_time_correlation(totals: pd.DataFrame, phase: str, duration_column: s
                            f"{duration_column}")
     return {"pooled": stats.spearman(rows["energy_j"], rows[duration_column]),
             "within_min": min(within), "within_max": max(within), "runs": len(rows)}
+
+
+def cheapest_rule(blocks: pd.DataFrame, design: Design) -> dict[str, dict[str, float | bool]]:
+    """Per phase: its median block duration (seconds), the shortest median that may name a
+    cheapest stack (`[analysis] cheapest_min_sampler_intervals` sampler intervals), and
+    whether this phase names one.
+
+    A phase whose blocks are shorter than a few sampler intervals measures start-up,
+    synchronisation and the instruments' own windows beside the work: an ecosystem that is
+    cheapest there is not cheapest at the work, so no table bolds it and the text names none.
+    """
+    threshold = design.cheapest_min_sampler_intervals * design.sampler_interval_s
+    rule = {}
+    for phase in PHASES:
+        durations = blocks.loc[blocks["phase"] == phase, "duration_s"].dropna()
+        if durations.empty:
+            raise MissingValue(f"no {phase} block has a duration, so the rule that decides "
+                               "whether that phase names a cheapest stack cannot be applied")
+        median = float(durations.median())
+        rule[phase] = {"median_block_s": median, "threshold_s": threshold,
+                       "names_cheapest": median >= threshold}
+    return rule

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.analysis.data import MissingValue, PHASES
+from deepgreen_audit.analysis.data import PHASES, MissingValue
 from deepgreen_audit.analysis.results import Number, Text
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.units import J_PER_KWH

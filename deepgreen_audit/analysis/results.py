@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from deepgreen_audit.analysis import accuracy, comparisons, energy, hosts, instruments, utilisation
+from deepgreen_audit.analysis import accuracy, campaign, comparisons, energy, hosts, instruments, utilisation
 from deepgreen_audit.analysis.data import PHASES, CampaignTables, Design, MissingValue
 from deepgreen_audit.spec import load_spec
 from deepgreen_audit.units import J_PER_KWH
@@ -45,15 +45,20 @@ class Results:
     """Scalars by macro name, and the frames behind the tables and figures."""
 
     values: dict = field(default_factory=dict)
-    totals: pd.DataFrame | None = None
-    medians: pd.DataFrame | None = None
-    spreads: pd.DataFrame | None = None
-    variability: pd.DataFrame | None = None
-    accuracy_spreads: pd.DataFrame | None = None
-    final_accuracy: pd.DataFrame | None = None
-    pairwise: pd.DataFrame | None = None
-    paired_blocks: pd.DataFrame | None = None
-    utilisation: pd.DataFrame | None = None
+    # The frames are None until `results()` fills them; the renderers read filled Results.
+    totals: pd.DataFrame = None
+    medians: pd.DataFrame = None
+    spreads: pd.DataFrame = None
+    variability: pd.DataFrame = None
+    accuracy_spreads: pd.DataFrame = None
+    final_accuracy: pd.DataFrame = None
+    pairwise: pd.DataFrame = None
+    paired_blocks: pd.DataFrame = None
+    utilisation: pd.DataFrame = None
+    #: median utilisation per (ecosystem, architecture, phase), with the runs sampled
+    utilisation_by_architecture: pd.DataFrame = None
+    #: per phase: its median block duration and whether it may name a cheapest stack
+    cheapest_rule: dict = field(default_factory=dict)
     #: within-host beside across-host spread per configuration (None: one host)
     host_spread: pd.DataFrame | None = None
     #: LaTeX conditionals (\ifName) the text branches on: what the declared design holds
@@ -97,6 +102,7 @@ def analyse(tables: CampaignTables, design: Design, spec: dict | None = None) ->
     r.totals = energy.phase_totals(tables, design)
     r.medians = energy.configuration_medians(r.totals, design)
     r.spreads = energy.cell_spreads(r.medians, design)
+    _cheapest_rule(r, tables, design)
     _spreads(r, design)
     r.variability = energy.variability(r.totals)
     _hosts(r, tables)
@@ -121,6 +127,8 @@ def analyse(tables: CampaignTables, design: Design, spec: dict | None = None) ->
     _accuracy(r, tables, design)
     _comparisons(r, design)
     _utilisation(r, tables, design)
+    _campaign_energy(r, tables)
+    _out_of_scope(r, spec)
     return r
 
 
@@ -193,13 +201,19 @@ def _spreads(r: Results, design: Design) -> None:
                      f"smallest {phase} spread inside the LibTorch control group")
             r.number(f"ControlSpread{w}Max", rows["control_spread"].max(), 2,
                      f"largest {phase} spread inside the LibTorch control group")
-        cheapest, count = Counter(rows["cheapest"]).most_common(1)[0]
-        r.text(f"Cheapest{w}Mostly", cheapest, f"ecosystem cheapest in most {phase} cells", kind="label")
-        r.number(f"Cheapest{w}Count", count, 0, f"{phase} cells where that ecosystem is cheapest")
-        costliest, count = Counter(rows["most_expensive"]).most_common(1)[0]
-        r.text(f"Costliest{w}Mostly", costliest, f"ecosystem most expensive in most {phase} cells", kind="label")
-        r.number(f"Costliest{w}Count", count, 0,
-                 f"{phase} cells where that ecosystem is most expensive")
+        if r.cheapest_rule[phase]["names_cheapest"]:
+            # a phase too short to rank its stacks ([analysis] cheapest_min_sampler_intervals)
+            # names neither its cheapest nor its costliest one
+            cheapest, count = Counter(rows["cheapest"]).most_common(1)[0]
+            r.text(f"Cheapest{w}Mostly", cheapest, f"ecosystem cheapest in most {phase} cells",
+                   kind="label")
+            r.number(f"Cheapest{w}Count", count, 0,
+                     f"{phase} cells where that ecosystem is cheapest")
+            costliest, count = Counter(rows["most_expensive"]).most_common(1)[0]
+            r.text(f"Costliest{w}Mostly", costliest,
+                   f"ecosystem most expensive in most {phase} cells", kind="label")
+            r.number(f"Costliest{w}Count", count, 0,
+                     f"{phase} cells where that ecosystem is most expensive")
         for _, row in rows.iterrows():
             low, high = energy.spread_interval(
                 r.totals, row["architecture"], row["dataset"], phase, design.ecosystems,
@@ -222,10 +236,29 @@ def _spreads(r: Results, design: Design) -> None:
                f"dataset of the cell with the largest {phase} spread", kind="label")
     r.spreads = r.spreads.merge(pd.DataFrame(intervals),
                                 on=["architecture", "dataset", "phase"], how="left")
+    r.spreads["names_cheapest"] = r.spreads["phase"].map(
+        lambda p: bool(r.cheapest_rule[p]["names_cheapest"]))
+
+
+def _cheapest_rule(r: Results, tables: CampaignTables, design: Design) -> None:
+    """The specification's rule on naming a cheapest stack, applied to each phase."""
+    r.cheapest_rule = energy.cheapest_rule(tables.blocks, design)
+    r.number("CheapestMinSamplerIntervals", design.cheapest_min_sampler_intervals, 0,
+             "sampler intervals a phase's median block must last to name a cheapest stack "
+             "([analysis] cheapest_min_sampler_intervals)")
+    r.number("CheapestMinBlockS", design.cheapest_min_sampler_intervals * design.sampler_interval_s,
+             1, "shortest median block that may name a cheapest stack", r"\second")
+    for phase in PHASES:
+        w = _phase_word(phase)
+        rule = r.cheapest_rule[phase]
+        r.number(f"MedianBlock{w}S", rule["median_block_s"], 1,
+                 f"median duration of a {phase} block", r"\second")
+        r.flags[f"CheapestNamed{w}"] = bool(rule["names_cheapest"])
 
 
 def _hosts(r: Results, tables: CampaignTables) -> None:
     r.host_spread = hosts.host_spread(r.totals, tables.environment)
+    r.flags["SeveralHosts"] = r.host_spread is not None
     if r.host_spread is None:
         return
     r.number("HostsCount", tables.environment["host"].nunique(), 0, "hosts that measured the campaign")
@@ -269,6 +302,21 @@ def _accuracy(r: Results, tables: CampaignTables, design: Design) -> None:
              "collapse margin above chance, percentage points")
     r.number("CollapseConfidencePct", 100 * design.collapse_confidence, 0,
              "confidence of the collapse-rate bound", r"\percent")
+    r.number("CollapseWastedTrainPct",
+             100 * accuracy.wasted_training_share(r.final_accuracy, r.totals, design), 1,
+             "share of the campaign's training energy that collapsed runs spent", r"\percent")
+    r.flags["CollapseSusceptible"] = bool(design.collapse_susceptible)
+    if design.collapse_susceptible:
+        s = accuracy.susceptible_collapses(r.final_accuracy, design)
+        r.text("CollapseSusceptibleList", ";".join(design.collapse_susceptible),
+               "architectures whose cells are susceptible to collapses "
+               "([analysis] collapse_susceptible_architectures)", kind="labels")
+        r.number("CollapseSusceptibleCount", s["collapsed"], 0,
+                 "collapsed runs on the susceptible cells")
+        r.number("CollapseSusceptibleRuns", s["runs"], 0, "runs judged on the susceptible cells")
+        r.number("CollapseSusceptibleUpperPct", 100 * s["upper_bound"], 1,
+                 "exact one-sided Clopper-Pearson upper bound on the collapse rate of the "
+                 "susceptible cells", r"\percent")
 
 
 def _comparisons(r: Results, design: Design) -> None:
@@ -294,7 +342,24 @@ def _comparisons(r: Results, design: Design) -> None:
 
 
 def _utilisation(r: Results, tables: CampaignTables, design: Design) -> None:
-    r.utilisation = utilisation.utilisation_medians(tables, design)
+    samples = utilisation.attributed_samples(tables)
+    r.utilisation = utilisation.utilisation_medians(tables, design, samples)
+    r.utilisation_by_architecture = utilisation.utilisation_by_architecture(tables, design, samples)
+    coverage = utilisation.sampler_coverage(tables, samples)
+    r.number("SamplerRunsCovered", coverage["covered"], 0,
+             "runs with at least one 1 Hz sample inside one of their blocks")
+    r.number("SamplerCoveragePct", 100 * coverage["covered"] / coverage["runs"], 1,
+             "share of the package's runs the sampler covered", r"\percent")
+    by_arch = r.utilisation_by_architecture
+    for phase in PHASES:
+        w = _phase_word(phase)
+        gpu = by_arch[by_arch["phase"] == phase]["gpu_utilization_pct"]
+        r.number(f"GpuUtil{w}ArchMinPct", gpu.min(), 0,
+                 f"lowest median GPU utilisation of a stack and architecture in {phase} blocks",
+                 r"\percent")
+        r.number(f"GpuUtil{w}ArchMaxPct", gpu.max(), 0,
+                 f"highest median GPU utilisation of a stack and architecture in {phase} blocks",
+                 r"\percent")
     train = r.utilisation[r.utilisation["phase"] == "train"].set_index("ecosystem")
     for column, word in (("gpu_utilization_pct", "Gpu"), ("cpu_utilization_pct", "Cpu")):
         values = train[column]
@@ -306,3 +371,27 @@ def _utilisation(r: Results, tables: CampaignTables, design: Design) -> None:
                  f"highest median {word.upper()} utilisation while training", r"\percent")
         r.text(f"{word}UtilTrainMaxEcosystem", values.idxmax(),
                f"ecosystem with the highest median {word.upper()} utilisation while training", kind="label")
+
+
+def _campaign_energy(r: Results, tables: CampaignTables) -> None:
+    """Slurm's whole-run reading summed over the campaign, where it was recorded."""
+    slurm = campaign.slurm_energy(tables)
+    r.flags["SlurmEnergy"] = slurm is not None
+    if slurm is None:
+        return
+    r.number("SlurmRuns", slurm["runs"], 0, "runs with Slurm's ConsumedEnergy and complete blocks")
+    r.number("SlurmEnergyKWh", slurm["slurm_j"] / J_PER_KWH, 1,
+             "Slurm's whole-run energy summed over those runs", r"\kilo\watt\hour")
+    r.number("SlurmBlocksKWh", slurm["blocks_j"] / J_PER_KWH, 1,
+             "counter energy of the same runs' blocks", r"\kilo\watt\hour")
+    r.number("SlurmBeyondBlocksPct", 100 * (slurm["slurm_j"] / slurm["blocks_j"] - 1), 1,
+             "energy Slurm read beyond the blocks, relative to the blocks", r"\percent")
+
+
+def _out_of_scope(r: Results, spec: dict) -> None:
+    """Ecosystems outside the study altogether, with the reason (S6_replication.out_of_scope)."""
+    outside = dict(spec["S6_replication"].get("out_of_scope", {}))
+    r.flags["OutOfScope"] = bool(outside)
+    if outside:
+        r.text("OutOfScopeEcosystems", "; ".join(f"{name}: {why}" for name, why in outside.items()),
+               "ecosystems outside the study and why (S6_replication.out_of_scope)")

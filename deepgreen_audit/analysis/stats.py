@@ -55,9 +55,9 @@ def smallest_exact_p(n_x: int, n_y: int) -> float:
 
 def vargha_delaney_a12(x: Sequence[float], y: Sequence[float]) -> float:
     """P(X > Y) + P(X = Y) / 2 over all pairs: 0.5 is no effect, 1 or 0 complete separation."""
-    x = np.asarray(x, dtype=float)[:, None]
-    y = np.asarray(y, dtype=float)[None, :]
-    return float(((x > y).sum() + 0.5 * (x == y).sum()) / (x.size * y.size))
+    xs = np.asarray(x, dtype=float)[:, None]
+    ys = np.asarray(y, dtype=float)[None, :]
+    return float(((xs > ys).sum() + 0.5 * (xs == ys).sum()) / (xs.size * ys.size))
 
 
 def cliffs_delta(x: Sequence[float], y: Sequence[float]) -> float:
@@ -79,10 +79,10 @@ def clopper_pearson_upper(successes: int, trials: int, confidence: float) -> flo
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     """Spearman's rank correlation (scipy), NaN when either side is constant."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if x.size < 3 or np.all(x == x[0]) or np.all(y == y[0]):
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if xs.size < 3 or np.all(xs == xs[0]) or np.all(ys == ys[0]):
         return float("nan")
-    return float(_stats.spearmanr(x, y).statistic)
+    return float(_stats.spearmanr(xs, ys).statistic)
 
 
 def bootstrap_interval(statistic: Callable[..., np.ndarray], samples: Sequence[Sequence[float]], *,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from deepgreen_audit.errors import UserError
 
@@ -33,6 +34,7 @@ def cmd_audit(args) -> int:
     location = resolve_package(args.package)
     check_verb(location, "audit")
     files = report_files(args, location)
+    ctx: Any  # the suite's context: a LogContext or an AuditContext (None when validation failed)
     if codecarbon_audit.is_codecarbon_log(location):  # the audit of anyone's CodeCarbon logs
         from deepgreen_audit.spec import load_spec
 
@@ -118,7 +120,8 @@ def register(verb) -> None:
              "the rows it concerns; the report ends with the counts. A skipped check means the "
              "audit did not finish. Exit 0 when every check passes (warnings allowed), 1 when a "
              "check fails or the package does not validate (with --strict also on a warning or "
-             "a skip), 2 on a usage error such as --select matching no check. An API-level package is audited by 'api-audit' instead. A CodeCarbon-log "
+             "a skip), 2 on a usage error such as --select matching no check. An API-level package "
+             "is audited by 'api-audit' instead. A CodeCarbon-log "
              "package ('import codecarbon') gets the CodeCarbon checks and a verdict per log and "
              "run: measured, partly modelled or modelled (docs/codecarbon.md). See "
              "docs/audit.md.",

@@ -76,7 +76,7 @@ def audit_with_context(location: str | Path | None = None, *, spec: dict | None 
     for c in registered:
         finding = run_check(c, ctx)
         if c.id == INTEGRITY_ID:
-            finding = dataclasses.replace(finding, seconds=finding.seconds + validated_in)
+            finding = dataclasses.replace(finding, seconds=(finding.seconds or 0.0) + validated_in)
         report.findings.append(finding)
     return report, ctx
 

@@ -23,7 +23,7 @@ import base64
 import html
 import io
 import xml.etree.ElementTree as ET
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
@@ -434,7 +434,8 @@ def _verdict(report: Report, groups: dict[str, list[Finding]], opening: str = ""
         if not found:
             continue
         items = "".join(
-            f'<li title="{_esc(f.message)}"><span class="status" style="color:{STATUS_COLOURS[f.status]}">{f.status}</span>'
+            f'<li title="{_esc(f.message)}">'
+            f'<span class="status" style="color:{STATUS_COLOURS[f.status]}">{f.status}</span>'
             f'<a href="#{_esc(f.id)}">{_esc(f.id)}</a>{_esc(f.message)}</li>' for f in found)
         parts.append(f"<h2>{heading} ({len(found)})</h2><ul>{items}</ul>")
     if groups["skip"]:
@@ -501,7 +502,7 @@ def render_page(report: Report, ctx=None, *, suite: str = "audit", verdict: str 
     finished = ("" if report.finished else
                 f'<p><strong>The audit did NOT finish:</strong> {counts["skip"]} check(s) were skipped, '
                 "so what they check was not verified.</p>")
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     words = "PASSED" if report.valid else "FAILED"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -537,7 +538,7 @@ def render_junit(report: Report) -> str:
     suite = ET.SubElement(suites, "testsuite", name=str(report.subject),
                           tests=str(len(report.findings)), failures=str(counts["fail"]),
                           errors="0", skipped=str(counts["skip"]),
-                          timestamp=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"))
+                          timestamp=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S"))
     for f in report.findings:
         case = ET.SubElement(suite, "testcase", classname=f"deepgreen.audit.{f.section}", name=f.id,
                              time=f"{f.seconds or 0:.3f}")

@@ -94,7 +94,7 @@ def audit_log(location, *, spec: dict | None = None,
     for c in order:
         finding = run_check(c, ctx)
         if c.id == "integrity.validate":
-            finding = dataclasses.replace(finding, seconds=finding.seconds + validated_in)
+            finding = dataclasses.replace(finding, seconds=(finding.seconds or 0.0) + validated_in)
         if c.suite == "audit":
             finding = _in_log_terms(finding)
             if c.id == "S5.emissions-rate" and finding.status == "fail":
@@ -126,7 +126,8 @@ def verdict_html(report: Report, ctx: LogContext | None) -> tuple[str, str]:
     colours = {"measured": "#1b7f3b", "partly modelled": "#a15c00", "modelled": "#b3261e",
                "not known": "#5f6368"}
     lines = "".join(
-        f'<li title="{html.escape(log["words"])}"><strong>{html.escape(log["source_file"])}</strong>: <span style="color:'
+        f'<li title="{html.escape(log["words"])}"><strong>{html.escape(log["source_file"])}</strong>: '
+        '<span style="color:'
         f'{colours.get(log["verdict"], "#202124")};font-weight:600">{html.escape(log["words"])}</span></li>'
         for log in verdicts["logs"])
     top = [f'<h2>Verdict: was this energy measured?</h2><ul class="logs">{lines}</ul>']

@@ -17,7 +17,7 @@ import pandas as pd
 
 from deepgreen_audit.audit.context import evidence
 from deepgreen_audit.codecarbon import hardware
-from deepgreen_audit.codecarbon.context import (MODELLED, NOT_TRACKED, UNVERIFIED, LogContext)
+from deepgreen_audit.codecarbon.context import MODELLED, NOT_TRACKED, UNVERIFIED, LogContext
 from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 
@@ -43,7 +43,7 @@ def _where(frame: pd.DataFrame) -> str:
 
 
 @check("integrity.validate", "integrity", suite=SUITE)
-def validates(ctx: LogContext):
+def validates(ctx: LogContext) -> Outcome:
     """The package validates: checksums, descriptor, every row against schemas/codecarbon_log.json."""
     report = ctx.integrity
     if report is None:
@@ -54,7 +54,7 @@ def validates(ctx: LogContext):
 
 
 @cc_check("integrity.cells", "integrity")
-def cells(ctx: LogContext):
+def cells(ctx: LogContext) -> Outcome:
     """Every row holds CodeCarbon's measurement (duration, emissions, energy_consumed) and, in
     the layouts that have them, each component's power and energy; a cell that is empty,
     non-finite (nan, inf) or not a number is named with its row."""
@@ -79,7 +79,7 @@ def cells(ctx: LogContext):
 
 
 @cc_check("S5.cc-rows")
-def duplicated_rows(ctx: LogContext):
+def duplicated_rows(ctx: LogContext) -> Outcome:
     """Rows are CodeCarbon's: no row repeats another's measurement (same duration, energy and
     emissions at another line), a log's timestamps do not go back in file order, and the
     cumulative rows of one run (CodeCarbon's flushes) never decrease in duration or energy."""
@@ -140,7 +140,7 @@ def _component_outcome(ctx, comp: str, what: str) -> Outcome:
 
 
 @cc_check("S5.cc-cpu-power", severity="warning")
-def cpu_power(ctx: LogContext):
+def cpu_power(ctx: LogContext) -> Outcome:
     """Whether each run's CPU power was measured or modelled: CodeCarbon's TDP-fraction constant
     (0.5 x TDP, 2.x and 3.x), its generic-TDP constant (0.5 x 85 W for a CPU it does not know),
     3.0's TDP counted once per logical CPU, 3.x's load-model floor (0.1 x TDP), a constant
@@ -151,7 +151,7 @@ def cpu_power(ctx: LogContext):
 
 
 @cc_check("S5.cc-ram-power", severity="warning")
-def ram_power(ctx: LogContext):
+def ram_power(ctx: LogContext) -> Outcome:
     """Which RAM model gave each run's RAM power: 3 W per 8 GB (2.x), the DIMM model (3.x: 5 W
     per x86 DIMM, 1.5 W on ARM), or a process-mode share. CodeCarbon never measures RAM power,
     so a run with RAM energy always has a modelled part."""
@@ -159,14 +159,14 @@ def ram_power(ctx: LogContext):
 
 
 @cc_check("S5.cc-gpu-power", severity="warning")
-def gpu_power(ctx: LogContext):
+def gpu_power(ctx: LogContext) -> Outcome:
     """Whether each run's GPU power was read (NVML, powermetrics) or is one constant repeated
     to every digit across runs (no GPU reading repeats like that)."""
     return _component_outcome(ctx, "gpu", "NVML or powermetrics")
 
 
 @cc_check("S5.cc-cpu-power-max")
-def cpu_power_max(ctx: LogContext):
+def cpu_power_max(ctx: LogContext) -> Outcome:
     """No CPU power above what the CPU model can draw: its TDP in CodeCarbon's own table times
     the sockets its family is sold for (1 for client CPUs, 2 for EPYC, 8 for Xeon), both the
     reported power and the mean power of the CPU energy over the duration."""
@@ -206,7 +206,7 @@ def cpu_power_max(ctx: LogContext):
 
 
 @cc_check("S5.cc-gpu-power-limit")
-def gpu_power_limit(ctx: LogContext):
+def gpu_power_limit(ctx: LogContext) -> Outcome:
     """No GPU power above the board limit of its model (NVIDIA's specification, laptop GPUs at
     their top TGP with Dynamic Boost; hardware.GPU_BOARD_LIMIT_W) times the gpu count and
     gpu_power_limit_factor: both the reported power and energy / duration."""
@@ -252,7 +252,7 @@ def gpu_power_limit(ctx: LogContext):
 
 
 @cc_check("S5.cc-power-duration")
-def power_duration(ctx: LogContext):
+def power_duration(ctx: LogContext) -> Outcome:
     """Where a component's power is a model's constant (CPU TDP constants, RAM models in machine
     mode, a constant repeated across runs), its energy is that power times the duration, within
     power_duration_relative_tolerance: otherwise CodeCarbon accumulated the energy over another
@@ -293,7 +293,7 @@ def power_duration(ctx: LogContext):
 
 
 @cc_check("S5.cc-short-runs", severity="warning")
-def short_runs(ctx: LogContext):
+def short_runs(ctx: LogContext) -> Outcome:
     """Runs shorter than CodeCarbon's sampling interval (measure_power_secs, 15 s unless set;
     the log does not record it): their energy rests on the one reading taken at stop."""
     f = ctx.finals
@@ -308,7 +308,7 @@ def short_runs(ctx: LogContext):
 
 
 @cc_check("S5.cc-magnitudes")
-def magnitudes(ctx: LogContext):
+def magnitudes(ctx: LogContext) -> Outcome:
     """Energies are possible in kWh: no negative energy, duration or emissions; the mean power
     of the total energy over the duration between kwh_suspect_power_w and the most the machine
     can draw (the CPU and RAM ranges of [audit] plus each GPU's board limit, 1 kW when unknown);
@@ -354,7 +354,7 @@ HELD_FIXED = {"country_iso_code": "location (country)", "region": "location (reg
 
 
 @cc_check("S6.cc-constancy", "S6", severity="warning")
-def constancy(ctx: LogContext):
+def constancy(ctx: LogContext) -> Outcome:
     """Location, hardware, OS, CodeCarbon version, tracking mode and interpreter stay one value
     within a project (a log's project_name) and within an experiment (a non-default
     experiment_id): runs measured on other hardware or software, or located elsewhere (another

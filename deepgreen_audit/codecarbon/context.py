@@ -4,6 +4,7 @@ that let its S5 checks run unchanged (`blocks`, `block_runs`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from functools import cached_property
 
@@ -61,10 +62,9 @@ class LogContext:
         """Every log the import read, those without rows too (codecarbon-sources.json)."""
         names = set(self.rows["source_file"])
         path = self.package.descriptor_path.parent / "codecarbon-sources.json"
-        try:
+        # a package without the file (or a damaged one): the table's logs
+        with contextlib.suppress(UserError, ValueError, KeyError, TypeError):
             names |= {s["source_file"] for s in json.loads(paths.read_bytes(path))["sources"]}
-        except (UserError, ValueError, KeyError, TypeError):
-            pass  # a package without the file (or a damaged one): the table's logs
         return sorted(names)
 
     @property

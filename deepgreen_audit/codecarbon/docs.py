@@ -18,6 +18,7 @@ from deepgreen_audit.codecarbon.audit import audit_log
 from deepgreen_audit.codecarbon.importer import import_logs
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
+from deepgreen_audit.report import Report
 
 HEADER = """# Audits of 28 real CodeCarbon logs
 
@@ -38,7 +39,7 @@ def _sources(folder: Path) -> dict[str, dict]:
         return {f"{row['NNN']}.csv": row for row in csv.DictReader(handle, delimiter="\t")}
 
 
-def audit_one(path: Path) -> tuple[dict | None, object, str | None]:
+def audit_one(path: Path) -> tuple[dict | None, Report | None, str | None]:
     """(the log's verdict, the report) of one log, or (None, None, the refusal)."""
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -65,6 +66,7 @@ def to_markdown(folder: Path) -> str:
                          f"{src.get('rows', '')} | refused: {refused} |")
             sections.append(f"## {path.name}\n\nRefused: {refused}\n")
             continue
+        assert verdict is not None and report is not None  # not refused
         lines.append(f"| {path.name} | {repo} | {src.get('codecarbon_versions', '')} | "
                      f"{src.get('rows', '')} | {verdict['words']} |")
         body = [f"## {path.name}", "", f"**Verdict:** {verdict['words']}.", ""]

@@ -60,6 +60,7 @@ RAM_SIZE_RELATIVE_CHANGE = 0.01
 DEFAULT_EXPERIMENT_ID = "5b0fa12a-3dd7-45bb-9766-cc326314d9f1"
 
 _NVIDIA = "https://www.nvidia.com/"
+_LAPTOPS = _NVIDIA + "en-us/geforce/laptops/"
 #: GPU model (CodeCarbon's name without 'N x ' and 'NVIDIA ') -> (board limit W, source).
 GPU_BOARD_LIMIT_W: dict[str, tuple[float, str]] = {
     "GeForce GTX 1650": (75.0, _NVIDIA + "en-us/geforce/graphics-cards/gtx-1650/"),
@@ -76,15 +77,15 @@ GPU_BOARD_LIMIT_W: dict[str, tuple[float, str]] = {
     "GeForce RTX 4070": (200.0, _NVIDIA + "en-us/geforce/graphics-cards/40-series/rtx-4070-family/"),
     "GeForce RTX 4080": (320.0, _NVIDIA + "en-us/geforce/graphics-cards/40-series/rtx-4080-family/"),
     "GeForce RTX 4090": (450.0, _NVIDIA + "en-us/geforce/graphics-cards/40-series/rtx-4090/"),
-    "GeForce RTX 3050 Laptop GPU": (95.0, _NVIDIA + "en-us/geforce/laptops/30-series/ (35-80 W + Dynamic Boost)"),
-    "GeForce RTX 3060 Laptop GPU": (130.0, _NVIDIA + "en-us/geforce/laptops/30-series/ (60-115 W + 15 W Dynamic Boost)"),
-    "GeForce RTX 3070 Laptop GPU": (150.0, _NVIDIA + "en-us/geforce/laptops/30-series/ (80-125 W + Dynamic Boost)"),
-    "GeForce RTX 3080 Laptop GPU": (165.0, _NVIDIA + "en-us/geforce/laptops/30-series/ (80-150+ W + Dynamic Boost)"),
-    "GeForce RTX 4050 Laptop GPU": (140.0, _NVIDIA + "en-us/geforce/laptops/40-series/ (35-115 W + 25 W Dynamic Boost)"),
-    "GeForce RTX 4060 Laptop GPU": (140.0, _NVIDIA + "en-us/geforce/laptops/40-series/ (35-115 W + 25 W Dynamic Boost)"),
-    "GeForce RTX 4070 Laptop GPU": (140.0, _NVIDIA + "en-us/geforce/laptops/40-series/ (35-115 W + 25 W Dynamic Boost)"),
-    "GeForce RTX 4080 Laptop GPU": (175.0, _NVIDIA + "en-us/geforce/laptops/40-series/ (60-150 W + 25 W Dynamic Boost)"),
-    "GeForce RTX 4090 Laptop GPU": (175.0, _NVIDIA + "en-us/geforce/laptops/40-series/ (80-150 W + 25 W Dynamic Boost)"),
+    "GeForce RTX 3050 Laptop GPU": (95.0, _LAPTOPS + "30-series/ (35-80 W + Dynamic Boost)"),
+    "GeForce RTX 3060 Laptop GPU": (130.0, _LAPTOPS + "30-series/ (60-115 W + 15 W Dynamic Boost)"),
+    "GeForce RTX 3070 Laptop GPU": (150.0, _LAPTOPS + "30-series/ (80-125 W + Dynamic Boost)"),
+    "GeForce RTX 3080 Laptop GPU": (165.0, _LAPTOPS + "30-series/ (80-150+ W + Dynamic Boost)"),
+    "GeForce RTX 4050 Laptop GPU": (140.0, _LAPTOPS + "40-series/ (35-115 W + 25 W Dynamic Boost)"),
+    "GeForce RTX 4060 Laptop GPU": (140.0, _LAPTOPS + "40-series/ (35-115 W + 25 W Dynamic Boost)"),
+    "GeForce RTX 4070 Laptop GPU": (140.0, _LAPTOPS + "40-series/ (35-115 W + 25 W Dynamic Boost)"),
+    "GeForce RTX 4080 Laptop GPU": (175.0, _LAPTOPS + "40-series/ (60-150 W + 25 W Dynamic Boost)"),
+    "GeForce RTX 4090 Laptop GPU": (175.0, _LAPTOPS + "40-series/ (80-150 W + 25 W Dynamic Boost)"),
     "Tesla T4": (70.0, _NVIDIA + "en-us/data-center/tesla-t4/"),
     "T4": (70.0, _NVIDIA + "en-us/data-center/tesla-t4/"),
     "L4": (72.0, _NVIDIA + "en-us/data-center/l4/"),
@@ -120,10 +121,11 @@ def gpu_limit(model, extra: dict | None = None) -> tuple[float, str] | None:
     table = dict(GPU_BOARD_LIMIT_W)
     for name, watts in (extra or {}).items():
         table[re.sub(r"^NVIDIA\s+", "", name)] = (float(watts), "collect/experiment.toml [audit]")
-    found = [table.get(gpu_name(part)) for part in re.split(r"[;,]", model) if gpu_name(part)]
-    if not found or any(f is None for f in found):
+    found = [table.get(name) for name in map(gpu_name, re.split(r"[;,]", model)) if name]
+    limits = [f for f in found if f is not None]
+    if not found or len(limits) < len(found):
         return None
-    return max(found)
+    return max(limits)
 
 
 #: CodeCarbon's CPU table, pinned (data/README.md says where it comes from).

@@ -34,6 +34,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 from deepgreen_audit.codecarbon.layout import COLUMNS, REQUIRED, layout_of, row_layout
 from deepgreen_audit.errors import UserError
@@ -111,7 +112,7 @@ def read_log(path: Path, name: str) -> tuple[dict, list[dict]]:
         if len(row) != len(header):
             raise UserError(f"{len(row)} cells, the header has {len(header)}: not a row "
                             "CodeCarbon wrote", path=path, row=number, code="csv-error")
-        cells = dict(zip(header, row))
+        cells: dict[str, Any] = dict(zip(header, row))
         cells["__line__"] = number
         cells["__layout__"] = layout_of(header)
         out.append(cells)
@@ -153,7 +154,7 @@ def table_rows(source: dict, rows: list[dict]) -> list[dict]:
     for cells in rows:
         extra = [h for h in cells if h not in COLUMNS and not h.startswith("__")]
         problems: list[str] = []
-        row = {f: None for f in types}
+        row: dict[str, Any] = dict.fromkeys(types)
         for cc, column in COLUMNS.items():
             if cc not in cells:
                 continue

@@ -13,8 +13,7 @@ import math
 
 import pandas as pd
 
-from deepgreen_audit.codecarbon.context import (ABSENT, MEASURED, MODELLED, NOT_TRACKED,
-                                                UNKNOWN, UNVERIFIED, LogContext)
+from deepgreen_audit.codecarbon.context import ABSENT, MEASURED, MODELLED, NOT_TRACKED, UNKNOWN, UNVERIFIED, LogContext
 
 MEASURED_V, PARTLY_V, MODELLED_V, UNKNOWN_V = "measured", "partly modelled", "modelled", "not known"
 

@@ -1,4 +1,4 @@
-"""Collection: the measurement contract of DESIGN.md section 3, made hard to break quietly.
+"""Collection: the measurement contract (docs/design.md, "Measurement contract"), made hard to break quietly.
 
 Layers, bottom up:
 

@@ -205,7 +205,7 @@ class CodeCarbonHost:
     cloud_region: str | None
 
     @classmethod
-    def from_data(cls, data) -> "CodeCarbonHost":
+    def from_data(cls, data) -> CodeCarbonHost:
         on_cloud = _text_or_none(getattr(data, "on_cloud", None))
         gpu_count = getattr(data, "gpu_count", None)
         return cls(ram_total_gb=float(data.ram_total_size) if data.ram_total_size else None,
@@ -228,7 +228,7 @@ class CodeCarbonTracker:
         # Hardware detection takes seconds: do it now, outside every block.
         self._tracker.start_task("deepgreen-setup")
         self.host = CodeCarbonHost.from_data(self._tracker.stop_task("deepgreen-setup"))
-        self._task = None
+        self._task: str | None = None
         self._heard = _HeardLines()
 
     def start_block(self, name: str) -> None:
@@ -239,7 +239,8 @@ class CodeCarbonTracker:
 
     def stop_block(self) -> CodeCarbonBlock:
         try:
-            data = self._tracker.stop_task(self._task)
+            # CodeCarbon's stop_task takes None (its current task) though its annotation says str
+            data = self._tracker.stop_task(self._task)  # type: ignore[arg-type]
         finally:
             lines = self._heard.stop()
             self._task = None

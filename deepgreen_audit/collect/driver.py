@@ -29,7 +29,7 @@ from deepgreen_audit.collect.codecarbon_tracker import load_config, require_code
 from deepgreen_audit.collect.instruments import probe, raise_missing
 from deepgreen_audit.collect.plan import Plan
 from deepgreen_audit.collect.preflight import refuse_other_devices
-from deepgreen_audit.collect.staging import is_completed, run_one
+from deepgreen_audit.collect.staging import is_completed, refuse_unusable_out, run_one
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.rundirs import PACKAGE_META
@@ -99,7 +99,7 @@ def campaign_metadata(plan: Plan, missing: dict[str, str], gpus: list[str],
                           "master_seed": plan.master_seed}
     meta["measured"] = {
         "host": platform.node(), "gpus": gpus,
-        "collection_started_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "collection_started_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "boundary": measurement_boundary(missing),
         "counters_missing": dict(missing)}
     if plan.scope:
@@ -145,6 +145,7 @@ def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, prog
     `max_consecutive_failures` runs in a row failed for the same reason the campaign stops
     (`summary.stopped` says why): the rest would fail alike, hours of nothing."""
     out = Path(out)
+    refuse_unusable_out(plan, out)
     host = check_host(allow_missing_counters) if check else HostCheck(missing={}, gpu_names=[])
     missing, gpus = host.missing, host.gpu_names
     if check:
@@ -155,7 +156,7 @@ def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, prog
     summary = CollectSummary(runs_dir=runs_dir)
     ensure_campaign_metadata(plan, out, missing, gpus, synthetic_reason)
     total = len(plan.jobs)
-    alike: list[str] = []  # the causes of the latest consecutive failures
+    alike: list[str | None] = []  # the causes of the latest consecutive failures
     for n, job in enumerate(plan.jobs, start=1):
         if is_completed(out, job):
             summary.skipped.append(job.run_id)

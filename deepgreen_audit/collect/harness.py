@@ -163,7 +163,7 @@ class Harness:
         """Wait for the device's work, then read the counters and both clocks."""
         self.sync()
         counters = self.instruments.read()
-        return Boundary(monotonic_s=self.clock(), at_utc=_dt.datetime.now(_dt.timezone.utc),
+        return Boundary(monotonic_s=self.clock(), at_utc=_dt.datetime.now(_dt.UTC),
                         counters=counters)
 
     def begin(self, epoch: int, phase: str) -> _dt.datetime:
@@ -190,7 +190,7 @@ class Harness:
         self._open = OpenBlock(epoch=epoch, phase=phase, start=start)
         return start.at_utc
 
-    def end(self, epoch: int, phase: str, *, samples_processed: int, loss: float | None,
+    def end(self, epoch: int, phase: str, *, samples_processed: int | None, loss: float | None,
             test_accuracy: float | None = None) -> BlockRecord:
         """Close the open block (which must be (epoch, phase)) and record it."""
         if not self._open:
@@ -199,6 +199,7 @@ class Harness:
             raise ProtocolViolation("block-mismatch", f"end of epoch {epoch} {phase} while epoch "
                                     f"{self._open.epoch} {self._open.phase} is open")
         _check_metrics(phase, samples_processed, loss, test_accuracy)
+        assert samples_processed is not None  # _check_metrics refuses anything but an int >= 0
         cc = self.instruments.codecarbon
         reading = cc.stop_block() if cc is not None else None
         end = self._boundary()

@@ -3,15 +3,19 @@
 `probe()` opens NVML energy and RAPL and keeps, for each missing counter, a
 one-line reason.  `Instruments.open()` refuses a host with a missing counter
 unless the caller allowed it, in which case the reasons travel into the
-tables (DESIGN.md section 3: missing is empty plus a reason).
+tables (docs/design.md, "Measurement contract": missing is empty plus a reason).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deepgreen_audit.collect.errors import CounterUnavailable
+
+if TYPE_CHECKING:  # imported when CodeCarbon runs (it loads CodeCarbon)
+    from deepgreen_audit.collect.codecarbon_tracker import CodeCarbonTracker
 from deepgreen_audit.collect.nvml import Nvml
 from deepgreen_audit.collect.rapl import POWERCAP_ROOT, Rapl, RaplReading
 from deepgreen_audit.errors import UserError
@@ -49,12 +53,12 @@ class Instruments:
 
     nvml: Nvml | None = None
     rapl: Rapl | None = None
-    codecarbon: object | None = None
+    codecarbon: CodeCarbonTracker | None = None
     missing: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def open(cls, *, allow_missing_counters: bool = False, pynvml_module=None,
-             powercap_root: Path = POWERCAP_ROOT, codecarbon: bool = True) -> "Instruments":
+             powercap_root: Path = POWERCAP_ROOT, codecarbon: bool = True) -> Instruments:
         found = probe(pynvml_module=pynvml_module, powercap_root=powercap_root)
         nvml, rapl, missing = found.nvml, found.rapl, found.missing
         if missing and not allow_missing_counters:
@@ -84,7 +88,8 @@ class Instruments:
 def probe(*, pynvml_module=None, powercap_root: Path = POWERCAP_ROOT) -> CounterProbe:
     """The NVML and RAPL counters of this host (None where missing) and why any is missing."""
     missing: dict[str, str] = {}
-    nvml = rapl = None
+    nvml: Nvml | None = None
+    rapl: Rapl | None = None
     try:
         nvml = Nvml(pynvml_module)
         nvml.total_energy_mj()

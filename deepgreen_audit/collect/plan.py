@@ -22,8 +22,7 @@ from pathlib import Path
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.schema import load_schema
 from deepgreen_audit.resources import project_file, require_checkout
-from deepgreen_audit.spec import DEVICES, SCOPE_KEYS, load_spec, read_toml, recipe
-from deepgreen_audit.spec import master_seed as spec_master_seed
+from deepgreen_audit.spec import DEVICES, SCOPE_KEYS, load_spec, master_seed as spec_master_seed, read_toml, recipe
 
 PLAN_KEYS = {"campaign", "master_seed", "run_timeout_s", "data_dir", "stacks", "stacks_from",
              "scope", "hosts"}
@@ -137,7 +136,7 @@ class Plan:
 
 
 def _enum(table: str, column: str) -> tuple[str, ...]:
-    return load_schema(table).field(column).enum
+    return load_schema(table).field(column).allowed
 
 
 def _list(scope: dict, key: str, default: list[str], allowed: tuple[str, ...], path: Path) -> list[str]:
@@ -166,7 +165,7 @@ def derive_seed(master_seed: int, run_id: str, attempt: int = 0) -> int:
 
 def schedule(configs: list[tuple[str, str, str]], repetitions: int, master_seed: int):
     """[(config, repetition)] in interleaved order: one shuffled round per repetition."""
-    order = []
+    order: list = []
     for rep in range(1, repetitions + 1):
         round_ = list(configs)
         random.Random(f"{master_seed}/round/{rep}").shuffle(round_)
@@ -197,7 +196,7 @@ def load_plan(path: Path | None = None) -> Plan:
     spec = load_spec()
     campaign = data.get("campaign")
     import re
-    if not isinstance(campaign, str) or not re.fullmatch(load_schema("runs").field("campaign").pattern,
+    if not isinstance(campaign, str) or not re.fullmatch(load_schema("runs").field("campaign").regex,
                                                          campaign):
         raise UserError(f"{campaign!r} is not a safe campaign name", path=path, field="campaign",
                         code="plan-error")

@@ -1,4 +1,4 @@
-"""`deepgreen preflight`: can every job of the plan run on this host?
+"""`deepgreen preflight`: whether every job of the plan can run on this host.
 
 The suite `preflight` of the check registry, each check with a stable id and a one-line message:
 the interpreter, CodeCarbon (version and pinned file), each counter, the
@@ -21,11 +21,11 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
-from deepgreen_audit.collect.plan import Plan
+from deepgreen_audit.collect.plan import Job, Plan
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.registry import Outcome, check, registered_checks, run_check
 from deepgreen_audit.report import Report
@@ -68,6 +68,13 @@ class Preflight:
     missing_counters: dict = field(default_factory=dict)
     subject: str | None = None
 
+    @property
+    def the_subject(self) -> str:
+        """The subject of a check that runs once per subject (set by the suite's driver, once per subject)."""
+        if self.subject is None:
+            raise ValueError("a per-subject preflight check ran without its subject")
+        return self.subject
+
 
 #: Check id -> the subjects it runs once for (a check not named here runs once).
 _SUBJECTS: dict[str, Callable[[Preflight], list[str]]] = {}
@@ -83,14 +90,14 @@ def preflight_check(id: str, section: str, subjects: Callable[[Preflight], list[
 
 
 @preflight_check("host.interpreter", "host")
-def interpreter(ctx: Preflight):
+def interpreter(ctx: Preflight) -> Outcome:
     """The interpreter is Python 3.11 or newer."""
     message = f"{sys.executable} (Python {sys.version.split()[0]}; 3.11 or newer needed)"
     return Outcome(sys.version_info >= (3, 11), message)
 
 
 @preflight_check("host.codecarbon", "host")
-def codecarbon(ctx: Preflight):
+def codecarbon(ctx: Preflight) -> Outcome:
     """CodeCarbon 3.x is installed and the pinned collect/codecarbon.ini is there."""
     from deepgreen_audit.collect.codecarbon_tracker import load_config, require_codecarbon
 
@@ -103,7 +110,7 @@ def codecarbon(ctx: Preflight):
 
 
 @preflight_check("counter.readable", "counter", subjects=lambda ctx: list(COUNTERS))
-def counter_readable(ctx: Preflight):
+def counter_readable(ctx: Preflight) -> Outcome:
     """The energy counter (NVML for the GPUs, RAPL for the CPU packages) is readable;
     --allow-missing-counters makes a missing one a warning (collect records empty cells)."""
     if ctx.subject not in ctx.missing_counters:
@@ -135,13 +142,13 @@ def _frameworks_used(ctx: Preflight) -> list[str]:
 
 
 @preflight_check("version.pinned", "version", subjects=_frameworks_used)
-def version_pinned(ctx: Preflight):
+def version_pinned(ctx: Preflight) -> Outcome:
     """Each framework the plan's stacks use is at its pinned version (S4_backend.pinned_versions);
     --allow-unpinned makes another version a warning (a machine image whose versions cannot be
     chosen: the runs record what they found and the audit's S4.pinned-versions says so)."""
     from deepgreen_audit import pins
 
-    framework = ctx.subject
+    framework = ctx.the_subject
     want, have = pins.pinned().get(framework), _installed(ctx, framework)
     if have == want:
         return Outcome.passed(f"{framework} {have}")
@@ -150,9 +157,9 @@ def version_pinned(ctx: Preflight):
     return Outcome.allowed_gap(message) if ctx.allow_unpinned else Outcome.failed(message)
 
 
-def _first_jobs(plan: Plan) -> dict[str, object]:
+def _first_jobs(plan: Plan) -> dict[str, Job]:
     """'ecosystem/dataset' -> the first job of the plan that runs it."""
-    first = {}
+    first: dict = {}
     for job in plan.jobs:
         first.setdefault(f"{job.ecosystem}/{job.dataset}", job)
     return dict(sorted(first.items()))
@@ -165,13 +172,13 @@ def _python_stacks(ctx: Preflight) -> list[str]:
 
 
 @preflight_check("stack.interpreter", "stack", subjects=_python_stacks)
-def stack_interpreter(ctx: Preflight):
+def stack_interpreter(ctx: Preflight) -> Outcome:
     """The interpreter a python stack's runs start in exists: the plan's `python`, else the stack's
     own environment (set-up builds one per framework on a cuda host), else this one. On a cuda
     campaign a stack without an environment of its own is a warning: one environment resolves
     one build of each CUDA library for every framework, and a framework without its GPU build
     trains on the CPU (which the audit then fails)."""
-    stack = ctx.plan.stacks[ctx.subject]
+    stack = ctx.plan.stacks[ctx.the_subject]
     missing = interpreter_missing(stack)
     if missing:
         return Outcome.failed(missing)
@@ -201,12 +208,12 @@ def interpreter_missing(stack) -> str | None:
 
 
 @preflight_check("stack.ready", "stack", subjects=lambda ctx: list(_first_jobs(ctx.plan)))
-def stack_ready(ctx: Preflight):
+def stack_ready(ctx: Preflight) -> Outcome:
     """The stack is defined in the plan, importable or built (with the tool that runs it), and
     the data of the dataset it runs on is present (a Python stack's own `check(job)`, called
     in a separate process as the run will be; for a built stack, the prepared store and the
     weight export). A failure names its fix."""
-    job = _first_jobs(ctx.plan)[ctx.subject]
+    job = _first_jobs(ctx.plan)[ctx.the_subject]
     return stack_check(ctx.plan, job.ecosystem, job)
 
 
@@ -246,12 +253,12 @@ def ask_device(plan: Plan, ecosystem: str) -> DeviceAnswer:
 
 @preflight_check("stack.device", "stack",
                  subjects=lambda ctx: sorted({j.ecosystem for j in ctx.plan.jobs} & set(ctx.plan.stacks)))
-def stack_device(ctx: Preflight):
+def stack_device(ctx: Preflight) -> Outcome:
     """The stack's framework places its work on the plan's declared device on this host, as the
     stack itself says (a Python stack's device() hook, a built stack's `device` subcommand, in a
     separate process): a cuda campaign where a framework would fall back to the CPU is refused
     before its first run, not found by the audit afterwards."""
-    answer = ask_device(ctx.plan, ctx.subject)
+    answer = ask_device(ctx.plan, ctx.the_subject)
     if answer.report is None:
         return Outcome.failed(f"{ctx.subject} cannot say which device it would use: {answer.error}")
     mismatch = answer.mismatch(ctx.plan.device)
@@ -314,9 +321,9 @@ def stack_check(plan: Plan, eco: str, job) -> Outcome:
     exe = shutil.which(stack.command[0]) or stack.command[0]
     built = native.NATIVE_STACKS.get(eco)
     if built is not None:
-        missing = built.missing_tools(built.runtime_tools)
-        if missing:
-            return Outcome.failed(f"{', '.join(missing)} is not on PATH ({native.TOOL_HINTS[eco]})")
+        missing_tools = built.missing_tools(built.runtime_tools)
+        if missing_tools:
+            return Outcome.failed(f"{', '.join(missing_tools)} is not on PATH ({native.TOOL_HINTS[eco]})")
         if not built.product_path.is_file():
             return Outcome.failed(f"{built.product_path} is not built: {built.fix()}")
         stale = built.stale_inputs()

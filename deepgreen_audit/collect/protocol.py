@@ -21,6 +21,7 @@ by `PLAUSIBLE_RANGES`.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import socket
 import threading
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
 from deepgreen_audit.collect.errors import ProtocolViolation
-from deepgreen_audit.collect.harness import ENVIRONMENT_KEYS, RUN_KEYS, _field_type
+from deepgreen_audit.collect.harness import ENVIRONMENT_KEYS, RUN_KEYS, Harness, _field_type
 from deepgreen_audit.package.canonical import format_value, is_canonical, parse_value
 
 PROTOCOL_VERSION = 1
@@ -57,7 +58,7 @@ def _in_range(value, what: str):
     return value
 
 
-def _number(text: str, what: str) -> float:
+def _number(text: str, what: str) -> float | None:
     if text == "-":
         return None
     if not is_canonical(text, "number") and not is_canonical(text, "integer"):
@@ -92,7 +93,7 @@ def _pairs(tokens: list[str], allowed: tuple[str, ...], required: tuple[str, ...
 class Session:
     """One client's conversation with a harness; `handle(line) -> reply` (both without LF)."""
 
-    harness: object
+    harness: Harness
     hello: dict[str, str] = field(default_factory=dict)
     greeted: bool = False
     finished: bool = False
@@ -278,12 +279,10 @@ class HarnessServer:
         """End the connection from this side (a time limit, or the stack process exited)."""
         self._cut = self._cut or reason
         if self._conn is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self._conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
-    def start(self) -> "HarnessServer":
+    def start(self) -> HarnessServer:
         """Serve in a background thread; `join()` waits for the outcome."""
         self._thread = threading.Thread(target=self.serve, name="deepgreen-harness", daemon=True)
         self._thread.start()
@@ -291,13 +290,13 @@ class HarnessServer:
 
     def join(self, timeout: float | None = None) -> str | None:
         """The outcome; a session still open after `timeout` is cut and counts as failed."""
-        self._thread.join(timeout)
-        if self._thread.is_alive():
+        thread = self._thread
+        assert thread is not None, "join() before start()"
+        thread.join(timeout)
+        if thread.is_alive():
             if self._conn is None:
-                try:
+                with contextlib.suppress(OSError):
                     self.listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
-                except OSError:
-                    pass
             self.cut(f"the connection was still open {timeout:g} s after the stack process ended")
-            self._thread.join(5)
+            thread.join(5)
         return self.failure

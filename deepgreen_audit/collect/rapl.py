@@ -98,7 +98,9 @@ def discover(root: Path = POWERCAP_ROOT) -> tuple[RaplDomain, ...]:
     whole = {m.group(1) for n in by_name if (m := _PACKAGE_RE.match(n)) and m.group(2) is None}
     chosen = []
     for name, (_, zone) in by_name.items():
-        pkg, die = _PACKAGE_RE.match(name).groups()
+        package = _PACKAGE_RE.match(name)
+        assert package is not None  # by_name holds package domains only
+        pkg, die = package.groups()
         if die is not None and pkg in whole:
             continue
         chosen.append((int(pkg), int(die or -1), name, zone))

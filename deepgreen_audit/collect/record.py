@@ -31,11 +31,12 @@ def _joined(values) -> str | None:
 def block_row(block: BlockRecord, run_id: str, rapl_max_energy_range_uj, missing: dict[str, str]) -> dict:
     """The blocks-table row of a block, energies computed from the raw readings and the
     wraps counted between them (the audit recomputes them from the same cells)."""
-    nvml = block.nvml_start_mj is not None and block.nvml_end_mj is not None
     rapl = block.rapl_start_uj is not None and block.rapl_end_uj is not None
-    gpu_j = sum(e - s for s, e in zip(block.nvml_start_mj, block.nvml_end_mj)) / 1000 if nvml else None
-    cpu_j = package_energy_j(block.rapl_start_uj, block.rapl_end_uj, rapl_max_energy_range_uj,
-                             block.rapl_wraps) if rapl else None
+    nvml0, nvml1, rapl0, rapl1 = block.nvml_start_mj, block.nvml_end_mj, block.rapl_start_uj, block.rapl_end_uj
+    gpu_j = (sum(e - s for s, e in zip(nvml0, nvml1)) / 1000
+             if nvml0 is not None and nvml1 is not None else None)
+    cpu_j = (package_energy_j(rapl0, rapl1, rapl_max_energy_range_uj, block.rapl_wraps)
+             if rapl0 is not None and rapl1 is not None else None)
     reason = "; ".join(f"{k}: {v}" for k, v in missing.items()) or None
     cc = block.codecarbon
     row = {
@@ -46,7 +47,7 @@ def block_row(block: BlockRecord, run_id: str, rapl_max_energy_range_uj, missing
         "rapl_max_energy_range_uj": _joined(rapl_max_energy_range_uj) if rapl else None,
         "rapl_wraps": _joined(block.rapl_wraps) if rapl else None,
         "gpu_energy_j": gpu_j, "cpu_energy_j": cpu_j,
-        "energy_j": gpu_j + cpu_j if nvml and rapl else None,
+        "energy_j": gpu_j + cpu_j if gpu_j is not None and cpu_j is not None else None,
         "energy_missing_reason": reason,
         "codecarbon_missing_reason": block.codecarbon_missing_reason,
         "samples_processed": block.samples_processed, "loss": block.loss,

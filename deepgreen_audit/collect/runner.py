@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from deepgreen_audit.collect.harness import Harness, PHASES, RUN_KEYS
+from deepgreen_audit.collect.harness import PHASES, RUN_KEYS, Harness
 from deepgreen_audit.collect.instruments import Instruments
 from deepgreen_audit.collect.plan import Job, Plan, Stack, load_plan
 from deepgreen_audit.collect.record import block_row, run_files
@@ -42,10 +42,13 @@ class RunFailed(Exception):
 
 def load_stack_module(stack: Stack):
     """Import a Python stack program from its file (each stack is a plain program)."""
-    if not stack.program.is_file():
-        raise RunFailed(f"stack program {stack.program} does not exist")
+    program = stack.program
+    if program is None or not program.is_file():
+        raise RunFailed(f"stack program {program} does not exist")
     spec = importlib.util.spec_from_file_location(f"deepgreen_stack_{stack.ecosystem.replace('-', '_')}",
-                                                  stack.program)
+                                                  program)
+    if spec is None or spec.loader is None:
+        raise RunFailed(f"stack program {program} cannot be imported as a module")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     for hook in ("run", "check"):
@@ -137,7 +140,7 @@ def execute(plan: Plan, job: Job, work: Path, allow_missing_counters: bool,
     if stack is None:
         raise RunFailed(f"the plan defines no stack for {job.ecosystem} ([stacks.{job.ecosystem}])")
     t0 = time.monotonic()
-    started = _dt.datetime.now(_dt.timezone.utc)
+    started = _dt.datetime.now(_dt.UTC)
     instruments = Instruments.open(allow_missing_counters=allow_missing_counters)
     rate_hz = float(load_spec()["S5_measurement"]["sampler_rate_hz"])
     sampler = Sampler(instruments.nvml, instruments.rapl, 1.0 / rate_hz, t0=t0).start()
@@ -152,7 +155,7 @@ def execute(plan: Plan, job: Job, work: Path, allow_missing_counters: bool,
             run_external(stack, job, harness, plan.run_timeout_s)
     finally:
         samples = sampler.stop()
-    ended = _dt.datetime.now(_dt.timezone.utc)
+    ended = _dt.datetime.now(_dt.UTC)
     expected = job.epochs * len(PHASES)
     if harness.open_block or len(harness.blocks) != expected:
         raise RunFailed(f"the stack measured {len(harness.blocks)} of {expected} blocks"

@@ -37,7 +37,7 @@ class Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="deepgreen-sampler", daemon=True)
 
-    def start(self) -> "Sampler":
+    def start(self) -> Sampler:
         psutil.cpu_percent(interval=None)  # the first call only sets psutil's reference point
         self._thread.start()
         return self

@@ -36,8 +36,16 @@ from pathlib import Path
 from deepgreen_audit.collect import slurm_accounting
 from deepgreen_audit.collect.plan import Job, Plan, load_plan
 from deepgreen_audit.collect.record import record_slurm_energy
-from deepgreen_audit.collect.staging import (FAILURE_RECORD, final_dir, is_completed, move_to_failed,
-                                             run_one, utc_now, work_dir)
+from deepgreen_audit.collect.staging import (
+    FAILURE_RECORD,
+    final_dir,
+    is_completed,
+    move_to_failed,
+    refuse_unusable_out,
+    run_one,
+    utc_now,
+    work_dir,
+)
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.rundirs import MANIFEST
@@ -171,6 +179,8 @@ def settle(plan: Plan, out: Path, watched: set[str] | None = None) -> tuple[dict
     jobs = {job.run_id: job for job in plan.jobs}
     for path, submission in _records(out):
         counted = submission["job_id"] in watched if watched is not None else not submission["settled"]
+        tasks: dict
+        energy_note: str | None
         if submission["settled"]:
             tasks, energy_note, age_s = {}, None, 0.0
         else:
@@ -228,6 +238,7 @@ def submit(plan: Plan, out: Path, options: SlurmOptions, *, in_flight=(), allow_
     """Submit the runs neither completed nor `in_flight`; {array job: its runs} ({} if none).
     `dry_run` prints the scripts (through `print_script`) and submits nothing."""
     out = Path(out)
+    refuse_unusable_out(plan, out)
     todo = [job for job in plan.jobs if not is_completed(out, job) and job.run_id not in in_flight]
     submitted = {}
     for node, run_ids in _arrays(plan, todo).items():
@@ -256,6 +267,7 @@ def collect_slurm(plan: Plan, out: Path, options: SlurmOptions, *, allow_missing
     `progress(counts)` is called whenever the counts change."""
     require_slurm()
     out = Path(out)
+    refuse_unusable_out(plan, out)
     watched = {record["job_id"] for _, record in _records(out) if not record["settled"]}
     _, before = settle(plan, out)              # what ended since the last look: failed runs go again
     skipped = [job.run_id for job in plan.jobs if is_completed(out, job)]

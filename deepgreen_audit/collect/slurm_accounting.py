@@ -6,7 +6,7 @@ accounting (no slurmdbd: "Slurm accounting storage is disabled") still knows
 its recent jobs: `scontrol show job -o` gives the state and the reason, but no
 energy.  ConsumedEnergy is a whole-run reading from the cluster's
 `acct_gather_energy` plugin; a cluster without one reports 0, which is
-missing, not zero energy (DESIGN.md section 8), and so is an empty cell.
+missing, not zero energy (docs/design.md, "Honesty rules"), and so is an empty cell.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def consumed_energy(raw: str | None, source_note: str | None = None) -> SlurmEne
 def _expand_tasks(text: str) -> list[int]:
     """Task ids of '4', '[2-5,7%2]' or '2-5': the forms sacct and scontrol write."""
     text = text.strip("[]").split("%")[0]
-    tasks = []
+    tasks: list[int] = []
     for part in filter(None, text.split(",")):
         low, _, high = part.partition("-")
         tasks.extend(range(int(low), int(high or low) + 1))

@@ -23,11 +23,26 @@ from pathlib import Path
 from deepgreen_audit.collect.plan import Job, Plan
 from deepgreen_audit.collect.runner import FAILURE_FILE
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package import atomic
+from deepgreen_audit.package import atomic, paths
 from deepgreen_audit.package.rundirs import MANIFEST, flatten_tables
 
 LOG_FILE = "run.log"
 FAILURE_RECORD = "failure.json"
+
+
+def refuse_unusable_out(plan: Plan, out: Path) -> None:
+    """Refuse, before anything is written, an --out that is not a folder collect may fill:
+    a file (the plan itself, say), or the plan's data folder or a folder inside it, whose
+    prepared datasets the runs read."""
+    paths.check_output_name(out)
+    if out.exists() and not out.is_dir():
+        raise UserError("is not a folder; --out names the folder collect writes runs/, failed/ "
+                        "and work/ into", path=out, code="output-overlaps-input")
+    target = Path(os.path.realpath(out))
+    for data_dir in sorted({Path(os.path.realpath(j.data_dir)) for j in plan.jobs}):
+        if target == data_dir or data_dir in target.parents:
+            raise UserError(f"lies in the plan's data folder {data_dir}, which the runs read: "
+                            "choose another --out", path=out, code="output-overlaps-input")
 
 
 @dataclass(frozen=True)
@@ -55,7 +70,7 @@ def is_completed(out: Path, job: Job) -> bool:
 
 
 def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat()
+    return _dt.datetime.now(_dt.UTC).isoformat()
 
 
 def move_to_failed(out: Path, run_id: str, work: Path, info: dict) -> Path:
@@ -133,7 +148,7 @@ def run_one(plan: Plan, job: Job, out: Path, allow_missing_counters: bool,
         reason = failure_reason(returncode, work, timed_out, plan.run_timeout_s)
     cause = reason
     last = stack_last_line(work, job.run_id) if reason is not None else None
-    if last and last not in reason:
+    if last and reason is not None and last not in reason:
         reason = f"{reason}; its log ends: {last}"
     if reason is None:
         final = final_dir(out, job)

@@ -10,14 +10,16 @@ so a check that finds something warns.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from deepgreen_audit.greenlight.fecom import ENERGY_DOMAINS
-from deepgreen_audit.registry import Outcome, check, registered_checks, run_check
+from deepgreen_audit.registry import CheckFunc, Outcome, check, registered_checks, run_check
 from deepgreen_audit.report import Report
 
 SUITE = "api-audit"
 
 
-def api_check(id_: str):
+def api_check(id_: str) -> Callable[[CheckFunc], CheckFunc]:
     """Register an API-level check: section S5, a warning, rows of api_calls."""
     return check(id_, "S5", suite=SUITE, severity="warning", table="api_calls")
 
@@ -33,7 +35,7 @@ def _outcome(problems: list[tuple[str, str]], what: str) -> Outcome:
 
 
 @api_check("S5.api-call-shorter-than-interval")
-def short_calls(calls):
+def short_calls(calls: list[dict]) -> Outcome:
     """A call shorter than the sampling interval has no (or one) sample in its window: no energy."""
     problems = []
     for c in calls:
@@ -47,7 +49,7 @@ def short_calls(calls):
 
 
 @api_check("S5.api-baseline-unstable")
-def unstable_baselines(calls):
+def unstable_baselines(calls: list[dict]) -> Outcome:
     """The idle baseline subtracted is less stable than the stable-state criterion, or short."""
     problems = []
     for c in calls:
@@ -65,7 +67,7 @@ def unstable_baselines(calls):
 
 
 @api_check("S5.api-negative-normalised-energy")
-def negative_normalised(calls):
+def negative_normalised(calls: list[dict]) -> Outcome:
     """Energy below the idle baseline means the baseline was higher than the call's draw."""
     problems = []
     for c in calls:
@@ -90,7 +92,7 @@ def _each_with_later_calls(calls):
 
 
 @api_check("S5.api-lag-overlaps-next-call")
-def lag_overlaps(calls):
+def lag_overlaps(calls: list[dict]) -> Outcome:
     """A lag window that runs past the next call's start charges one call's tail to both."""
     problems = []
     for c, later in _each_with_later_calls(calls):
@@ -112,7 +114,7 @@ def lag_overlaps(calls):
 
 
 @api_check("S5.api-calls-overlap")
-def overlapping_calls(calls):
+def overlapping_calls(calls: list[dict]) -> Outcome:
     """A call that starts before another ended (nested instrumented calls) is counted twice."""
     problems = []
     for c, later in _each_with_later_calls(calls):

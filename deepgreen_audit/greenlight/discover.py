@@ -21,9 +21,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.greenlight.records import (
+    EXPERIMENT_RE,
+    PROJECT_LEVEL_KEY,
+    CallRecord,
+    RecordError,
+    read_experiment,
+)
 from deepgreen_audit.package import paths
-from deepgreen_audit.greenlight.records import (EXPERIMENT_RE, PROJECT_LEVEL_KEY, CallRecord,
-                                                 RecordError, read_experiment)
 
 KINDS = ("method-level", "project-level", "data-size")
 SKIP_CALLS_NAME = "skip_calls.json"
@@ -79,8 +84,8 @@ def load_skip_calls(folder: Path) -> frozenset:
 def read_folder(root: Path, where: ProjectFolder) -> list[CallRecord]:
     """The records of one project folder, every experiment, in experiment then call order."""
     skip = load_skip_calls(where.folder)
-    files = sorted((p for p in where.folder.iterdir() if EXPERIMENT_RE.match(p.name)),
-                   key=lambda p: int(EXPERIMENT_RE.match(p.name).group(1)))
+    numbered = [(int(m.group(1)), p) for p in where.folder.iterdir() if (m := EXPERIMENT_RE.match(p.name))]
+    files = [p for _, p in sorted(numbered, key=lambda t: t[0])]
     records: list[CallRecord] = []
     for path in files:
         rel = path.relative_to(root).as_posix()

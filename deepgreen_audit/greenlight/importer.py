@@ -16,12 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.importers.checked import refuse_invalid
 from deepgreen_audit.greenlight.discover import read_tree
 from deepgreen_audit.greenlight.fecom import call_figures, execution_time_s
 from deepgreen_audit.greenlight.package import open_api_package, text_table, write_api_package
-from deepgreen_audit.greenlight.records import (INPUT_SIZES, NANOSECOND_TIMES, SERIES_COLUMNS,
-                                                CallRecord, Series, short)
+from deepgreen_audit.greenlight.records import INPUT_SIZES, NANOSECOND_TIMES, SERIES_COLUMNS, CallRecord, Series, short
+from deepgreen_audit.importers.checked import refuse_invalid
 from deepgreen_audit.package.kinds import API_PROFILES
 from deepgreen_audit.package.schema import load_schema
 
@@ -60,7 +59,7 @@ SHORT_CALL_REASON = ("no {domains} sample inside the execution window: the call 
 
 
 def utc(ns: int) -> _dt.datetime:
-    return _dt.datetime.fromtimestamp(ns // 1_000_000_000, _dt.timezone.utc).replace(
+    return _dt.datetime.fromtimestamp(ns // 1_000_000_000, _dt.UTC).replace(
         microsecond=(ns % 1_000_000_000) // 1000)
 
 
@@ -68,7 +67,7 @@ def call_row(record: CallRecord) -> dict:
     """The api_calls row of one imported record (figures by FECoM's method)."""
     figures = call_figures(record)
     t = record.times
-    row = {f.name: None for f in load_schema("api_calls").fields}
+    row: dict[str, object] = {f.name: None for f in load_schema("api_calls").fields}
     row.update({
         "call_id": record.call_id, "source": record.source,
         "experiment_kind": record.experiment_kind, "project": record.project,
@@ -184,7 +183,8 @@ def records_from_package(location: Path) -> list[CallRecord]:
     package = open_api_package(location)
     calls = package.table("api_calls").to_pylist()
     samples = package.table("api_samples").to_pandas()
-    by_call = {cid: frame for cid, frame in samples.groupby("call_id", sort=False)}
+    # iter(): a GroupBy has a `keys` attribute, which dict() would take for a mapping's
+    by_call = dict(iter(samples.groupby("call_id", sort=False)))
     records = []
     for row in calls:
         if row["source"] == "deepgreen":

@@ -14,10 +14,10 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import validate as _validate
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.kinds import API_PROFILES, KIND_KEY
-from deepgreen_audit.report import Report
 from deepgreen_audit.package.schema import load_schema
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
 from deepgreen_audit.package.writer import write_package
+from deepgreen_audit.report import Report
 
 
 def text_table(name: str, columns: dict[str, list]) -> TextTable:

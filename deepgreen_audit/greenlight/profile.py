@@ -28,12 +28,13 @@ import importlib
 import pickle
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from deepgreen_audit.collect.instruments import ALLOW_OPTION, probe
-from deepgreen_audit.collect.rapl import POWERCAP_ROOT, fewest_wraps, package_energy_j
+from deepgreen_audit.collect.nvml import Nvml
+from deepgreen_audit.collect.rapl import POWERCAP_ROOT, Rapl, fewest_wraps, package_energy_j
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.greenlight.package import text_table, write_api_package
 from deepgreen_audit.package.schema import load_schema
@@ -73,7 +74,8 @@ def _torch(name: str, size: int) -> PreparedCall:
 
     gen = torch.Generator().manual_seed(size)
     if name == "torch.matmul":
-        args = (torch.rand(size, size, generator=gen), torch.rand(size, size, generator=gen))
+        args: tuple[torch.Tensor, ...] = (torch.rand(size, size, generator=gen),
+                                          torch.rand(size, size, generator=gen))
         shape = f"{size}x{size} @ {size}x{size}"
     elif name == "torch.nn.functional.conv2d":
         args = (torch.rand(1, 3, size, size, generator=gen), torch.rand(16, 3, 3, 3, generator=gen))
@@ -180,8 +182,8 @@ class WindowEnergy:
 class Counters:
     """The counters profile-api reads (None where missing) and why any is missing."""
 
-    rapl: object | None = None
-    nvml: object | None = None
+    rapl: Rapl | None = None
+    nvml: Nvml | None = None
     missing: dict[str, str] = field(default_factory=dict)
     thermal_root: Path = THERMAL_ROOT
 
@@ -300,7 +302,7 @@ def measure(name: str, size: int, call: PreparedCall, *, counters: Counters | No
             settings: StableState, min_window_s: float, framework: str, experiment: int,
             position: int, clock=time.perf_counter, sleep=time.sleep) -> dict:
     """One api_calls row: one call at one input size, measured over a repeated window."""
-    row = {f.name: None for f in load_schema("api_calls").fields}
+    row: dict[str, object] = {f.name: None for f in load_schema("api_calls").fields}
     period = counters.update_period_s(clock) if counters else 0.0
     target = max(min_window_s, UPDATE_PERIODS * period)
     call.run()   # warm-up: first-call allocation and compilation stay out of the window
@@ -334,8 +336,8 @@ def measure(name: str, size: int, call: PreparedCall, *, counters: Counters | No
     if counters is None:
         row["energy_missing_reason"] = DURATIONS_ONLY_REASON + f"; input size {size}"
         return row
-    if begin is None or end is None or baseline is None:   # read whenever there are counters
-        raise RuntimeError("the counters were not read around the window")
+    # the counters were read (and the baseline taken) because there are counters
+    assert baseline is not None and begin is not None and end is not None
     measured = counters.energy_j(begin, end)
     cpu_j, gpu_j = measured.cpu_j, measured.gpu_j
     row.update({"stable_check_wait_s": baseline.wait_s, "baseline_window_s": baseline.window_s,
@@ -363,7 +365,7 @@ def measure(name: str, size: int, call: PreparedCall, *, counters: Counters | No
 
 
 def _utc(ns: int) -> _dt.datetime:
-    return _dt.datetime.fromtimestamp(ns // 1_000_000_000, _dt.timezone.utc).replace(
+    return _dt.datetime.fromtimestamp(ns // 1_000_000_000, _dt.UTC).replace(
         microsecond=(ns % 1_000_000_000) // 1000)
 
 
@@ -391,7 +393,8 @@ def profile_api(calls: list[str], sizes: list[int], out: Path, *, experiments: i
                              allow_missing_counters=allow_missing_counters,
                              powercap_root=powercap_root, pynvml_module=pynvml_module,
                              thermal_root=thermal_root)
-    rows, skipped = [], []
+    rows: list[dict] = []
+    skipped: list[dict[str, str]] = []
     for name in calls:
         framework_module, builder = CATALOGUE[name]
         framework = framework_version(framework_module)
@@ -411,7 +414,7 @@ def profile_api(calls: list[str], sizes: list[int], out: Path, *, experiments: i
                     progress(f"{name} size {size} (experiment {experiment}): "
                              f"{row['execution_time_s'] * 1e3:.3f} ms x {row['repetitions']}")
     columns = {n: [r[n] for r in rows] for n in load_schema("api_calls").field_names}
-    empty_samples = {n: [] for n in load_schema("api_samples").field_names}
+    empty_samples: dict[str, list] = {n: [] for n in load_schema("api_samples").field_names}
     meta = {"name": "api-profiles", "title": "API-level energy profiles measured by profile-api",
             "provenance": {"generator": "deepgreen profile-api", "calls": calls, "sizes": sizes,
                            "durations_only": durations_only,

@@ -30,14 +30,14 @@ import io
 import math
 import re
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package import paths
-from deepgreen_audit.greenlight.fecom import (DomainFigures, call_figures, execution_time_s,
-                                              has_energy_data)
+from deepgreen_audit.greenlight.fecom import DomainFigures, call_figures, execution_time_s, has_energy_data
 from deepgreen_audit.greenlight.records import CallRecord, function_name
+from deepgreen_audit.package import paths
 
 #: create_summary's columns: (published header, per-call figure); None = execution time.
 SUMMARY_COLUMNS = (
@@ -145,7 +145,7 @@ def summary_rows(project: ProjectSummary, domain: str, statistic: str) -> list[d
     aggregate = statistics.mean if statistic == "mean" else statistics.median
     rows = []
     for series in project.functions:
-        row = {"function": series.name, "key": series.key}
+        row: dict[str, object] = {"function": series.name, "key": series.key}
         for header, attribute in SUMMARY_COLUMNS:
             if statistic == "median" and attribute == "value_mean":
                 attribute = "value_median"
@@ -236,7 +236,9 @@ def read_published(path: Path) -> tuple[list[str], list[dict]]:
 def compare_summary_file(path: Path, label: str, projects: list[ProjectSummary],
                          comparison: Comparison) -> None:
     """Compare one create_summary file with the projects' recomputed rows."""
-    domain, statistic = SUMMARY_FILE_RE.match(path.name).groups()
+    named = SUMMARY_FILE_RE.match(path.name)
+    assert named is not None  # the caller picks the files by this name
+    domain, statistic = named.groups()
     header, published = read_published(path)
     missing = [h for h, _ in SUMMARY_COLUMNS if h not in header] + \
         ([] if "function" in header else ["function"])
@@ -269,14 +271,15 @@ def compare_summary_file(path: Path, label: str, projects: list[ProjectSummary],
                                                      n, diffs, explain(diffs)))
 
 
-RQ2_COLUMNS = {  # published column -> (domain or None, statistic, attribute)
+RQ2_COLUMNS: dict[str, tuple[str | None, str, str | None]] = {  # column -> (domain or None, statistic, attribute)
     "run time": (None, "mean", None),
     "Args Size (mean)": ("args", "mean", None), "Args Size (median)": ("args", "median", None),
 }
 for _label, _domain in (("CPU", "cpu"), ("RAM", "ram"), ("GPU", "gpu")):
     for _stat in ("mean", "median", "max", "min"):
         RQ2_COLUMNS[f"{_label} ({_stat})"] = (_domain, _stat, "total_normalised_j")
-_AGGREGATES = {"mean": statistics.mean, "median": statistics.median, "max": max, "min": min}
+_AGGREGATES: dict[str, Callable[[list[float]], float]] = {
+    "mean": statistics.mean, "median": statistics.median, "max": max, "min": min}
 
 
 def compare_rq2_file(path: Path, label: str, projects: list[ProjectSummary],

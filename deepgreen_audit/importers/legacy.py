@@ -62,8 +62,8 @@ from deepgreen_audit.importers.checked import refuse_invalid
 from deepgreen_audit.package import paths
 from deepgreen_audit.package.schema import TABLES, load_schema
 from deepgreen_audit.package.tables import TextTable, canonical_text, rows_from_columns
-from deepgreen_audit.units import J_PER_KWH
 from deepgreen_audit.package.writer import write_package
+from deepgreen_audit.units import J_PER_KWH
 
 CAMPAIGN = "legacy-2025"
 #: The licence of the source repository, as the campaign folder's README states it.
@@ -211,7 +211,7 @@ def read_rows(root: Path, rel: str, ecosystem: str | None = None, *,
 
 
 def _index(rows: list[SourceRow], where: str) -> dict[tuple, SourceRow]:
-    index = {}
+    index: dict = {}
     for r in rows:
         if r.key in index:
             raise UserError(f"two rows for {'/'.join(map(str, r.key))} (also line "
@@ -222,8 +222,9 @@ def _index(rows: list[SourceRow], where: str) -> dict[tuple, SourceRow]:
 
 def compare(name: str, truth: dict[tuple, SourceRow], other: list[SourceRow]) -> dict:
     """Cell-by-cell comparison of duplicate rows with the source of truth (R32 columns)."""
-    differing, columns = 0, {}
-    examples = []
+    differing = 0
+    columns: dict[str, int] = {}
+    examples: list = []
     for r in other:
         t = truth.get(r.key)
         if t is None:
@@ -283,7 +284,8 @@ def _num(row: SourceRow, column: str) -> float | None:
     """A CodeCarbon number, or None for an empty cell (CodeCarbon's own "missing").  Text
     that is no number, NaN and infinity are refused, naming the source cell: a NaN says
     CodeCarbon's computation failed, and writing it empty would claim a missing reading the
-    importer cannot state a reason for (DESIGN.md 8: missing is empty plus a reason)."""
+    importer cannot state a reason for (docs/design.md, "Honesty rules": missing is empty plus a
+    reason)."""
     text = row.cells[column].strip()
     if text == "":
         return None
@@ -318,7 +320,7 @@ def _timestamp(text: str, path: str, line: int) -> dt.datetime:
         raise UserError("timestamp carries a zone; the legacy importer expects CodeCarbon's "
                         "zone-less local time", path=path, row=line, field="timestamp")
     # Kept as written: the digits of a local time of unknown zone (see RUN_REASON).
-    return stamp.replace(tzinfo=dt.timezone.utc)
+    return stamp.replace(tzinfo=dt.UTC)
 
 
 #: CodeCarbon's per-row facts about the host that the environment table holds once per run.
@@ -329,7 +331,7 @@ HOST_CONTEXT = {"ram_total_size": "ram_total_gb", "pue": "pue", "on_cloud": "on_
 def _host_context(blocks: list[SourceRow], run_id: str) -> dict:
     """The run's RAM size, PUE and cloud facts; a run whose rows disagree is refused (it would
     need a per-block place, and the legacy logs never disagree within a run)."""
-    context = {}
+    context: dict[str, object] = {}
     for column, name in HOST_CONTEXT.items():
         values = {b.cells[column].strip() for b in blocks}
         if len(values) > 1:
@@ -364,7 +366,7 @@ def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]
     for r in rows:
         runs_of.setdefault(r.key[:3], []).append(r)
     schemas = {name: load_schema(name) for name in TABLES}
-    cols = {name: {f.name: [] for f in schemas[name].fields} for name in TABLES}
+    cols: dict[str, dict[str, list]] = {name: {f.name: [] for f in schemas[name].fields} for name in TABLES}
     source_rows = []
     origins: dict[str, list[dict[str, SourceRow]]] = {name: [] for name in TABLES}
     frameworks = {eco: fw for eco, fw, *_ in STACKS.values()}
@@ -483,8 +485,8 @@ def import_source(source: Path, out: Path, *, overwrite: bool = False,
 
 #: Package column -> the CodeCarbon column it is written from, where one is.
 SOURCE_COLUMNS = {
-    "epoch": "epoca", "epochs": "epoca", "started_at_utc": "timestamp", "ended_at_utc": "timestamp", "duration_s": "duration",
-    "codecarbon_duration_s": "duration", "codecarbon_energy_kwh": "energy_consumed",
+    "epoch": "epoca", "epochs": "epoca", "started_at_utc": "timestamp", "ended_at_utc": "timestamp",
+    "duration_s": "duration", "codecarbon_duration_s": "duration", "codecarbon_energy_kwh": "energy_consumed",
     "codecarbon_energy_j": "energy_consumed", "codecarbon_cpu_energy_kwh": "cpu_energy",
     "codecarbon_gpu_energy_kwh": "gpu_energy", "codecarbon_ram_energy_kwh": "ram_energy",
     "codecarbon_cpu_power_w": "cpu_power", "codecarbon_gpu_power_w": "gpu_power",

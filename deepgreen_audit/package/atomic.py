@@ -1,7 +1,7 @@
 """Atomic writes: a temporary sibling, then a rename.
 
 An interrupted command leaves either the old state or the new one, never
-half of either (DESIGN.md section 5).  Folder outputs also never destroy
+half of either (docs/design.md, "Run directories").  Folder outputs also never destroy
 their inputs or each other:
 
 * an output that is, contains or lies inside one of the command's inputs is
@@ -45,10 +45,11 @@ def _umask() -> int:
 def write_error(path: Path, exc: OSError) -> UserError:
     """The one-line error for an OS error while writing `path` (disk full, read-only, ...)."""
     reason = exc.strerror or str(exc)
-    hint = {errno.ENOSPC: "; free some space and run the command again",
+    hints: dict[int | None, str] = {errno.ENOSPC: "; free some space and run the command again",
             errno.EDQUOT: "; free some space and run the command again",
             errno.EROFS: "; choose a writable --out",
-            errno.EACCES: "; choose a writable --out"}.get(exc.errno, "")
+            errno.EACCES: "; choose a writable --out"}
+    hint = hints.get(exc.errno, "")
     return UserError(f"cannot write: {reason}{hint}; nothing was written", path=path,
                      code="write-error")
 
@@ -134,7 +135,7 @@ class OutputLock:
         self.path = target.with_name(f".{target.name}.lock")
         self._fd: int | None = None
 
-    def acquire(self) -> "OutputLock":
+    def acquire(self) -> OutputLock:
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
             try:
@@ -229,7 +230,7 @@ class StagedDirectory:
                 raise write_error(self.target, exc) from None
             raise
 
-    def __enter__(self) -> "StagedDirectory":
+    def __enter__(self) -> StagedDirectory:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

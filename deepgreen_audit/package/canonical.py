@@ -1,4 +1,4 @@
-"""The canonical text form of a cell (DESIGN.md section 4).
+"""The canonical text form of a cell (docs/design.md, "Canonical cells").
 
 Canonical CSV is UTF-8, LF, a header row in the schema's column order,
 floats in Python's shortest round-trip form (`repr`, zero unsigned), integers
@@ -43,7 +43,7 @@ def format_value(value, type_: str) -> str:
         return "true" if value else "false"
     if type_ == "datetime":
         if isinstance(value, _dt.datetime):
-            value = value.astimezone(_dt.timezone.utc)
+            value = value.astimezone(_dt.UTC)
             text = value.strftime("%Y-%m-%dT%H:%M:%S")
             if value.microsecond:
                 text += f".{value.microsecond:06d}".rstrip("0")
@@ -73,10 +73,10 @@ def canonical_spelling(text: str, type_: str) -> str | None:
         return _BOOLEAN_SPELLINGS.get(text)
     if type_ == "datetime" and re.search(r"\.[0-9]{7}", text) is None:
         try:
-            value = _dt.datetime.fromisoformat(text)
+            moment = _dt.datetime.fromisoformat(text)
         except ValueError:
             return None
-        return format_value(value, "datetime") if value.tzinfo is not None else None
+        return format_value(moment, "datetime") if moment.tzinfo is not None else None
     return None
 
 

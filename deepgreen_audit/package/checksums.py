@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.paths import read_bytes, regular_file

@@ -36,7 +36,7 @@ def build(meta: dict, table_bytes: dict[str, bytes], tables_rel: str, sums_hashe
     """The descriptor of a `kind` package whose tables lie under `tables_rel` (relative to the
     descriptor)."""
     prefix = "" if tables_rel in ("", ".") else tables_rel.rstrip("/") + "/"
-    descriptor = {"$schema": PACKAGE_PROFILE, KIND_KEY: kind.name}
+    descriptor: dict[str, object] = {"$schema": PACKAGE_PROFILE, KIND_KEY: kind.name}
     descriptor.update({k: v for k, v in meta.items() if k not in GENERATED_KEYS})
     descriptor["checksums"] = prefix + SUMS_NAME
     descriptor["resources"] = [{
@@ -63,8 +63,8 @@ def read_json(path: Path, code: str):
 
 
 def parse_json(data: bytes, path: Path, code: str):
-    """The JSON value of `data`, read from `path`; malformed JSON, non-UTF-8 bytes and
-    `\\ud800`-style escapes of lone surrogates (text no UTF-8 file can hold, so no writer
+    r"""The JSON value of `data`, read from `path`; malformed JSON, non-UTF-8 bytes and
+    `\ud800`-style escapes of lone surrogates (text no UTF-8 file can hold, so no writer
     could copy it) are UserErrors."""
     try:
         value = json.loads(data.decode("utf-8"))
@@ -104,7 +104,7 @@ class Package:
         self.descriptor = descriptor
 
     @classmethod
-    def open(cls, location: str | Path | None = None) -> "Package":
+    def open(cls, location: str | Path | None = None) -> Package:
         """Open PKG: a folder holding datapackage.json, or the descriptor itself."""
         path = Path(location) if location is not None else Path(DESCRIPTOR_NAME)
         paths.check_text(path)

@@ -10,6 +10,7 @@ only, so validating a package of ours never pays its import.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from deepgreen_audit.errors import UserError
@@ -42,6 +43,8 @@ def validate_foreign(package: Package, report: Report) -> None:
         return
     import frictionless
 
+    if not _constraints_applicable(frictionless, package, report):
+        return
     result = frictionless.validate(str(package.descriptor_path))
     report.stats["checked_by"] = f"frictionless {frictionless.__version__}"
     for error in result.errors:
@@ -64,6 +67,58 @@ def _add(report: Report, error, resource: str | None) -> None:
                field=getattr(error, "field_name", None))
 
 
+#: Constraints whose value is read as a value of the field's type (Table Schema).
+BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _constraints_applicable(frictionless, package: Package, report: Report) -> bool:
+    """Whether every constraint of every field can be applied, else reported.
+
+    frictionless reads a bound with the field's own reader and compiles a pattern
+    as it validates; a bound its type cannot read (``"maximum": ""`` on a number)
+    or a pattern that is no regular expression ends its validation in an
+    exception, so such a schema is reported here and no row is read."""
+    try:
+        resources = frictionless.Package(str(package.descriptor_path)).resources
+    except frictionless.FrictionlessException:
+        return True  # a malformed descriptor: frictionless.validate reports it
+    applicable = True
+    for resource in resources:
+        try:
+            schema = getattr(resource, "schema", None)  # a non-tabular resource has none
+            fields = schema.fields if schema is not None else []
+        except frictionless.FrictionlessException:
+            continue  # an unreadable schema: frictionless.validate reports it
+        for field in fields:
+            for problem in _inapplicable(field):
+                report.add("bad-constraint", problem, resource=resource.name, field=field.name)
+                applicable = False
+    return applicable
+
+
+def _inapplicable(field) -> list[str]:
+    """What is wrong with the constraints of one frictionless field, in words."""
+    constraints = field.constraints if isinstance(field.constraints, dict) else {}
+    read = field.create_value_reader()
+    problems = [f"constraint {name} {constraints[name]!r} is not a {field.type} value"
+                for name in BOUNDS if constraints.get(name) is not None
+                and _unreadable(read, constraints[name])]
+    pattern = constraints.get("pattern")
+    if isinstance(pattern, str):
+        try:
+            re.compile(f"^{pattern}$")
+        except (re.error, RecursionError, OverflowError) as exc:
+            problems.append(f"constraint pattern {pattern!r} is not a regular expression ({exc})")
+    return problems
+
+
+def _unreadable(read, value) -> bool:
+    try:
+        return read(value) is None
+    except (TypeError, ValueError, ArithmeticError):
+        return True
+
+
 def _paths_confined(package: Package, report: Report) -> bool:
     names = Counter(resource.get("name") for resource in package.descriptor["resources"]
                     if isinstance(resource, dict))
@@ -78,16 +133,23 @@ def _paths_confined(package: Package, report: Report) -> bool:
         if not isinstance(name, str) or names[name] > 1:
             continue  # frictionless reports a resource without a name; a shared name is refused
         for key in ("path", "schema", "dialect"):
-            if not isinstance(resource.get(key), str):
-                continue
-            if "://" in resource[key]:
-                report.add("unsafe-path", f"{key} {resource[key]!r} is remote; deepgreen "
-                           "validates the files of a package on this machine only", resource=name)
-                confined = False
-                continue
-            try:  # frictionless would block on a FIFO and read a device without end
-                paths.regular_file(package.confined(resource[key]))
-            except UserError as exc:
-                report.add(exc.code, exc.message, resource=name)
-                confined = False
+            value = resource.get(key)
+            parts = value if isinstance(value, list) else [value]  # a multipart path is a list
+            for part in parts:
+                if isinstance(part, str) and not _confined_file(package, part, key, name, report):
+                    confined = False
     return confined
+
+
+def _confined_file(package: Package, path: str, key: str, name: str, report: Report) -> bool:
+    """Whether one path of a resource is a local regular file inside the package (else reported)."""
+    if "://" in path:
+        report.add("unsafe-path", f"{key} {path!r} is remote; deepgreen validates the files of a "
+                   "package on this machine only", resource=name)
+        return False
+    try:  # frictionless would block on a FIFO and read a device without end
+        paths.regular_file(package.confined(path))
+    except UserError as exc:
+        report.add(exc.code, exc.message, resource=name)
+        return False
+    return True

@@ -32,7 +32,7 @@ class Kind:
 
 
 REPLICATION = Kind("replication", "replication package", TABLES,
-                   verbs=("validate", "audit", "restore", "export", "render", "paper"),
+                   verbs=("validate", "audit", "restore", "export", "render", "paper", "compare"),
                    instead={"api-audit": "audit"})
 API_PROFILES = Kind("api-profiles", "API-level package", ("api_calls", "api_samples"),
                     verbs=("validate", "api-audit", "export"), instead={"audit": "api-audit"})
@@ -52,6 +52,7 @@ VERB_PURPOSE = {
     "export": "writes deepgreen's tables as typed Parquet files",
     "render": "computes the paper's numbers from a campaign",
     "paper": "builds the paper from a campaign",
+    "compare": "compares two campaigns against a control group",
 }
 
 

@@ -114,6 +114,7 @@ def _pathconf(path: Path, name: str, default: int) -> int:
 
 
 def _read_error(path: str | Path, exc: OSError) -> UserError:
-    reason = {errno.ENAMETOOLONG: "the name is longer than the file system allows",
-              errno.ENOENT: "does not exist"}.get(exc.errno, exc.strerror or str(exc))
+    reasons: dict[int | None, str] = {errno.ENAMETOOLONG: "the name is longer than the file system allows",
+              errno.ENOENT: "does not exist"}
+    reason = reasons.get(exc.errno, exc.strerror or str(exc))
     return UserError(f"cannot read: {reason}", path=path, code="read-error")

@@ -1,6 +1,6 @@
 """Run directories and the two exact directions between them and a package.
 
-A tree of run directories (DESIGN.md section 5) looks like::
+A tree of run directories (docs/design.md, "Run directories") looks like::
 
     RUNS/package.json                      package-level metadata (title, provenance, ...)
     RUNS/<campaign>/<run_id>/manifest.json the runs row and the environment row
@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
@@ -42,7 +42,7 @@ _JSON_TYPES = {"string": (str,), "datetime": (str,), "integer": (int,), "number"
                "boolean": (bool,)}
 
 
-@lru_cache(maxsize=None)
+@cache
 def block_files() -> dict[str, tuple[str, ...]]:
     """{file name: block columns it holds, after the (epoch, phase) key}, from the schema."""
     groups: dict[str, list[str]] = {}
@@ -96,7 +96,7 @@ def write_files(root: Path, files: dict[str, bytes]) -> None:
 
 def _check_id(value: str, what: str, where) -> str:
     """A campaign or run id that is one safe path component."""
-    pattern = load_schema("runs").field("run_id").pattern
+    pattern = load_schema("runs").field("run_id").regex
     import re
     if not isinstance(value, str) or re.fullmatch(pattern, value) is None:
         raise UserError(f"{what} {value!r} is not a safe directory name (pattern {pattern}); "
@@ -267,7 +267,7 @@ def _flatten_files(files: dict[str, bytes], root: Path, progress) -> tuple[dict[
     run_dirs = sorted(names_in)
     expected_names = {MANIFEST, SAMPLES_FILE, *block_files()}
     schemas = {name: load_schema(name) for name in TABLES}
-    rows = {name: [] for name in TABLES}
+    rows: dict[str, list] = {name: [] for name in TABLES}
     runs_seen: list[tuple[str, str]] = []
     for rel_dir in run_dirs:
         parts = rel_dir.split("/")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pyarrow as pa
@@ -59,6 +59,20 @@ class Field:
     def arrow_type(self) -> pa.DataType:
         return _ARROW_TYPES[self.type]
 
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        """The enum of a field the code relies on having one (the shipped schemas say it)."""
+        if self.enum is None:
+            raise ValueError(f"field {self.name} has no enum constraint")
+        return self.enum
+
+    @property
+    def regex(self) -> str:
+        """The pattern of a field the code relies on having one (the shipped schemas say it)."""
+        if self.pattern is None:
+            raise ValueError(f"field {self.name} has no pattern constraint")
+        return self.pattern
+
 
 @dataclass(frozen=True)
 class TableSchema:
@@ -106,7 +120,7 @@ def _parse(name: str, descriptor: dict) -> TableSchema:
                        foreign_keys=fks, descriptor=descriptor)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(name: str) -> TableSchema:
     """The schema of table `name` from `schemas/<name>.json`."""
     path = schema_dir() / f"{name}.json"
@@ -155,4 +169,4 @@ def pandera_schema(schema: TableSchema):
 def phases() -> tuple[str, ...]:
     """The phases of a block in their order within an epoch (train, eval): the blocks schema's
     enum is their one statement."""
-    return load_schema("blocks").field("phase").enum
+    return load_schema("blocks").field("phase").allowed

@@ -13,13 +13,14 @@ conformance audit (the experiment specification) is `deepgreen audit`.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -29,20 +30,19 @@ import pyarrow.csv as pcsv
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import arrays, paths
-from deepgreen_audit.package.canonical import (DATETIME_RE, INTEGER_RE, NUMBER_RE, canonical_number,
-                                              canonical_spelling)
+from deepgreen_audit.package.canonical import DATETIME_RE, INTEGER_RE, NUMBER_RE, canonical_number, canonical_spelling
 from deepgreen_audit.package.checksums import parse_sums, sha256_bytes, sha256_file
 from deepgreen_audit.package.descriptor import Package
-from deepgreen_audit.report import Report
 from deepgreen_audit.package.schema import TABLES, TableSchema, load_schema
 from deepgreen_audit.package.tables import TextTable, canonical_text, parse_text
+from deepgreen_audit.report import Report
 
 _TYPE_RE = {"integer": INTEGER_RE, "number": NUMBER_RE, "datetime": DATETIME_RE,
             "boolean": re.compile("true|false")}
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 #: Dates and times a measurement can carry: none before 2000 (no NVML energy counter
 #: existed) and none after 2100; anything else is a corrupt or mistyped cell.
-PLAUSIBLE_DATETIMES = (datetime(2000, 1, 1, tzinfo=timezone.utc), datetime(2100, 1, 1, tzinfo=timezone.utc))
+PLAUSIBLE_DATETIMES = (datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC))
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 #: Tables every run must have rows in (referential completeness, beyond the foreign keys).
 RUN_CHILDREN = ("environment", "blocks")
@@ -199,10 +199,8 @@ def _check_checksums(package: Package, tables: tuple[str, ...],
         report.add(problem.code, problem.message, resource=path.name, row=problem.number)
     table_files = set()
     for name in tables:
-        try:
+        with contextlib.suppress(UserError):  # reported with the table
             table_files.add(package.table_path(name).name)
-        except UserError:
-            pass   # reported with the table
     for name, line in sums.items():
         if name in table_files:
             continue

@@ -7,7 +7,7 @@ latexmk; `lint.find_typed_numbers` checks that the results text types no
 number of its own.
 """
 
-_EXPORTS = {name: "deepgreen_audit.render.build" for name in ("RenderReport", "build_pdf", "render")}
+_EXPORTS = dict.fromkeys(("RenderReport", "build_pdf", "render"), "deepgreen_audit.render.build")
 
 __all__ = ["RenderReport", "build_pdf", "render"]
 

@@ -7,8 +7,9 @@ the design the package declares (the specification narrowed by the
 descriptor's `scope`: a six-ecosystem re-collection is held to six
 ecosystems, and a configuration inside the scope without a completed run
 still stops the render, naming it), and writes numbers.tex, scope.tex (what
-the scope leaves out of the full design, and why), the tables and the
-figures into a staged folder that replaces the output folder only when
+the scope leaves out of the full design, and why), the tables (among them
+the defect-class table, from an audit of the same package run inside the
+render) and the figures into a staged folder that replaces the output folder only when
 everything succeeded: a failed render leaves the previous files, never a
 mix.  The generated files are not committed (paper/generated/.gitignore);
 `deepgreen render` regenerates them.
@@ -32,13 +33,17 @@ import deepgreen_audit
 from deepgreen_audit.analysis import Design, Results, analyse, load_tables
 from deepgreen_audit.analysis.pilot import analyse_pilot
 from deepgreen_audit.analysis.scope import narrowings
+from deepgreen_audit.audit.driver import audit
+from deepgreen_audit.compare import compare_packages
+from deepgreen_audit.compare.output import figure_pdf
+from deepgreen_audit.compare.paper import add_numbers as add_comparison_numbers, section_context
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import paths
 from deepgreen_audit.package.atomic import StagedDirectory
 from deepgreen_audit.package.checksums import sha256_file
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.schema import TABLES
-from deepgreen_audit.render import figures, tables
+from deepgreen_audit.render import defects, figures, tables
 from deepgreen_audit.render.environment import make_environment, render_template
 from deepgreen_audit.resources import checkout, project_file, require_checkout
 from deepgreen_audit.spec import load_spec, scoped, spec_path
@@ -123,20 +128,22 @@ def default_pilot() -> Path | None:
 
 
 def render(location, out: Path | None = None, design: Design | None = None,
-           template_dir: Path | None = None, pilot=None) -> RenderReport:
-    """Render numbers.tex, the tables and the figures of the package at `location`, and the
-    pilot section from the pilot package at `pilot` (None: the section says there is none).
+           template_dir: Path | None = None, pilot=None, compare=None) -> RenderReport:
+    """Render numbers.tex, the tables and the figures of the package at `location`, the
+    pilot section from the pilot package at `pilot` (None: the section says there is none),
+    and, with `compare` (a baseline package), the comparison of the package with it
+    (deepgreen_audit.compare: its macros in numbers.tex, comparison.tex, fig-comparison.pdf).
 
     Arithmetic that overflows or divides by zero gives inf or NaN silently: every value the
     templates print is refused by name when it is not finite (`environment.finalize`), so
     numpy's warnings would only print beside that one-line error."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _render(location, out, design, template_dir, pilot)
+        return _render(location, out, design, template_dir, pilot, compare)
 
 
 def _render(location, out: Path | None, design: Design | None, template_dir: Path | None,
-            pilot) -> RenderReport:
+            pilot, compare=None) -> RenderReport:
     out = Path(out) if out is not None else default_out()
     _check_output_folder(out)
     env = make_environment(template_dir or project_file("paper", "templates"))
@@ -155,6 +162,19 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     results = analyse(campaign, design, spec)
     report.seconds["analysis"] = time.perf_counter() - clock
 
+    clock = time.perf_counter()
+    audit_report = audit(package.descriptor_path)
+    classes = defects.defect_classes(audit_report, spec)
+    defects.add_audit_numbers(results, audit_report, classes)
+    report.seconds["audit"] = time.perf_counter() - clock
+
+    comparison = None
+    if compare:
+        clock = time.perf_counter()
+        comparison = compare_packages(compare, location)
+        report.seconds["compare"] = time.perf_counter() - clock
+    add_comparison_numbers(results, comparison)
+
     outputs: dict[str, bytes] = {".gitignore": GITIGNORE.encode()}
     clock = time.perf_counter()
     outputs["numbers.tex"] = numbers_tex(env, results, header).encode("utf-8")
@@ -165,10 +185,16 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     clock = time.perf_counter()
     outputs["pilot.tex"] = pilot_tex(env, pilot).encode("utf-8")
     report.seconds["pilot"] = time.perf_counter() - clock
+    outputs["comparison.tex"] = render_template(env, "comparison.tex.j2",
+                                                section_context(comparison)).encode("utf-8")
+    if comparison is not None:
+        outputs["fig-comparison.pdf"] = figure_pdf(comparison)
 
     clock = time.perf_counter()
     for name, build in tables.TABLES.items():
         outputs[name] = render_template(env, name + ".j2", build(results, design)).encode()
+    outputs["table-defects.tex"] = render_template(env, "table-defects.tex.j2", {
+        "rows": classes, "synthetic": header["synthetic"]}).encode("utf-8")
     report.seconds["tables"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -176,7 +202,8 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
         outputs[name] = draw(results, design)
     report.seconds["figures"] = time.perf_counter() - clock
 
-    inputs = package.input_paths() + (Package.open(pilot).input_paths() if pilot else [])
+    inputs = package.input_paths() + (Package.open(pilot).input_paths() if pilot else []) \
+        + (Package.open(compare).input_paths() if compare else [])
     with StagedDirectory(out, overwrite=True, inputs=inputs) as staged:
         for name, data in outputs.items():
             (staged.path / name).write_bytes(data)
@@ -217,8 +244,8 @@ _USEPACKAGE = re.compile(r"^[^%\n]*\\usepackage(?:\[[^\]]*\])?\{([^}]+)\}", re.M
 
 
 def required_tex_packages(tex_file: Path) -> list[str]:
-    """The LaTeX packages `tex_file` loads, read from its \\usepackage lines."""
-    names = []
+    r"""The LaTeX packages `tex_file` loads, read from its \usepackage lines."""
+    names: list[str] = []
     for match in _USEPACKAGE.finditer(tex_file.read_text(encoding="utf-8")):
         names.extend(n.strip() for n in match.group(1).split(",") if n.strip())
     return names

@@ -16,17 +16,20 @@ def _notice(package) -> None:
 
 
 def _render(args) -> None:
-    from deepgreen_audit.render import render
-
-    from deepgreen_audit.render.build import default_pilot
     from deepgreen_audit.package.dispatch import check_verb
+    from deepgreen_audit.render import render
+    from deepgreen_audit.render.build import default_pilot
 
     check_verb(args.package, args.verb)
     _notice(args.package)
     pilot = args.pilot or default_pilot()
     if pilot:
         _notice(pilot)
-    report = render(args.package, Path(args.out) if args.out else None, pilot=pilot)
+    compare = getattr(args, "compare", None)
+    if compare:
+        _notice(compare)
+    report = render(args.package, Path(args.out) if args.out else None, pilot=pilot,
+                    compare=compare)
     parts = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
     print(f"wrote {', '.join(f for f in report.files if not f.startswith('.'))} "
           f"to {report.out} ({parts})", flush=True)
@@ -61,6 +64,14 @@ def _pilot_option(parser) -> None:
                              "section says that no pilot has been collected)")
 
 
+def _compare_option(parser) -> None:
+    parser.add_argument("--compare", metavar="BASELINE",
+                        help="also compare PKG with the package BASELINE ('deepgreen compare "
+                             "BASELINE PKG') and render the paper's comparison section from it "
+                             "(its numbers in numbers.tex; paper.tex inputs the section only "
+                             "when this is given), e.g. --compare baseline/")
+
+
 def register(verb) -> None:
     p = verb("render", cmd_render, "compute the paper's numbers, tables and figures from a package",
              "Read the package, verify its tables against their recorded hashes, compute every "
@@ -69,7 +80,11 @@ def register(verb) -> None:
              "the package's hashes and provenance), booktabs tables and PDF figures. A missing "
              "column, configuration or value stops the render with its name; the previous "
              "generated files stay as they were.",
-             [("deepgreen render --out generated/", "the shipped package's numbers")])
+             [("deepgreen render --out generated/", "the shipped package's numbers"),
+              ("deepgreen synth --out baseline/ --precision-change python-tensorflow=0.32",
+               "a baseline whose TensorFlow allowed TF32"),
+              ("deepgreen render --compare baseline/ --out generated/",
+               "and the section comparing the shipped package with it")])
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
     p.add_argument("--out", metavar="DIR",
@@ -77,6 +92,7 @@ def register(verb) -> None:
                         "paper/paper.tex inputs; when deepgreen is installed from a wheel, "
                         "paper/generated under the current folder)")
     _pilot_option(p)
+    _compare_option(p)
 
     p = verb("paper", cmd_paper, "render the package and build the PDF (latexmk)",
              "Check that the results text of paper/paper.tex types no number, run 'render' on "
@@ -87,5 +103,6 @@ def register(verb) -> None:
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
     _pilot_option(p)
+    _compare_option(p)
     p.add_argument("--no-data", action="store_true",
                    help="compile only, from the files already in paper/generated")

@@ -22,7 +22,7 @@ from deepgreen_audit.render.labels import display, tex_escape
 
 
 def format_number(number: Number) -> str:
-    """A `Number` through siunitx: ``\\num{...}`` or ``\\qty{...}{unit}``."""
+    r"""A `Number` through siunitx: ``\num{...}`` or ``\qty{...}{unit}``."""
     if not math.isfinite(number.value):
         raise MissingValue(f"{number.description} is {number.value} (not a finite number); "
                            "the paper cannot quote it")

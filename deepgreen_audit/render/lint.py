@@ -1,7 +1,7 @@
 """The results text types no number: every figure it quotes comes from a macro.
 
-`find_typed_numbers(tex)` returns each digit sequence typed in the abstract
-and the Results section of a manuscript, after removing comments, macro
+`find_typed_numbers(tex)` returns each digit sequence typed in the abstract,
+the Results section and the Limitations section of a manuscript, after removing comments, macro
 names, the arguments of cross-referencing and file commands, and a short
 allowlist of names that contain digits.  The tests run it on paper/paper.tex,
 `deepgreen paper` refuses to build when it finds anything, and the audit runs it
@@ -13,16 +13,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deepgreen_audit.package import paths
 from deepgreen_audit.registry import Outcome, Skip, check
 
+if TYPE_CHECKING:  # the audit layer, for the annotation only
+    from deepgreen_audit.audit.context import AuditContext
+
 #: Digits that are part of a name, not a quoted figure.
-ALLOWLIST = (r"ResNet-18", r"VGG-16", r"CIFAR-100", r"\bS[1-6]\b")
+ALLOWLIST = (r"ResNet-18", r"VGG-16", r"CIFAR-100", r"\bS[1-6]\b", r"\bRQ[1-4]\b")
 #: Commands whose (optional and mandatory) arguments are labels or files, not figures.
 ARGUMENT_COMMANDS = ("ref", "eqref", "autoref", "label", "cite", "input", "include",
                      "includegraphics", "begin", "end", "url", "href", "hypersetup")
-_ARGUMENTS = re.compile(r"\\(?:%s)(?![A-Za-z])\*?(?:\[[^\]]*\])*(?:\{[^}]*\})?" % "|".join(ARGUMENT_COMMANDS))
+_ARGUMENTS = re.compile(r"\\(?:" + "|".join(ARGUMENT_COMMANDS) + r")(?![A-Za-z])\*?(?:\[[^\]]*\])*(?:\{[^}]*\})?")
+#: The sections whose text quotes the campaign's figures (besides the abstract).
+SECTIONS = ("Results", "Limitations")
 _COMMENT = re.compile(r"(?<!\\)%.*$", re.M)
 _ALLOWED = re.compile("|".join(ALLOWLIST))
 _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
@@ -39,15 +45,17 @@ class TypedNumber:
 
 
 def results_spans(tex: str) -> list[tuple[int, int]]:
-    """(start, end) offsets of the abstract and of the Results section."""
+    """(start, end) offsets of the abstract and of the Results and Limitations sections (each
+    up to the next section or the end of the document)."""
     spans = []
     abstract = re.search(r"\\begin\{abstract\}(.*?)\\end\{abstract\}", tex, re.S)
     if abstract:
         spans.append(abstract.span(1))
-    results = re.search(r"\\section\{Results\}(.*?)(?=\\section\*?\{|\\end\{document\})", tex,
-                        re.S)
-    if results:
-        spans.append(results.span(1))
+    for title in SECTIONS:
+        found = re.search(rf"\\section\{{{title}\}}(.*?)(?=\\section\*?\{{|\\end\{{document\}}|\Z)",
+                          tex, re.DOTALL)
+        if found:
+            spans.append(found.span(1))
     return spans
 
 
@@ -75,7 +83,7 @@ def lint_paper(path: Path) -> list[TypedNumber]:
 
 
 @check("source.results-text-numbers", "source")
-def results_text_numbers(ctx):
+def results_text_numbers(ctx: AuditContext) -> Outcome:
     """The manuscript's results text (abstract and Results section of paper/paper.tex) types
     no number: every figure it quotes comes from a macro the renderer wrote
     (deepgreen_audit.render.lint)."""

@@ -6,7 +6,7 @@ reached a table is refused by the template's finalize hook with its name.
 
 from __future__ import annotations
 
-from deepgreen_audit.analysis import Design, Number, Results
+from deepgreen_audit.analysis import Design, MissingValue, Number, Results
 from deepgreen_audit.analysis.data import PHASES
 
 
@@ -22,10 +22,15 @@ def energy_context(results: Results, design: Design) -> dict:
             values = []
             for a, d in design.cells:
                 kj = med.loc[(eco, a, d, phase), "energy_j"] / 1e3
+                # bold only where the phase may name a cheapest stack ([analysis]
+                # cheapest_min_sampler_intervals)
                 values.append({"number": Number(kj, 1, f"median {phase} energy of {eco}/{a}/{d}"),
-                               "cheapest": spreads.loc[(a, d, phase), "cheapest"] == eco})
+                               "cheapest": bool(spreads.loc[(a, d, phase), "names_cheapest"])
+                               and spreads.loc[(a, d, phase), "cheapest"] == eco})
             rows.append({"ecosystem": eco, "entries": values})
-        panels.append({"phase": phase, "rows": rows, "spreads": [
+        panels.append({"phase": phase, "rows": rows,
+                       "names_cheapest": bool(results.cheapest_rule[phase]["names_cheapest"]),
+                       "spreads": [
             Number(spreads.loc[(a, d, phase), "spread"], 2, f"{phase} spread of {a}/{d}")
             for a, d in design.cells]})
     architectures, rules, column = [], [], 2
@@ -55,7 +60,9 @@ def cells_context(results: Results, design: Design) -> dict:
             # a design with fewer than two control-group ecosystems has no control spread
             "control": Number(s["control_spread"], 2, f"control-group spread of {key}")
             if len(design.control_group) >= 2 else None,
-            "cheapest": s["cheapest"], "most_expensive": s["most_expensive"],
+            # None: the phase's blocks are too short to rank its stacks (printed as --)
+            "cheapest": s["cheapest"] if s["names_cheapest"] else None,
+            "most_expensive": s["most_expensive"] if s["names_cheapest"] else None,
             "uncorrected": Number(int((tests["p"] < design.alpha).sum()), 0, f"p<alpha count of {key}"),
             "pairs": Number(len(tests), 0, f"comparisons in {key}"),
             "survive": Number(int(tests["survives"].sum()), 0, f"Holm survivors of {key}"),
@@ -65,5 +72,27 @@ def cells_context(results: Results, design: Design) -> dict:
     return {"rows": rows, "control_group": len(design.control_group) >= 2}
 
 
+def utilisation_context(results: Results, design: Design) -> dict:
+    """Median GPU and CPU utilisation per stack and architecture, both phases, with the runs
+    the sampler covered in each."""
+    if results.utilisation_by_architecture is None:
+        raise MissingValue("the utilisation per stack and architecture was not computed")
+    frame = results.utilisation_by_architecture.set_index(["ecosystem", "architecture", "phase"])
+    rows = []
+    for eco in design.ecosystems:
+        for arch in design.architectures:
+            row: dict = {"ecosystem": eco, "architecture": arch, "phases": []}
+            for phase in PHASES:
+                v = frame.loc[(eco, arch, phase)]
+                key = f"{eco}/{arch}/{phase}"
+                row["phases"].append({
+                    "gpu": Number(v["gpu_utilization_pct"], 0, f"median GPU utilisation of {key}"),
+                    "cpu": Number(v["cpu_utilization_pct"], 0, f"median CPU utilisation of {key}"),
+                    "runs": Number(v["runs"], 0, f"runs sampled in {key}")})
+            rows.append(row)
+    return {"rows": rows, "phases": list(PHASES)}
+
+
 #: Generated table files and the functions that build their contexts.
-TABLES = {"table-energy.tex": energy_context, "table-cells.tex": cells_context}
+TABLES = {"table-energy.tex": energy_context, "table-cells.tex": cells_context,
+          "table-utilisation.tex": utilisation_context}

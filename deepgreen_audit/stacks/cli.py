@@ -124,7 +124,8 @@ def register(verb) -> None:
              "Build the stacks that are compiled before they run, incrementally: C++/LibTorch "
              "(CMake against the torch wheel's LibTorch), Rust/tch (cargo; tch pinned to the "
              "specification's version, linked to the same LibTorch) and Java/DL4J (Maven; DL4J at the "
-             "specification's version, with the ND4J backend of the device --backend names, for linux-x86_64).  Products stay in each stack's "
+             "specification's version, with the ND4J backend of the device --backend names, for "
+             "linux-x86_64).  Products stay in each stack's "
              "build folder (see stacks/README.md).  R/torch cannot be built on this project's machines; "
              "asking for it says why.  The set-up (scripts/setup.sh) runs this.")
     p.add_argument("stack", nargs="*", metavar="STACK",

@@ -38,6 +38,7 @@ import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 import numpy as np
 
@@ -155,6 +156,14 @@ class _Corrupt(Exception):
     """An archive that passed its checksum but cannot be read as its format."""
 
 
+def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo) -> IO[bytes]:
+    """The bytes of a regular file of the archive (a link or a folder of that name is corrupt)."""
+    fileobj = tar.extractfile(member)
+    if fileobj is None:
+        raise _Corrupt(f"{member.name} is not a regular file")
+    return fileobj
+
+
 # ---------------------------------------------------------------- readers
 
 
@@ -196,7 +205,7 @@ def read_cifar100(archive: Path):
                 member = members.get(f"cifar-100-python/{name}")
                 if member is None:
                     raise _Corrupt(f"cifar-100-python/{name} is not in the archive")
-                return pickle.load(tar.extractfile(member), encoding="bytes")
+                return pickle.load(_extract(tar, member), encoding="bytes")
 
             meta = batch("meta")
             parts = {}
@@ -247,7 +256,7 @@ def read_imagenette(archive: Path, side: int):
     """<root>/{train,val}/<wnid>/*.JPEG; classes in sorted wnid order; "val" is the test set."""
     try:
         with tarfile.open(archive, "r:gz") as tar:
-            items = {"train": [], "val": []}
+            items: dict[str, list[tuple[str, str, tarfile.TarInfo]]] = {"train": [], "val": []}
             for m in tar.getmembers():
                 parts = PurePosixPath(m.name).parts
                 if m.isfile() and len(parts) == 4 and parts[1] in items and parts[3].upper().endswith(".JPEG"):
@@ -257,7 +266,7 @@ def read_imagenette(archive: Path, side: int):
             out = {}
             for split, key in (("train", "train"), ("test", "val")):
                 chosen = sorted(items[key], key=lambda t: t[0])
-                x = resize_all([_decode(tar.extractfile(m).read(), n) for n, _, m in chosen], side)
+                x = resize_all([_decode(_extract(tar, m).read(), n) for n, _, m in chosen], side)
                 out[split] = (x, np.asarray([index[w] for _, w, _ in chosen], dtype=np.int64))
     except (tarfile.TarError, OSError, EOFError, KeyError) as exc:
         raise _Corrupt(f"{type(exc).__name__}: {exc}") from None
@@ -402,7 +411,8 @@ def load_store(data_dir: Path, dataset: str) -> Store:
         raise UserError(f"pixels and labels have fingerprint {actual}, the manifest says "
                         f"{manifest.get('fingerprint_sha256')}: the store was modified", path=folder,
                         code="corrupt-store")
-    return Store(dataset, *arrays, fingerprint=actual, manifest=manifest)
+    x_train, y_train, x_test, y_test = arrays
+    return Store(dataset, x_train, y_train, x_test, y_test, fingerprint=actual, manifest=manifest)
 
 
 def ensure_store(data_dir: Path, dataset: str) -> Store:
@@ -411,8 +421,9 @@ def ensure_store(data_dir: Path, dataset: str) -> Store:
     if dataset == "digits" and not (Path(data_dir) / dataset / "manifest.json").is_file():
         parts, names, sources = digits_parts()
         manifest = store_manifest(dataset, parts, names, sources)
-        return Store(dataset, *parts["train"], *parts["test"], fingerprint=manifest["fingerprint_sha256"],
-                     manifest=manifest)
+        (x_train, y_train), (x_test, y_test) = parts["train"], parts["test"]
+        return Store(dataset, x_train, y_train, x_test, y_test,
+                     fingerprint=manifest["fingerprint_sha256"], manifest=manifest)
     return load_store(data_dir, dataset)
 
 

@@ -47,7 +47,8 @@ class LibTorchHooks(nn.Module):
         """Dropout layers in training mode (enabled) or not, the rest of the model untouched."""
         # TorchScript cannot test for a module type the model lacks, so dropout layers are
         # selected by name: `dropout_modules`, their comma-joined names, set by `scripted`.
-        names = self.dropout_modules.split(",")
+        # set by `scripted`; nn.Module.__getattr__ types an attribute Tensor | Module
+        names = self.dropout_modules.split(",")  # type: ignore[operator]
         for name, module in self.named_modules():
             if name in names:
                 module.training = enabled
@@ -91,18 +92,21 @@ class ResNet18(LibTorchHooks):
 
     def forward(self, x):
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        # layer1..4 are set with setattr: nn.Module.__getattr__ types them Tensor | Module
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))  # type: ignore[operator]
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
 class VGG16(LibTorchHooks):
     def __init__(self, classes: int):
         super().__init__()
-        layers, cin = [], 3
+        layers: list[nn.Module] = []
+        cin = 3
         for item in conv.VGG16_FEATURES:
             if item == "M":
                 layers.append(nn.MaxPool2d(2, 2))
             else:
+                assert isinstance(item, int)  # a layer's output channels
                 layers += [nn.Conv2d(cin, item, 3, 1, 1), nn.ReLU(inplace=True)]
                 cin = item
         self.features = nn.Sequential(*layers)
@@ -182,7 +186,8 @@ def scripted(model: nn.Module) -> torch.jit.ScriptModule:
     LibTorch's C++ API loads; torch 2.13 marks it deprecated, which is noted, not hidden,
     in stacks/README.md.
     """
-    model.dropout_modules = ",".join(name for name, m in model.named_modules() if isinstance(m, nn.Dropout))
+    model.dropout_modules = ",".join(  # type: ignore[assignment]  # a TorchScript string attribute
+        name for name, m in model.named_modules() if isinstance(m, nn.Dropout))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*torch.jit.*deprecated", category=DeprecationWarning)
         return torch.jit.script(model)

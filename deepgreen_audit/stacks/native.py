@@ -31,9 +31,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.pins import pinned
@@ -57,7 +57,7 @@ class NativeStack:
     product: str                    # what the build makes, relative to `source`
     launcher: str                   # what the plan runs, relative to `source`
     inputs: tuple[str, ...]         # globs (relative to `source`) of what the product is built from
-    builder: Callable[["NativeStack", bool, str], None]   # (stack, quiet, device)
+    builder: Callable[[NativeStack, bool, str], None]   # (stack, quiet, device)
 
     @property
     def source_dir(self) -> Path:
@@ -136,6 +136,10 @@ def _build_cpp(stack: NativeStack, quiet: bool, device: str) -> None:
         _run(stack, ["cmake", "-S", str(stack.source_dir), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
                      f"-DTORCH_DIR={torch_dir}", f"-DTORCH_CXX11_ABI={abi}"], quiet)
     _run(stack, ["cmake", "--build", str(build_dir), "-j", str(os.cpu_count() or 2)], quiet)
+    if stack.product_path.is_file() and stack.stale_inputs():
+        # CMake found nothing to relink (a change to the tests' part of CMakeLists.txt, say):
+        # the product is current, and its time says so for `stale_inputs`.
+        os.utime(stack.product_path)
 
 
 def cargo_tch_pin(source_dir: Path) -> str | None:
@@ -201,7 +205,9 @@ def host_device() -> str:
 
 NATIVE_STACKS: dict[str, NativeStack] = {s.ecosystem: s for s in (
     NativeStack("cpp-libtorch", "stacks/cpp_libtorch", ("cmake", "c++"), (),
-                "build/deepgreen-libtorch", "build/deepgreen-libtorch", ("CMakeLists.txt", "*.cpp"), _build_cpp),
+                "build/deepgreen-libtorch", "build/deepgreen-libtorch",
+                ("CMakeLists.txt", "*.cpp", "src/*.cpp", "src/*.hpp"),
+                _build_cpp),
     NativeStack("rust-tch", "stacks/rust_tch", ("cargo",), (),
                 "target/release/deepgreen-tch", "target/release/deepgreen-tch",
                 ("Cargo.toml", "Cargo.lock", "build.rs", "src/**/*.rs"), _build_rust),
@@ -210,7 +216,7 @@ NATIVE_STACKS: dict[str, NativeStack] = {s.ecosystem: s for s in (
 )}
 
 TOOL_HINTS = {
-    "cpp-libtorch": "Debian: apt-get install cmake g++",
+    "cpp-libtorch": "Debian: apt-get install cmake g++ libssl-dev nlohmann-json3-dev libzip-dev libgtest-dev",
     "rust-tch": "Rust's cargo, from rustup or Debian's cargo package",
     "java-dl4j": "a JDK 17 and Maven; Debian: apt-get install openjdk-17-jdk maven",
 }
@@ -229,7 +235,8 @@ def get(ecosystem: str) -> NativeStack:
         return NATIVE_STACKS[ecosystem]
     except KeyError:
         if ecosystem in UNAVAILABLE:
-            raise UserError(f"{ecosystem} cannot be built: {UNAVAILABLE[ecosystem]}", code="unavailable-stack") from None
+            raise UserError(f"{ecosystem} cannot be built: {UNAVAILABLE[ecosystem]}",
+                            code="unavailable-stack") from None
         raise UserError(f"{ecosystem!r} is not a built stack (they are: {', '.join(NATIVE_STACKS)})",
                         code="bad-option") from None
 

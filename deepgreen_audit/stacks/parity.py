@@ -28,12 +28,13 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from deepgreen_audit.registry import Outcome, check, registered_checks, run_check
+from deepgreen_audit.registry import CheckFunc, Outcome, check, registered_checks, run_check
 from deepgreen_audit.report import Report
 from deepgreen_audit.resources import require_checkout, shipped_root
 from deepgreen_audit.spec import load_spec, trainable_parameters
@@ -64,7 +65,7 @@ def tolerances(spec: dict | None = None) -> dict:
         "loss": {"rtol_of_max_1": p["loss_rel_tolerance_of_max_1"]},
         "running_stats": {"atol": p["running_stats_abs_tolerance"],
                           "rtol_of_max": p["running_stats_rel_tolerance_of_max"]},
-        **{name: "exact" for name in p["exact"]},
+        **dict.fromkeys(p["exact"], "exact"),
     }
 
 
@@ -147,7 +148,7 @@ def probe_external(stack: str, executable: Path, export: weights.Export, data_di
 SUITE = "parity"
 
 
-def parity_check(id: str, section: str):
+def parity_check(id: str, section: str) -> Callable[[CheckFunc], CheckFunc]:
     """Register a check of the parity suite; it runs once per probed stack."""
     return check(id, section, suite=SUITE)
 
@@ -178,7 +179,7 @@ def _max_abs(a, b) -> float:
 
 
 @parity_check("S1.parameter-names", "S1")
-def parameter_names(ctx: Context):
+def parameter_names(ctx: Context) -> Outcome:
     """The same tensor names and shapes as the canonical export, and the specification's
     trainable-parameter count."""
     names = set(ctx.probe.state)
@@ -196,7 +197,7 @@ def parameter_names(ctx: Context):
 
 
 @parity_check("S1.initial-weights", "S1")
-def initial_weights(ctx: Context):
+def initial_weights(ctx: Context) -> Outcome:
     """The model holds the canonical initial weights exactly (a stack that re-initialises,
     or transposes a kernel wrongly, fails here), and reports the export's SHA-256."""
     diff = max((_max_abs(ctx.probe.state[k], v) for k, v in ctx.canonical.items() if k in ctx.probe.state),
@@ -219,21 +220,21 @@ def _compare_logits(ctx: Context, mode: str):
 
 
 @parity_check("S1.logits-eval", "S1")
-def logits_eval(ctx: Context):
+def logits_eval(ctx: Context) -> Outcome:
     """Eval-mode logits and loss on the fixed batch equal the reference's within the stated
     float32 tolerance."""
     return _compare_logits(ctx, "eval")
 
 
 @parity_check("S1.logits-train", "S1")
-def logits_train(ctx: Context):
+def logits_train(ctx: Context) -> Outcome:
     """Train-mode logits and loss (batch statistics, dropout off) equal the reference's within
     the stated float32 tolerance."""
     return _compare_logits(ctx, "train")
 
 
 @parity_check("S1.batchnorm-statistics", "S1")
-def batchnorm_statistics(ctx: Context):
+def batchnorm_statistics(ctx: Context) -> Outcome:
     """After one train-mode pass the BatchNorm running statistics equal the reference's
     (PyTorch momentum 0.1, unbiased running variance)."""
     names = [k for k in ctx.reference.state_after_train if k.endswith(("running_mean", "running_var"))]
@@ -249,7 +250,7 @@ def batchnorm_statistics(ctx: Context):
 
 
 @parity_check("S3.pixels", "S3")
-def pixels(ctx: Context):
+def pixels(ctx: Context) -> Outcome:
     """The stack's evaluation loader yields exactly the reference's inputs (uint8 / 255,
     no normalisation) and labels for the same indices, and the store's fingerprint."""
     diff = _max_abs(ctx.reference.inputs, ctx.probe.inputs)
@@ -262,7 +263,7 @@ def pixels(ctx: Context):
 
 
 @parity_check("S6.control-group", "S6")
-def control_group(ctx: Context):
+def control_group(ctx: Context) -> Outcome:
     """The stacks that load the same TorchScript module on the same LibTorch (C++ and Rust)
     compute the same thing exactly: logits, losses and state after both passes are equal to
     the bit.  A difference means one of them does something the module does not (its own
@@ -292,7 +293,7 @@ RECIPE_CHECK = "S2.recipe-literals"
 
 
 @parity_check(RECIPE_CHECK, "S2")
-def recipe_literals_check(source_root):
+def recipe_literals_check(source_root: Path) -> Outcome:
     """No stack source writes down a number the specification owns (the recipe's learning
     rate, batch size, epochs, ...): each stack reads them from the specification."""
     hits = recipe_literals(source_root)

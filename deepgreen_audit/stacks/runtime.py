@@ -96,7 +96,7 @@ class DeviceReport:
     def __post_init__(self):
         from deepgreen_audit.package.schema import load_schema
 
-        devices = load_schema("runs").field("device").enum
+        devices = load_schema("runs").field("device").allowed
         if self.device not in devices:
             raise DeviceReportError(f"device {self.device!r} is not one of {', '.join(devices)}")
         if not isinstance(self.device_name, str) or not self.device_name.strip():
@@ -116,7 +116,7 @@ class DeviceReport:
                         for k, v in self.values().items())
 
     @classmethod
-    def parse_line(cls, line: str) -> "DeviceReport":
+    def parse_line(cls, line: str) -> DeviceReport:
         """The report a built stack's `device` subcommand printed; DeviceReportError if bad."""
         pairs = dict(token.partition("=")[::2] for token in line.split())
         fields = tuple(cls.__dataclass_fields__)
@@ -180,7 +180,7 @@ def batch_indices(n: int, batch_size: int, order: np.ndarray | None = None):
 def prefetch(fn, items, workers: int):
     """fn(item) for each item, computed by `workers` threads at most 2 * workers ahead, in order."""
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        pending = deque()
+        pending: deque = deque()
         for item in items:
             pending.append(pool.submit(fn, item))
             if len(pending) > 2 * max(1, workers):

@@ -46,7 +46,7 @@ class Export:
     torchscript_path: Path
 
     @classmethod
-    def at(cls, directory: Path, architecture: str, classes: int, seed: int) -> "Export":
+    def at(cls, directory: Path, architecture: str, classes: int, seed: int) -> Export:
         stem = Path(directory) / export_stem(architecture, classes, seed)
         path = stem.with_suffix(".safetensors")
         return cls(path, stem.with_suffix(".manifest.json"), "", stem.with_suffix(".torchscript.pt"))
@@ -71,7 +71,7 @@ def manifest_for(tensors: dict[str, np.ndarray], architecture: str, classes: int
     return {
         "format": FORMAT, "architecture": architecture, "classes": classes, "seed": seed,
         "layout": "PyTorch: conv OIHW, dense [out, in]; names as torchvision",
-        "initialisers": " ".join(canonical_init_.__doc__.split()),
+        "initialisers": " ".join((canonical_init_.__doc__ or "").split()),
         "file_sha256": file_sha256, "trainable_parameters": int(trainable),
         "tensors": [{"name": k, "dtype": str(a.dtype), "shape": list(a.shape),
                      "sha256": sha256_bytes(np.ascontiguousarray(a).tobytes())}
@@ -83,7 +83,8 @@ def safetensors_bytes(tensors: dict[str, np.ndarray], metadata: dict[str, str]) 
     """The safetensors encoding with a deterministic header (sorted names, no whitespace),
     so that one (architecture, classes, seed) always gives the same file hash; the
     `safetensors` library's own writer orders its header from a hash map."""
-    header, offset, parts = {"__metadata__": dict(sorted(metadata.items()))}, 0, []
+    header: dict[str, object] = {"__metadata__": dict(sorted(metadata.items()))}
+    offset, parts = 0, []
     for name in sorted(tensors):
         data = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
         header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),

@@ -9,8 +9,7 @@ descriptor (``"synthetic": true``); its numbers are not measurements.
 """
 
 from deepgreen_audit.synth.defects import DEFECTS
-from deepgreen_audit.synth.generate import (TRUTH_FILE, SynthResult, generate, truth_bytes,
-                                            write_synthetic)
+from deepgreen_audit.synth.generate import TRUTH_FILE, SynthResult, generate, truth_bytes, write_synthetic
 from deepgreen_audit.synth.model import SynthModel
 
 __all__ = ["DEFECTS", "TRUTH_FILE", "SynthModel", "SynthResult", "generate",

@@ -19,7 +19,7 @@ not change what another chooses.
 from __future__ import annotations
 
 import zlib
-from typing import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -45,7 +45,15 @@ BROKEN_INTENSITY_FACTOR = 1.3
 #: default_rng([seed, DEFECT_STREAM, crc32(defect name)]).
 DEFECT_STREAM = 1000
 
-DEFECTS: dict[str, Callable] = {}
+class Defect(Protocol):
+    """A registered defect: a function that plants itself, with the `stage` it runs at."""
+
+    stage: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+DEFECTS: dict[str, Defect] = {}
 
 
 def _defect(name: str, stage: str):

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -22,9 +22,8 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.package.schema import TABLES, load_schema, phases
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
-from deepgreen_audit.spec import (declared_device, dl4j_backend, load_spec, master_seed, recipe,
-                                  tf32_allowed)
-from deepgreen_audit.synth.model import CODECARBON_CONFIG_PLACEHOLDER, SynthModel
+from deepgreen_audit.spec import declared_device, dl4j_backend, load_spec, master_seed, recipe, tf32_allowed
+from deepgreen_audit.synth.model import CODECARBON_CONFIG_PLACEHOLDER, SynthModel, precision_policy_changed
 from deepgreen_audit.units import J_PER_KWH
 
 CAMPAIGN = "synthetic"
@@ -794,8 +793,8 @@ def expected_config(model: SynthModel, eco: str, arch: str, n_train: int, n_eval
 
 
 def _spread(values: dict[str, float]) -> dict:
-    hi = max(values, key=lambda k: values[k])
-    lo = min(values, key=lambda k: values[k])
+    hi = max(values, key=values.__getitem__)
+    lo = min(values, key=values.__getitem__)
     return {"max_over_min": values[hi] / values[lo], "max_ecosystem": hi, "max_j": values[hi],
             "min_ecosystem": lo, "min_j": values[lo]}
 
@@ -880,9 +879,9 @@ def _tables(c: Campaign) -> tuple[dict[str, TextTable], int]:
     n, B = c.n, c.n_blocks_per_run
     order = sorted(range(n), key=lambda i: c.runs["run_id"][i])
     tables = {}
-    for name, columns in (("runs", c.runs), ("environment", c.env)):
+    for name, table_cols in (("runs", c.runs), ("environment", c.env)):
         schema = load_schema(name)
-        sorted_cols = {k: [v[i] for i in order] for k, v in columns.items()}
+        sorted_cols = {k: [v[i] for i in order] for k, v in table_cols.items()}
         tables[name] = TextTable(schema.field_names, rows_from_columns(schema, sorted_cols))
 
     schema = load_schema("blocks")
@@ -992,13 +991,31 @@ def generate(seed: int | None = None, model: SynthModel = SynthModel(), *,
     entries: dict = {}
     apply_defects(c, wanted, "physics", entries)
     _simulate(c)
+    _record_precision_change(c)
     apply_defects(c, wanted, "report", entries)
     _simulate_samples(c)
     entries = {name: _finish_entry(c, entry) for name, entry in entries.items()}
     tables, n_samples = _tables(c)
     truth = _truth(c, entries, n_samples)
     meta = _meta(seed, wanted, sha256_bytes(truth_bytes(truth)), scope)
+    if model.precision_change:
+        meta["provenance"]["precision_change"] = dict(sorted(model.precision_change.items()))
     return SynthResult(tables=tables, truth=truth, meta=meta)
+
+
+def _record_precision_change(c: Campaign) -> None:
+    """The runs of each stack in `model.precision_change` record the policy they ran under
+    (the specification's with its TF32 flag flipped); their training time already follows
+    the factor (`SynthModel.block_duration_s`)."""
+    unknown = sorted(set(c.model.precision_change) - set(c.ecosystems))
+    if unknown:
+        raise UserError(f"--precision-change names {', '.join(unknown)}, not an ecosystem of "
+                        f"this campaign ({', '.join(c.ecosystems)})")
+    for i, eco in enumerate(c.runs["ecosystem"]):
+        if eco in c.model.precision_change:
+            policy = precision_policy_changed(str(c.recipe["precision_policy"]))
+            c.runs["precision_policy"][i] = policy
+            c.runs["tf32_enabled"][i] = not policy.endswith("tf32-off")
 
 
 def _finish_entry(c: Campaign, entry: dict) -> dict:
@@ -1006,7 +1023,8 @@ def _finish_entry(c: Campaign, entry: dict) -> dict:
     entry = dict(entry)
     runs = entry.pop("_runs", [])
     blocks = entry.pop("_blocks", [])
-    kept = [(i, b) for i, b in blocks if c.keep[i, b]]
+    keep = c.keep
+    kept = [(i, b) for i, b in blocks if keep[i, b]]
     entry["run_ids"] = sorted({c.run_id(i) for i in runs} | {c.run_id(i) for i, _ in kept})
     rows = dict(entry.get("rows", {}))
     if blocks:

@@ -5,7 +5,7 @@ not measured.  It exists so that every layer (validate, audit, restore,
 render) can be exercised end to end at the full size of the study, and so
 that an analysis can be checked against a known answer: everything the
 generator plants is written to ``synth-truth.json`` beside the tables, and
-the descriptor says ``"synthetic": true`` (DESIGN.md section 8).
+the descriptor says ``"synthetic": true`` (docs/design.md, "Honesty rules").
 
 What comes from where
 =====================
@@ -67,6 +67,14 @@ is ``ecosystem_time``.  ``z_r`` is one draw per run (run-to-run noise),
 ``(batch_full / batch) ** batch_time_exponent`` (the full design's values from the
 specification).  No clean block lasts less than ``min_block_s`` (CodeCarbon's
 interval: a shorter block is the short-blocks defect, never noise).
+
+A stack named in ``precision_change`` (``deepgreen synth --precision-change STACK=FACTOR``)
+ran under a precision policy other than the specification's: its TF32 flag flipped
+(`precision_policy_changed`: ``fp32-tf32-off`` becomes ``fp32-tf32-on`` and back), which its
+runs record (``precision_policy``, ``tf32_enabled``), and ``T_train`` of its runs is multiplied
+by FACTOR (power unchanged, so its training energy follows).  Every random draw is the same
+as without it, so two campaigns of one seed differ in that stack's training blocks (and the
+clocks and counters after them) only: the pairs `deepgreen compare` is tested on.
 
 Power and energy
 ================
@@ -132,8 +140,8 @@ the methods are ``codecarbon_cpu_method`` / ``codecarbon_gpu_method``
 (the specification's: "rapl" / "nvml").  Emissions are ``codecarbon_energy_kwh *
 carbon_intensity_kg_per_kwh`` in ``codecarbon_country_iso_code`` (no region, as the offline
 tracker writes it), their rate is emissions / ``codecarbon_duration_s``; the environment
-carries ``codecarbon_ram_total_gb``, ``codecarbon_pue`` and no cloud.  The bias stands for CodeCarbon's interpolation of its
-1 Hz power readings over a tracker that outlives the window; the
+carries ``codecarbon_ram_total_gb``, ``codecarbon_pue`` and no cloud.  The bias stands for
+CodeCarbon's interpolation of its 1 Hz power readings over a tracker that outlives the window; the
 difference between the two readings is therefore about +2 % plus RAM.
 
 Learning curves
@@ -238,6 +246,16 @@ CODECARBON_CONFIG_PLACEHOLDER = (
 )
 
 
+def precision_policy_changed(policy: str) -> str:
+    """The precision policy with its TF32 flag flipped (`precision_change`): ``...-tf32-off``
+    becomes ``...-tf32-on`` and back; a policy that names no TF32 flag gains ``-tf32-on``."""
+    if policy.endswith("tf32-off"):
+        return policy.removesuffix("off") + "on"
+    if policy.endswith("tf32-on"):
+        return policy.removesuffix("on") + "off"
+    return policy + "-tf32-on"
+
+
 def _eco(pytorch, tensorflow, jax, cpp, java, r, rust):
     return field(default_factory=lambda: {
         "python-pytorch": pytorch, "python-tensorflow": tensorflow, "python-jax": jax,
@@ -265,6 +283,10 @@ class SynthModel:
     # --- ecosystems -------------------------------------------------------
     #: Time multiplier of each ecosystem against Python/PyTorch.
     ecosystem_time: dict = _eco(1.0, 1.2, 0.9, 0.97, 2.4, 1.35, 1.0)
+    #: {ecosystem: factor}: stacks whose precision policy differs from the specification's (its
+    #: TF32 flag flipped, `precision_policy_changed`), with the factor that flip multiplies
+    #: their training time (and so training energy) by; empty: every stack follows the policy
+    precision_change: dict = field(default_factory=dict)
     #: GPU board-power factor (slower stacks keep the GPU less busy).
     ecosystem_gpu_power: dict = _eco(1.0, 0.96, 1.04, 1.0, 0.72, 0.9, 1.0)
     #: CPU package-power factor.
@@ -345,7 +367,7 @@ class SynthModel:
     run_loss_sigma: float = 0.02
 
     # --- CodeCarbon -------------------------------------------------------
-    codecarbon_overhang_s: tuple = (0.2, 1.6)
+    codecarbon_overhang_s: tuple[float, float] = (0.2, 1.6)
     #: a clean block lasts at least this (CodeCarbon's interval, S5); a shorter one is the
     #: short-blocks defect, never noise
     min_block_s: float = _measurement("codecarbon_interval_s")
@@ -367,10 +389,10 @@ class SynthModel:
 
     # --- schedule and clocks -----------------------------------------------
     campaign_start_utc: str = "2026-03-02T08:00:00Z"
-    run_gap_s: tuple = (20.0, 60.0)
-    startup_s: tuple = (3.0, 8.0)
-    block_gap_s: tuple = (0.05, 0.3)
-    teardown_s: tuple = (0.5, 2.0)
+    run_gap_s: tuple[float, float] = (20.0, 60.0)
+    startup_s: tuple[float, float] = (3.0, 8.0)
+    block_gap_s: tuple[float, float] = (0.05, 0.3)
+    teardown_s: tuple[float, float] = (0.5, 2.0)
     first_process_id: int = 2817
     pid_step: tuple = (7, 3000)
 
@@ -420,6 +442,11 @@ class SynthModel:
                             "need one entry per RAPL domain")
         if abs(sum(self.cpu_package_share) - 1.0) > 1e-9:
             raise UserError("synthetic model: cpu_package_share must sum to 1")
+        for eco, factor in self.precision_change.items():
+            if isinstance(factor, bool) or not isinstance(factor, (int, float)) or \
+                    not 0 < factor < float("inf"):
+                raise UserError(f"synthetic model: precision_change of {eco!r} must be a "
+                                f"positive factor, not {factor!r}")
         for name in ("run_time_sigma", "block_time_sigma", "block_power_sigma",
                      "codecarbon_energy_noise", "run_accuracy_sigma", "epoch_accuracy_sigma",
                      "run_loss_sigma", "sample_power_sigma", "sample_gpu_utilization_sd",
@@ -440,7 +467,7 @@ class SynthModel:
             out[f.name] = value
         return out
 
-    def with_overrides(self, overrides: dict, *, where: str | Path | None = None) -> "SynthModel":
+    def with_overrides(self, overrides: dict, *, where: str | Path | None = None) -> SynthModel:
         """A copy with `overrides` applied; dict parameters are merged key by key."""
         names = {f.name: f for f in dataclasses.fields(self)}
         changes = {}
@@ -458,7 +485,7 @@ class SynthModel:
                 if not isinstance(value, (list, tuple)) or len(value) != len(current):
                     raise UserError(f"{key} must be a list of {len(current)} values", path=where)
                 value = tuple(value)
-            elif isinstance(current, bool) or isinstance(current, str):
+            elif isinstance(current, (bool, str)):
                 if type(value) is not type(current):
                     raise UserError(f"{key} must be a {type(current).__name__}", path=where)
             elif isinstance(current, (int, float)):
@@ -469,12 +496,12 @@ class SynthModel:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def from_dict(cls, overrides: dict) -> "SynthModel":
+    def from_dict(cls, overrides: dict) -> SynthModel:
         """The default model with `overrides` applied."""
         return cls().with_overrides(overrides)
 
     @classmethod
-    def from_toml(cls, path: str | Path, base: "SynthModel | None" = None) -> "SynthModel":
+    def from_toml(cls, path: str | Path, base: SynthModel | None = None) -> SynthModel:
         """The default model (or `base`) with the parameters of a TOML file applied.
 
         Top-level keys are parameter names; a table overrides only the keys it
@@ -490,7 +517,8 @@ class SynthModel:
         """Noise-free duration of one block (the warm-up factor not applied)."""
         per_10k = (self.architecture_train_s_per_10k if phase == "train"
                    else self.architecture_eval_s_per_10k)[architecture]
-        return per_10k * samples / 1e4 * self.ecosystem_time[ecosystem]
+        factor = self.precision_change.get(ecosystem, 1.0) if phase == "train" else 1.0
+        return per_10k * samples / 1e4 * self.ecosystem_time[ecosystem] * factor
 
     def work_factor(self, phase: str, recipe: dict, full_recipe: dict) -> float:
         """Time per sample of a phase under `recipe` against the full design's `full_recipe`:

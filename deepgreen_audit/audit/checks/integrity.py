@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deepgreen_audit.package import paths
-from deepgreen_audit.registry import Outcome, check
 from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.package.rundirs import flatten_files, restore_files
 from deepgreen_audit.package.schema import TABLES
 from deepgreen_audit.package.tables import canonical_bytes
+from deepgreen_audit.registry import Outcome, check
+
+if TYPE_CHECKING:  # the audit layer, for the annotation only
+    from deepgreen_audit.audit.context import AuditContext
 
 
 @check("integrity.validate", "integrity")
-def validated(ctx):
+def validated(ctx: AuditContext) -> Outcome:
     """The package validates: checksums, descriptor, every row against its Table Schema,
     primary and foreign keys, canonical form (deepgreen validate). Every other check
     needs this; on an invalid package they are all skipped."""
@@ -23,7 +27,7 @@ def validated(ctx):
 
 
 @check("integrity.round-trip", "integrity")
-def round_trip(ctx):
+def round_trip(ctx: AuditContext) -> Outcome:
     """Restoring the package into run directories and flattening them again gives every table
     back byte for byte (compared by SHA-256). The restored files are kept in memory and read
     back by the reader `deepgreen flatten` uses for a tree on disk (`flatten_files`): the

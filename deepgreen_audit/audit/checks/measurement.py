@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.audit.context import describe_counts, evidence, per_run_evidence, relative_difference
+from deepgreen_audit.audit.context import AuditContext, describe_counts, evidence, per_run_evidence, relative_difference
 from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 
@@ -37,7 +37,7 @@ def _fewest_wraps(start: list[int], end: list[int]) -> list[int]:
 
 
 @check("S5.both-readings", "S5", table="blocks")
-def both_readings(ctx):
+def both_readings(ctx: AuditContext) -> Outcome:
     """Every block carries both energy readings: the hardware counters (energy_j) and
     CodeCarbon (codecarbon_energy_j)."""
     b = ctx.blocks
@@ -55,7 +55,7 @@ def both_readings(ctx):
 
 
 @check("S5.counter-recompute", "S5", table="blocks")
-def counter_recompute(ctx):
+def counter_recompute(ctx: AuditContext) -> Outcome:
     """gpu_energy_j and cpu_energy_j equal the differences of the raw NVML (mJ) and RAPL (uJ)
     readings recomputed here: per RAPL domain end - start + wraps x max_energy_range_uj, with
     the wraps the harness counted (rapl_wraps), or where none were recorded the fewest the
@@ -77,11 +77,12 @@ def counter_recompute(ctx):
     recorded, inferred = 0, 0
     for i in range(len(b)):
         if nv0[i] is not None or nv1[i] is not None or not np.isnan(gpu[i]):
-            if nv0[i] is None or nv1[i] is None or len(nv0[i]) != len(nv1[i]) or np.isnan(gpu[i]) \
-                    or any(e < s for s, e in zip(nv0[i], nv1[i])):
+            start, end = nv0[i], nv1[i]
+            if start is None or end is None or len(start) != len(end) or np.isnan(gpu[i]) \
+                    or any(e < s for s, e in zip(start, end)):
                 incomplete[i] = True
             else:
-                gpu_again[i] = sum((e - s) / 1000 for s, e in zip(nv0[i], nv1[i]))
+                gpu_again[i] = sum((e - s) / 1000 for s, e in zip(start, end))
         if rapl_present[i] or not np.isnan(cpu[i]):
             if rapl[i] is None or np.isnan(cpu[i]):
                 incomplete[i] = True
@@ -107,7 +108,7 @@ def counter_recompute(ctx):
 
 
 @check("S5.rapl-wraps", "S5", table="blocks")
-def rapl_wraps(ctx):
+def rapl_wraps(ctx: AuditContext) -> Outcome:
     """RAPL wraps are counted, not assumed. A block's recorded wraps (rapl_wraps, counted by
     reading the counters at least once a second) must agree with its readings: a domain whose
     counter went down (end < start) wrapped at least once. A block with readings but no
@@ -155,7 +156,7 @@ def rapl_wraps(ctx):
 
 
 @check("S5.energy-domains", "S5", table="blocks")
-def energy_domains(ctx):
+def energy_domains(ctx: AuditContext) -> Outcome:
     """Energy equals the sum of its domains: energy_j = gpu_energy_j + cpu_energy_j, and
     CodeCarbon's energy_consumed (kWh) = its CPU + GPU + RAM energies."""
     b = ctx.blocks
@@ -182,7 +183,7 @@ def energy_domains(ctx):
 
 
 @check("S5.units", "S5", table="blocks")
-def units(ctx):
+def units(ctx: AuditContext) -> Outcome:
     """Energy in kWh under a joule label, found from magnitudes: a *_j column whose implied
     power (energy / duration) is below a plausible floor, or codecarbon_energy_j that is not
     codecarbon_energy_kwh x J/kWh."""
@@ -256,7 +257,7 @@ def power_bounds(ctx) -> dict[str, tuple[pd.Series, float, pd.Series | float, pd
 
 
 @check("S5.power-plausible", "S5", table="blocks")
-def power_plausible(ctx):
+def power_plausible(ctx: AuditContext) -> Outcome:
     """The power of each recorded device is plausible, both the block mean derived from
     energy / duration (counters and CodeCarbon) and the power CodeCarbon reported: a GPU
     between gpu_power_min_w and its board limit (x gpu_power_limit_factor), the CPU packages
@@ -270,7 +271,7 @@ def power_plausible(ctx):
         for label, mask in (("below", low), ("above", high)):
             if mask.any():
                 bound = f"{lo} W" if label == "below" else (
-                    f"{hi} W" if np.isscalar(hi) else
+                    f"{hi!s} W" if np.isscalar(hi) else
                     f"its board limit x{float(t['gpu_power_limit_factor'])}")
                 found.append(f"{name} {label} {bound} in {int(mask.sum()):,} ("
                              + describe_counts(b.loc[mask, "ecosystem"])
@@ -282,12 +283,12 @@ def power_plausible(ctx):
         powers = pd.DataFrame(device_powers(ctx))
         return Outcome.failed("implausible power: " + "; ".join(found), rows=int(bad.sum()),
                               details=per_run_evidence(ctx, b.loc[bad].join(powers.loc[bad]),
-                                                       {c: "median" for c in powers}))
+                                                       dict.fromkeys(powers, "median")))
     return Outcome.passed(f"{checked:,} derived device powers within their plausible ranges")
 
 
 @check("S5.codecarbon-agreement", "S5", table="blocks")
-def codecarbon_agreement(ctx):
+def codecarbon_agreement(ctx: AuditContext) -> Outcome:
     """CodeCarbon's energy agrees with the counters' within codecarbon_agreement_tolerance,
     block by block, over the domains the counters measured: CPU + GPU, or the GPU alone in a
     block whose CPU counter is missing (a GPU-board boundary, e.g. no RAPL on the host)."""
@@ -315,7 +316,7 @@ def codecarbon_agreement(ctx):
 
 
 @check("S5.codecarbon-duration", "S5", table="blocks")
-def codecarbon_duration(ctx):
+def codecarbon_duration(ctx: AuditContext) -> Outcome:
     """CodeCarbon's tracker spans the counter window: the harness nests it inside the window
     (counters read, tracker started ... tracker stopped, counters read), so its duration may
     fall short of duration_s by the time of the counter reads, at most
@@ -349,7 +350,7 @@ def _mode_share(values: np.ndarray, rel: float) -> float:
 
 
 @check("S5.modelled-cpu-power", "S5", table="blocks")
-def modelled_cpu_power(ctx):
+def modelled_cpu_power(ctx: AuditContext) -> Outcome:
     """CodeCarbon's CPU power was modelled rather than measured: declared (method
     tdp-constant or load-model) or detected from the data: a run whose CPU power is one
     constant (a TDP fallback), or sits on one value (to constant_power_relative_spread) in
@@ -367,7 +368,7 @@ def modelled_cpu_power(ctx):
     mode_share = float(t["load_model_mode_share"])
     declared = b["codecarbon_cpu_method"].isin(["tdp-constant", "load-model"])
     kind = pd.Series(None, index=b.index, dtype=object)
-    for run_id, idx in b.groupby("run_id").groups.items():
+    for idx in b.groupby("run_id").groups.values():
         values = power[idx].to_numpy()
         values = values[np.isfinite(values)]
         if not len(values):
@@ -404,7 +405,7 @@ def _major(version) -> int | None:
 
 
 @check("S5.codecarbon-version", "S5", table="environment")
-def codecarbon_version(ctx):
+def codecarbon_version(ctx: AuditContext) -> Outcome:
     """Every run used one CodeCarbon version, of the specified major version or later
     (2.x falls back to a constant modelled CPU power)."""
     env = ctx.environment
@@ -425,7 +426,7 @@ def codecarbon_version(ctx):
 
 
 @check("S5.codecarbon-config", "S5", table="environment")
-def codecarbon_config(ctx):
+def codecarbon_config(ctx: AuditContext) -> Outcome:
     """Every run used one pinned CodeCarbon configuration file (one config hash)."""
     env = ctx.environment
     if env.empty:
@@ -453,7 +454,7 @@ def _campaign_value(values: pd.Series, eligible: pd.Series):
 
 
 @check("S5.tracking-mode", "S5", table="environment")
-def tracking_mode(ctx):
+def tracking_mode(ctx: AuditContext) -> Outcome:
     """Every run tracked CodeCarbon in the specified mode (machine)."""
     env = ctx.environment
     wanted = ctx.spec["S5_measurement"]["codecarbon_tracking_mode"]
@@ -471,7 +472,7 @@ def tracking_mode(ctx):
 
 
 @check("S5.gpu-count", "S5", table="environment")
-def gpu_count(ctx):
+def gpu_count(ctx: AuditContext) -> Outcome:
     """CodeCarbon tracked as many GPUs as NVML counts for the run (environment gpu_count):
     CodeCarbon's GPU energy covers only the GPUs it found, so a different count makes its
     reading cover another boundary than the counters'.  Runs that record only one of the two
@@ -497,7 +498,7 @@ def gpu_count(ctx):
 
 
 @check("S5.short-blocks", "S5", table="blocks")
-def short_blocks(ctx):
+def short_blocks(ctx: AuditContext) -> Outcome:
     """Blocks shorter than CodeCarbon's sampling interval: their CodeCarbon energy rests on
     at most one power reading."""
     b = ctx.block_runs
@@ -515,7 +516,7 @@ def short_blocks(ctx):
 
 
 @check("S5.sampler", "S5", table="runs")
-def sampler(ctx):
+def sampler(ctx: AuditContext) -> Outcome:
     """Every run has its 1 Hz samples, spaced at the specified sampler rate, over its span."""
     rate = float(ctx.spec["S5_measurement"]["sampler_rate_hz"])
     s = ctx.samples
@@ -555,7 +556,7 @@ def _identity_outcome(ctx, found: list[dict], checked: int, what: str, extra: st
 
 
 @check("S5.carbon-intensity", "S5", table="blocks")
-def carbon_intensity(ctx):
+def carbon_intensity(ctx: AuditContext) -> Outcome:
     """CodeCarbon's emissions are its energy times one carbon intensity per location (country,
     region): each block's emissions / energy within carbon_intensity_relative_tolerance of its
     location's median. The message lists each location's intensity (S6.constancy says whether
@@ -579,7 +580,7 @@ def carbon_intensity(ctx):
 
 
 @check("S5.emissions-rate", "S5", table="blocks")
-def emissions_rate(ctx):
+def emissions_rate(ctx: AuditContext) -> Outcome:
     """CodeCarbon's emissions_rate is its emissions over its duration, within
     emissions_rate_relative_tolerance."""
     b = ctx.block_runs
@@ -596,7 +597,7 @@ def emissions_rate(ctx):
 
 
 @check("S5.power-duration", "S5", table="blocks")
-def power_duration(ctx):
+def power_duration(ctx: AuditContext) -> Outcome:
     """Where CodeCarbon reports one constant power for a domain over a whole run (a modelled
     power), the domain's energy is that power times its duration, within
     power_duration_relative_tolerance: where it is not, CodeCarbon integrated its energy over
@@ -634,7 +635,7 @@ def _identity_row(b: pd.DataFrame, i, found: float, expected: float, unit: str) 
             "relative_difference": abs(found - expected) / abs(expected) if expected else float("inf")}
 
 @check("S5.slurm-energy", "S5", table="runs")
-def slurm_energy(ctx):
+def slurm_energy(ctx: AuditContext) -> Outcome:
     """Slurm's whole-run ConsumedEnergy (runs.slurm_consumed_energy_j, a third reading, never
     mixed into the blocks) is at least slurm_energy_min_ratio times the run's summed block
     energy_j: it covers the whole exclusive job, including the time between blocks (start-up,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.audit.context import evidence, labels_in_spec
+from deepgreen_audit.audit.context import AuditContext, evidence, labels_in_spec
 from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 
@@ -13,13 +13,13 @@ FEATURES = {"time": "train seconds per sample", "power": "train GPU power"}
 
 
 @check("S1.architectures", "S1", table="runs")
-def architectures(ctx):
+def architectures(ctx: AuditContext) -> Outcome:
     """Every run's architecture is one the specification (S1 architectures) names."""
     return labels_in_spec(ctx.runs, "architecture", ctx.spec["S1_model"]["architectures"], "S1")
 
 
 @check("S1.initial-weights", "S1", table="runs")
-def initial_weights(ctx):
+def initial_weights(ctx: AuditContext) -> Outcome:
     """Every run records the SHA-256 of the canonical initial-weight export it loaded, and
     runs of different (architecture, classes) never share one export."""
     runs = ctx.runs
@@ -98,7 +98,7 @@ def _predicted(prof: pd.DataFrame, eco: str, arch: str, ds: str, references: lis
 
 
 @check("S1.architecture-identity", "S1", table="blocks")
-def architecture_identity(ctx):
+def architecture_identity(ctx: AuditContext) -> Outcome:
     """A label that names the wrong architecture. Two architectures differ in train time per
     sample and in GPU power; where an ecosystem's two labels on one dataset profile the same
     (both log ratios within architecture_collapse_log_tolerance) while the same ecosystem
@@ -135,7 +135,7 @@ def architecture_identity(ctx):
             # hypothesis "label a is wrong": both configurations ran the other architecture
             score = {a: float(sum((obs[x] - pred[b]).abs().sum() for x in archs))
                      for a, b in ((a0, a1), (a1, a0))}
-            wrong = min(score, key=score.get)
+            wrong = min(score, key=score.__getitem__)
             ran = a1 if wrong == a0 else a0
             flagged.append({
                 "configuration": f"{eco}/{wrong}/{ds}", "ran": ran,

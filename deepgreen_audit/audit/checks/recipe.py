@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.audit.context import describe_counts, evidence, labels_in_spec
+from deepgreen_audit.audit.context import AuditContext, describe_counts, evidence, labels_in_spec
 from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.spec import RECIPE_SECTIONS, declared_device, dl4j_backend, recipe
 
@@ -39,32 +39,32 @@ def _recipe_outcome(ctx, section: str) -> Outcome:
         return Outcome.failed("; ".join(problems), rows=int(bad.sum()),
                               details=evidence(runs.loc[bad, cols]),
                               unrecorded=int((bad & ~contradicted).sum()))
-    cols = ", ".join(f"{c}={wanted[c]}" for c in RECIPE_SECTIONS[section])
-    return Outcome.passed(f"all {len(runs):,} runs used {cols}")
+    used = ", ".join(f"{c}={wanted[c]}" for c in RECIPE_SECTIONS[section])
+    return Outcome.passed(f"all {len(runs):,} runs used {used}")
 
 
 @check("S2.recipe", "S2", table="runs")
-def optimisation_recipe(ctx):
+def optimisation_recipe(ctx: AuditContext) -> Outcome:
     """Every run recorded the specified optimizer, learning rate, batch size, epochs,
     learning-rate schedule and weight decay (an empty cell is a failure: unverifiable)."""
     return _recipe_outcome(ctx, "S2_optimisation")
 
 
 @check("S3.recipe", "S3", table="runs")
-def data_recipe(ctx):
+def data_recipe(ctx: AuditContext) -> Outcome:
     """Every run recorded the specified input resolution, scaling, normalisation, number of
     loader workers and evaluation batch size."""
     return _recipe_outcome(ctx, "S3_data")
 
 
 @check("S3.datasets", "S3", table="runs")
-def datasets(ctx):
+def datasets(ctx: AuditContext) -> Outcome:
     """Every run's dataset is one the specification (S3 datasets) names."""
     return labels_in_spec(ctx.runs, "dataset", ctx.spec["S3_data"]["datasets"], "S3")
 
 
 @check("S3.samples-processed", "S3", table="blocks")
-def samples_processed(ctx):
+def samples_processed(ctx: AuditContext) -> Outcome:
     """Every block processed the dataset's specified number of samples (train or eval split)."""
     b = ctx.block_runs
     recorded = b["samples_processed"].notna()
@@ -85,14 +85,14 @@ def samples_processed(ctx):
 
 
 @check("S4.precision-policy", "S4", table="runs")
-def precision_policy(ctx):
+def precision_policy(ctx: AuditContext) -> Outcome:
     """Every run recorded the specified numeric precision policy (one flag changed one
     stack's energy 3.14x)."""
     return _recipe_outcome(ctx, "S4_backend")
 
 
 @check("S4.device", "S4", table="runs")
-def device(ctx):
+def device(ctx: AuditContext) -> Outcome:
     """Every run placed its work on the declared device (S4_backend.device, or the device the
     campaign's scope declares), as its framework reported it during the run: a stack that
     silently fell back to the CPU in a GPU campaign measured another experiment, and a run that
@@ -117,7 +117,7 @@ def device(ctx):
 
 
 @check("S4.pinned-versions", "S4", table="environment")
-def pinned_versions(ctx):
+def pinned_versions(ctx: AuditContext) -> Outcome:
     """Every run used the pinned version of its framework (S4 pinned_versions).  A local
     version label (PEP 440 `+cu130`, the wheel's build variant) is kept in the record and not
     compared: the pin is the release."""
@@ -153,7 +153,7 @@ DL4J = "java-dl4j"
 
 
 @check("S4.dl4j-backend", "S4", table="environment")
-def dl4j_backend_of_device(ctx):
+def dl4j_backend_of_device(ctx: AuditContext) -> Outcome:
     """Every Java/DL4J run loaded the ND4J backend the specification names for the declared
     device (S4_backend.dl4j_backend: nd4j-cuda on the GPU, nd4j-native on the CPU).  DL4J's
     backend is a build choice, not the host's: a CPU build on a GPU host trains on the CPU, a

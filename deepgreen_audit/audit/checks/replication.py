@@ -8,12 +8,12 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.audit.context import CONFIG_COLUMNS, describe_counts, evidence
+from deepgreen_audit.audit.context import CONFIG_COLUMNS, AuditContext, describe_counts, evidence
 from deepgreen_audit.registry import Outcome, Skip, check
 
 
 @check("S6.completeness-runs", "S6", table="runs")
-def completeness_runs(ctx):
+def completeness_runs(ctx: AuditContext) -> Outcome:
     """Every configuration (each ecosystem x architecture x dataset present in the package)
     has every repetition 1..R of S6, once, completed; rows_affected counts missing,
     duplicate, surplus and failed runs."""
@@ -39,7 +39,7 @@ def completeness_runs(ctx):
 
 
 @check("S6.completeness-blocks", "S6", table="blocks")
-def completeness_blocks(ctx):
+def completeness_blocks(ctx: AuditContext) -> Outcome:
     """Every completed run has every epoch x phase block (epochs of S2, train and eval);
     rows_affected counts the missing and surplus blocks."""
     runs = ctx.runs[ctx.runs["status"] == "completed"]
@@ -60,13 +60,13 @@ def completeness_blocks(ctx):
 
 
 @check("S6.distinct-seeds", "S6", table="runs")
-def distinct_seeds(ctx):
+def distinct_seeds(ctx: AuditContext) -> Outcome:
     """Every run records its seed, and no two runs share one."""
     return _one_per_run(ctx, "seed", "seed", f"{len(ctx.runs):,} distinct seeds")
 
 
 @check("S6.independent-processes", "S6", table="runs")
-def independent_processes(ctx):
+def independent_processes(ctx: AuditContext) -> Outcome:
     """Every run was its own operating-system process: each records a process id, and no two
     runs share one."""
     return _one_per_run(ctx, "process_id", "process id", f"{len(ctx.runs):,} runs in distinct processes")
@@ -87,7 +87,7 @@ def _one_per_run(ctx, column: str, what: str, passed: str):
 
 
 @check("S6.no-overlap", "S6", table="runs")
-def no_overlap(ctx):
+def no_overlap(ctx: AuditContext) -> Outcome:
     """No two runs overlap in time on the host (a run measured beside another measures it too)."""
     runs = ctx.runs
     order = runs.sort_values("started_at_utc")
@@ -109,7 +109,7 @@ def _schedule(ctx) -> tuple[pd.DataFrame, str]:
 
 
 @check("S6.interleaving", "S6", table="runs")
-def interleaving(ctx):
+def interleaving(ctx: AuditContext) -> Outcome:
     """Runs are interleaved: no configuration runs twice in a row, and no ecosystem's runs
     form one uninterrupted stretch of the schedule (which would confound the ecosystem with
     the time it ran)."""
@@ -139,7 +139,7 @@ def interleaving(ctx):
 
 
 @check("S6.schedule-gaps", "S6", table="runs")
-def schedule_gaps(ctx):
+def schedule_gaps(ctx: AuditContext) -> Outcome:
     """The schedule has no gaps: positions run 1..n without holes and follow start time;
     no run waited longer than max_run_gap_s after the previous one; no run idled longer than
     max_block_gap_s between two of its blocks."""
@@ -198,7 +198,7 @@ def _duration_ratio(ctx) -> pd.DataFrame:
 
 
 @check("S6.warmup", "S6", severity="warning", table="blocks")
-def warmup(ctx):
+def warmup(ctx: AuditContext) -> Outcome:
     """Warm-up blocks: epoch-1 blocks slower than warmup_duration_ratio x their run's median
     for that phase. Expected; the phase totals leave out the first [analysis]
     warmup_epochs_excluded epochs (0: they include the warm-up, as the paper says), and the
@@ -233,7 +233,7 @@ def _warmup_rule(ctx) -> str:
 
 
 @check("S6.outlier-blocks", "S6", severity="warning", table="blocks")
-def outlier_blocks(ctx):
+def outlier_blocks(ctx: AuditContext) -> Outcome:
     """Outlier blocks after the warm-up: blocks of epoch >= 2 whose duration departs from
     their run's median for the phase by more than outlier_duration_ratio (either way)."""
     b = _duration_ratio(ctx)
@@ -254,7 +254,7 @@ def outlier_blocks(ctx):
 
 
 @check("S6.labels", "S6", table="runs")
-def labels(ctx):
+def labels(ctx: AuditContext) -> Outcome:
     """Labels mean the same thing in every stack: each ecosystem is one the specification
     names, and each normalised label was written one way in the sources (runs.source_labels);
     rows_affected counts runs outside the vocabulary or spelled the minority way."""
@@ -308,7 +308,7 @@ def _normalised_column(key: str) -> str | None:
 
 
 @check("S6.constancy", "S6", table="runs")
-def constancy(ctx):
+def constancy(ctx: AuditContext) -> Outcome:
     """Everything a campaign holds fixed is one value in every run: the environment columns
     of S6 held_fixed_environment (host hardware, OS, interpreter, RAM size, CodeCarbon's
     version, mode, configuration and PUE, ...) and what CodeCarbon assumed per block in
@@ -355,7 +355,7 @@ def constancy(ctx):
 
 
 @check("S6.contemporaneous", "S6", table="runs")
-def contemporaneous(ctx):
+def contemporaneous(ctx: AuditContext) -> Outcome:
     """The stacks ran in one time window: no ecosystem's runs lie more than
     max_ecosystem_offset_days before or after the span of the other ecosystems' runs. The
     ecosystem furthest from the rest is taken out first (of two equally far, the later), and
@@ -401,7 +401,7 @@ def contemporaneous(ctx):
 
 
 @check("S6.phase-work", "S6", table="blocks")
-def phase_work(ctx):
+def phase_work(ctx: AuditContext) -> Outcome:
     """Each phase in step with its work: in every epoch the eval phase's time per sample
     against the train phase's (samples processed, or the split's S3 size where the source
     recorded none) stays within phase_work_log_tolerance of its run's median ratio over all its
@@ -448,7 +448,7 @@ HARDWARE_COLUMNS = ("cpu_model", "gpu_model", "gpu_count")
 
 
 @check("S6.host-design", "S6", table="environment")
-def host_design(ctx):
+def host_design(ctx: AuditContext) -> Outcome:
     """The configurations compared were measured on one kind of hardware (CPU model, GPU model
     and count), or in the host design the package declares (its plan's [hosts]): with design
     "replicates", every repetition round whole on one host, and on the node replicate_nodes

@@ -10,12 +10,17 @@ harness that serves it) rather than hard-code it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from deepgreen_audit.registry import Outcome, Skip, check
+
+if TYPE_CHECKING:  # the audit layer, for the annotation only
+    from deepgreen_audit.audit.context import AuditContext
 from deepgreen_audit.stacks.sources import recipe_literals, stack_sources
 
 
 @check("source.recipe-not-hardcoded", "source")
-def recipe_not_hardcoded(ctx):
+def recipe_not_hardcoded(ctx: AuditContext) -> Outcome:
     """Stack sources under stacks/ take the recipe from the specification: no source file
     writes down a recipe value (learning rate, batch size, epochs, ...) as a literal
     (the scan parity's S2.recipe-literals reports too: deepgreen_audit.stacks.sources)."""
