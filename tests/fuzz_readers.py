@@ -38,6 +38,7 @@ from hypothesis import strategies as st
 
 from deepgreen_audit.cli import main as cli_main
 from deepgreen_audit.collect.harness import Harness
+from deepgreen_audit.collect.instruments import CounterReading
 from deepgreen_audit.collect.protocol import Session
 from deepgreen_audit.collect.rapl import RaplReading
 from deepgreen_audit.errors import BUG_EXIT, UserError
@@ -237,7 +238,7 @@ class _Counters:
 
     def read(self):
         self.k += 1
-        return (1000 + self.k,), RaplReading((5 + self.k,), (0,))
+        return CounterReading(nvml_mj=(1000 + self.k,), rapl=RaplReading((5 + self.k,), (0,)))
 
 
 TOKENS = ["HELLO", "SET", "BEGIN", "END", "PING", "BYE", "1", "0", "-1", "2", "train", "eval",

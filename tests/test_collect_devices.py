@@ -14,7 +14,7 @@ from collect_fakes import DrawingPackage, FakeNvmlState, fake_pynvml, set_energy
 from deepgreen_audit.collect import codecarbon_tracker, rapl as rapl_module
 from deepgreen_audit.collect.errors import CodeCarbonRefused, EnergyNotSupported, NvmlUnavailable, RaplUnavailable
 from deepgreen_audit.collect.harness import Harness
-from deepgreen_audit.collect.instruments import CountersMissing, Instruments, probe
+from deepgreen_audit.collect.instruments import CounterReading, CountersMissing, Instruments, probe
 from deepgreen_audit.collect.nvml import Nvml
 from deepgreen_audit.collect.rapl import Rapl, discover, fewest_wraps, package_energy_j, wraps_between
 from deepgreen_audit.collect.record import block_row
@@ -48,9 +48,9 @@ def test_nvml_absent_is_a_typed_error():
 
 def test_probe_reports_unsupported_nvml_as_missing_and_closes_it(tmp_path):
     state = FakeNvmlState(supported=False)
-    nvml, rapl, missing = probe(pynvml_module=fake_pynvml(state), powercap_root=tmp_path / "none")
-    assert nvml is None and rapl is None and state.shutdowns == 1
-    assert "Volta" in missing["NVML"] and "does not exist" in missing["RAPL"]
+    found = probe(pynvml_module=fake_pynvml(state), powercap_root=tmp_path / "none")
+    assert found.nvml is None and found.rapl is None and state.shutdowns == 1
+    assert "Volta" in found.missing["NVML"] and "does not exist" in found.missing["RAPL"]
 
 
 def test_fake_module_injected_through_sys_modules(monkeypatch):
@@ -215,7 +215,7 @@ def test_instruments_refuse_missing_counters_unless_allowed(tmp_path):
                          powercap_root=tmp_path, codecarbon=False)
     inst = Instruments.open(allow_missing_counters=True, codecarbon=False, powercap_root=tmp_path,
                             pynvml_module=fake_pynvml(FakeNvmlState(present=False)))
-    assert inst.read() == (None, None)
+    assert inst.read() == CounterReading(nvml_mj=None, rapl=None)
     assert inst.counters_missing_reason.startswith("NVML: ") and "RAPL: " in inst.counters_missing_reason
 
 

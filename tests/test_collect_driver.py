@@ -30,10 +30,10 @@ def write_plan(tmp_path: Path, stacks: str, scope: str, name: str = "plan.toml")
 
 
 def _host_has_counters() -> bool:
-    nvml, _, missing = probe()
-    if nvml is not None:
-        nvml.close()
-    return not missing
+    found = probe()
+    if found.nvml is not None:
+        found.nvml.close()
+    return not found.missing
 
 
 # ------------------------------------------------------------------ plan

@@ -66,7 +66,8 @@ def test_sacct_parsable2_output_gives_state_reason_and_energy():
     tasks = slurm_accounting.parse_sacct(SACCT_RECORDED, "4711")
     assert sorted(tasks) == [0, 1, 2, 3, 4, 5, 6]               # the other job's line is not ours
     assert tasks[0].state == "COMPLETED" and tasks[0].ended and tasks[0].node == "gpu-a01"
-    assert slurm_accounting.consumed_energy(tasks[0].consumed_energy_raw) == (2436000.0, None)
+    assert slurm_accounting.consumed_energy(tasks[0].consumed_energy_raw) == \
+        slurm_accounting.SlurmEnergy(energy_j=2436000.0, missing_reason=None)
     cancelled = tasks[1]
     assert cancelled.state == "CANCELLED" and cancelled.ended
     assert cancelled.describe() == ("Slurm array task 4711_1 ended CANCELLED by 1000, exit code 0:15 "
@@ -74,14 +75,15 @@ def test_sacct_parsable2_output_gives_state_reason_and_energy():
     assert "reason: TimeLimit" in tasks[2].describe() and "reason: NodeDown" in tasks[3].describe()
     assert all(tasks[i].active and tasks[i].reason == "Resources" for i in (4, 5, 6))
     # 0 from a cluster without an energy plugin is missing, never zero energy
-    value, reason = slurm_accounting.consumed_energy(cancelled.consumed_energy_raw)
-    assert value is None and "no acct_gather_energy plugin" in reason and "not zero" in reason
-    value, reason = slurm_accounting.consumed_energy(tasks[2].consumed_energy_raw)
-    assert value is None and "no ConsumedEnergy" in reason
-    value, reason = slurm_accounting.consumed_energy(tasks[3].consumed_energy_raw)
-    assert value is None and "no-value marker" in reason
-    value, reason = slurm_accounting.consumed_energy(None, "the cluster keeps no job accounting")
-    assert value is None and "no job accounting" in reason
+    energy = slurm_accounting.consumed_energy(cancelled.consumed_energy_raw)
+    assert energy.energy_j is None and "no acct_gather_energy plugin" in energy.missing_reason
+    assert "not zero" in energy.missing_reason
+    energy = slurm_accounting.consumed_energy(tasks[2].consumed_energy_raw)
+    assert energy.energy_j is None and "no ConsumedEnergy" in energy.missing_reason
+    energy = slurm_accounting.consumed_energy(tasks[3].consumed_energy_raw)
+    assert energy.energy_j is None and "no-value marker" in energy.missing_reason
+    energy = slurm_accounting.consumed_energy(None, "the cluster keeps no job accounting")
+    assert energy.energy_j is None and "no job accounting" in energy.missing_reason
 
 
 def test_scontrol_output_is_read_when_there_is_no_accounting():

@@ -312,6 +312,48 @@ def test_truth_lists_model_overhang_and_wraps(small):
 
 # --- defects ------------------------------------------------------------------------
 
+#: sha256 of each table's canonical bytes and of the truth (less generator_version) of
+#: generate(seed=3, **MEDIUM), clean and with every defect.  A change of the generative model, a
+#: defect or a schema changes them on purpose (recompute and say why in the commit); a refactor
+#: of the generator must not.
+GOLDEN_MEDIUM_SEED_3 = {
+    "clean": {
+        "runs": "bf9cd1956b67a5fb3c140a359f58f0e74277e57054ec37e5c478b781896500df",
+        "blocks": "dee22e7400c1cee9f653ffde324185bb867520485c7cb405382d8d2a636de98d",
+        "samples": "5e1e9825162073d3f86bb48c8b692e789b4dfb18b6486029aca1d1fe670fad7f",
+        "environment": "66c70758ea9992145dc9bb75ca82308b38dd2b09d67731d6b050977b639a0f0c",
+        "truth": "170a6aa978a22a87a39b82e68102a3e8284e999113a2c6785e07ff500197f617",
+    },
+    "every-defect": {
+        "runs": "171885507c4ac38c49423f392e0691c36a672092fdd3983b3f3fb20695b719a3",
+        "blocks": "6f24e151bf9fd722180f7f7fcd2b3dd65c07217801b6936e5aa633451e227fab",
+        "samples": "8fdb4f6bcb1043fe474da0b62d36c6480ed82e6a31a8d27a6f71e04bf427daa9",
+        "environment": "5543b87f32a63587a9b88a7047fde8e077537a0a38ec05aa18656adb8f9d7f5a",
+        "truth": "2d01eede73d3a31bf3fc4835274a5f5320209407738147ad0051d1a4343ed437",
+    },
+}
+#: sha256 of the CSV files of the default campaign (the specification's master seed).
+GOLDEN_FULL_CSV = {
+    "blocks.csv": "50a195ed1fe41130a410eed9a6545ce3f15f40f99bbcd625867d11d44b24d37a",
+    "environment.csv": "94e37146bdb73e2b63357f0ab689143d2b627cb8d478e8e70ac6cc34bc52c234",
+    "runs.csv": "5ef5cdc8f5e7dab2e6c923acdbd2fd8cbe2cf267530c15c0152b0be5ce58e965",
+    "samples.csv": "b6bac96a45bfc24e7f966477ae64b79f9ce22fa124a44a1128132ccbb7f2f4fe",
+}
+
+
+def _digests(res) -> dict[str, str]:
+    out = {name: hashlib.sha256(canonical_bytes(res.tables[name])).hexdigest() for name in TABLES}
+    truth = {k: v for k, v in res.truth.items() if k != "generator_version"}
+    out["truth"] = hashlib.sha256(json.dumps(truth, indent=2, sort_keys=True).encode()).hexdigest()
+    return out
+
+
+@pytest.mark.parametrize("kind", sorted(GOLDEN_MEDIUM_SEED_3))
+def test_generated_bytes_match_the_golden_digests(kind):
+    defects = list(DEFECTS) if kind == "every-defect" else []
+    assert _digests(generate(seed=3, defects=defects, **MEDIUM)) == GOLDEN_MEDIUM_SEED_3[kind]
+
+
 def _by_key(res):
     return {(r["run_id"], r["epoch"], r["phase"]): r for r in rows(res.tables["blocks"])}
 
@@ -561,6 +603,8 @@ def test_full_campaign(tmp_path):
     assert report.stats["environment"]["rows"] == 210
     assert report.stats["blocks"]["rows"] == 12_600
     assert report.stats["samples"]["bytes"] < 12_000_000
+    for name, digest in GOLDEN_FULL_CSV.items():
+        assert hashlib.sha256((desc.parent / name).read_bytes()).hexdigest() == digest, name
     truth = json.loads((desc.parent / "synth-truth.json").read_text())
     assert truth["rapl_wraps"]["blocks"] >= 3
     assert len(truth["configurations"]) == 42

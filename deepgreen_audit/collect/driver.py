@@ -49,19 +49,30 @@ class CollectSummary:
         return not self.failed
 
 
-def check_host(allow_missing_counters: bool) -> tuple[dict[str, str], list[str]]:
+@dataclass(frozen=True)
+class HostCheck:
+    """What `check_host` found on a host it accepted."""
+
+    #: {counter ("NVML", "RAPL"): why it is missing}: the counters it lacks (allowed)
+    missing: dict[str, str]
+    #: the names of the GPUs NVML reports
+    gpu_names: list[str]
+
+
+def check_host(allow_missing_counters: bool) -> HostCheck:
     """Refuse a host that breaks the contract; returns the counters it lacks (allowed) and the
     names of the GPUs NVML reports."""
     require_codecarbon()
     load_config()
-    nvml, _, missing = probe()
+    found = probe()
+    nvml, missing = found.nvml, found.missing
     gpus = []
     if nvml is not None:
         gpus = nvml.names()
         nvml.close()
     if missing and not allow_missing_counters:
         raise_missing(missing)
-    return missing, gpus
+    return HostCheck(missing=missing, gpu_names=gpus)
 
 
 def measurement_boundary(missing: dict[str, str]) -> str:
@@ -135,7 +146,8 @@ def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, prog
     (`summary.stopped` says why): the rest would fail alike, hours of nothing."""
     out = Path(out)
     refuse_unusable_out(plan, out)
-    missing, gpus = check_host(allow_missing_counters) if check else ({}, [])
+    host = check_host(allow_missing_counters) if check else HostCheck(missing={}, gpu_names=[])
+    missing, gpus = host.missing, host.gpu_names
     if check:
         todo = [j for j in plan.jobs if not is_completed(out, j)]
         refuse_missing_stores(todo)

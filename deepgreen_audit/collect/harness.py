@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from deepgreen_audit.collect.codecarbon_tracker import CodeCarbonBlock
 from deepgreen_audit.collect.errors import ProtocolViolation
+from deepgreen_audit.collect.instruments import CounterReading
 from deepgreen_audit.collect.rapl import wraps_between
 from deepgreen_audit.package.canonical import format_value, is_canonical, parse_value
 from deepgreen_audit.package.schema import load_schema, phases
@@ -71,6 +72,25 @@ class BlockRecord:
     test_accuracy: float | None
 
 
+@dataclass(frozen=True)
+class Boundary:
+    """The reads at one block boundary: both clocks and the counters."""
+
+    #: the monotonic clock, seconds (only differences mean anything)
+    monotonic_s: float
+    at_utc: _dt.datetime
+    counters: CounterReading
+
+
+@dataclass(frozen=True)
+class OpenBlock:
+    """The block begun and not yet ended: which it is and the reads that opened it."""
+
+    epoch: int
+    phase: str
+    start: Boundary
+
+
 class BlockMetrics:
     """What the stack tells about a block before it closes."""
 
@@ -107,12 +127,13 @@ class Harness:
         self.clock = clock
         self.blocks: list[BlockRecord] = []
         self.values: dict[str, object] = {}
-        self._open = None  # (epoch, phase, t0, utc, nvml, rapl)
+        self._open: OpenBlock | None = None
         self._done: set[tuple[int, str]] = set()
 
     @property
     def open_block(self) -> tuple[int, str] | None:
-        return self._open[:2] if self._open else None
+        """(epoch, phase) of the block begun and not yet ended, or None."""
+        return (self._open.epoch, self._open.phase) if self._open else None
 
     # ------------------------------------------------------------ run facts
 
@@ -138,15 +159,17 @@ class Harness:
 
     # ------------------------------------------------------------ boundaries
 
-    def _boundary(self):
+    def _boundary(self) -> Boundary:
+        """Wait for the device's work, then read the counters and both clocks."""
         self.sync()
-        nvml, rapl = self.instruments.read()
-        return self.clock(), _dt.datetime.now(_dt.UTC), nvml, rapl
+        counters = self.instruments.read()
+        return Boundary(monotonic_s=self.clock(), at_utc=_dt.datetime.now(_dt.UTC),
+                        counters=counters)
 
     def begin(self, epoch: int, phase: str) -> _dt.datetime:
         """Open a block; returns the UTC time of its opening counter read."""
         if self._open:
-            raise ProtocolViolation("block-open", f"block (epoch {self._open[0]}, {self._open[1]}) "
+            raise ProtocolViolation("block-open", f"block (epoch {self._open.epoch}, {self._open.phase}) "
                                     "is still open; end it first")
         if phase not in PHASES:
             raise ProtocolViolation("bad-value", f"phase {phase!r} is not one of {', '.join(PHASES)}")
@@ -160,29 +183,32 @@ class Harness:
         later = [p for p in PHASES[PHASES.index(phase) + 1:] if (epoch, p) in self._done]
         if later:
             raise ProtocolViolation("phase-backwards", f"{phase} after {later[0]} in epoch {epoch}")
-        t0, utc, nvml, rapl = self._boundary()
+        start = self._boundary()
         cc = self.instruments.codecarbon
         if cc is not None:
             cc.start_block(f"epoch-{epoch}-{phase}")
-        self._open = (epoch, phase, t0, utc, nvml, rapl)
-        return utc
+        self._open = OpenBlock(epoch=epoch, phase=phase, start=start)
+        return start.at_utc
 
     def end(self, epoch: int, phase: str, *, samples_processed: int | None, loss: float | None,
             test_accuracy: float | None = None) -> BlockRecord:
         """Close the open block (which must be (epoch, phase)) and record it."""
         if not self._open:
             raise ProtocolViolation("no-open-block", f"end of epoch {epoch} {phase} without its begin")
-        if (epoch, phase) != self._open[:2]:
+        if (epoch, phase) != (self._open.epoch, self._open.phase):
             raise ProtocolViolation("block-mismatch", f"end of epoch {epoch} {phase} while epoch "
-                                    f"{self._open[0]} {self._open[1]} is open")
+                                    f"{self._open.epoch} {self._open.phase} is open")
         _check_metrics(phase, samples_processed, loss, test_accuracy)
         assert samples_processed is not None  # _check_metrics refuses anything but an int >= 0
         cc = self.instruments.codecarbon
         reading = cc.stop_block() if cc is not None else None
-        t1, _, nvml, rapl = self._boundary()
-        _, _, t0, utc, nvml0, rapl0 = self._open
+        end = self._boundary()
+        start = self._open.start
+        nvml0, rapl0 = start.counters.nvml_mj, start.counters.rapl
+        nvml, rapl = end.counters.nvml_mj, end.counters.rapl
         record = BlockRecord(
-            epoch=epoch, phase=phase, started_at_utc=utc, duration_s=t1 - t0,
+            epoch=epoch, phase=phase, started_at_utc=start.at_utc,
+            duration_s=end.monotonic_s - start.monotonic_s,
             nvml_start_mj=nvml0, nvml_end_mj=nvml,
             rapl_start_uj=rapl0.energy_uj if rapl0 is not None else None,
             rapl_end_uj=rapl.energy_uj if rapl is not None else None,

@@ -27,6 +27,26 @@ class CountersMissing(UserError):
     """The host lacks a counter and the user did not allow collecting without it."""
 
 
+@dataclass(frozen=True)
+class CounterProbe:
+    """The counters a host has, opened (None where missing), and why each missing one is."""
+
+    nvml: Nvml | None
+    rapl: Rapl | None
+    #: {counter ("NVML", "RAPL"): one-line reason}
+    missing: dict[str, str]
+
+
+@dataclass(frozen=True)
+class CounterReading:
+    """One read of the host's counters at a block boundary; None where a counter is missing."""
+
+    #: NVML's cumulative energy of each GPU, millijoules
+    nvml_mj: tuple[int, ...] | None
+    #: RAPL's microjoules and the wraps seen so far, per package domain
+    rapl: RaplReading | None
+
+
 @dataclass
 class Instruments:
     """Open counters (None where missing), CodeCarbon, and why anything is missing."""
@@ -39,7 +59,8 @@ class Instruments:
     @classmethod
     def open(cls, *, allow_missing_counters: bool = False, pynvml_module=None,
              powercap_root: Path = POWERCAP_ROOT, codecarbon: bool = True) -> Instruments:
-        nvml, rapl, missing = probe(pynvml_module=pynvml_module, powercap_root=powercap_root)
+        found = probe(pynvml_module=pynvml_module, powercap_root=powercap_root)
+        nvml, rapl, missing = found.nvml, found.rapl, found.missing
         if missing and not allow_missing_counters:
             raise_missing(missing)
         tracker = None
@@ -53,20 +74,19 @@ class Instruments:
     def counters_missing_reason(self) -> str | None:
         return "; ".join(f"{k}: {v}" for k, v in self.missing.items()) or None
 
-    def read(self) -> tuple[tuple[int, ...] | None, RaplReading | None]:
-        """(NVML millijoules per GPU, RAPL microjoules and wraps seen per package domain);
+    def read(self) -> CounterReading:
+        """NVML millijoules per GPU, RAPL microjoules and wraps seen per package domain;
         None where missing."""
-        return (self.nvml.total_energy_mj() if self.nvml else None,
-                self.rapl.read() if self.rapl else None)
+        return CounterReading(nvml_mj=self.nvml.total_energy_mj() if self.nvml else None,
+                              rapl=self.rapl.read() if self.rapl else None)
 
     def close(self) -> None:
         if self.nvml is not None:
             self.nvml.close()
 
 
-def probe(*, pynvml_module=None,
-          powercap_root: Path = POWERCAP_ROOT) -> tuple[Nvml | None, Rapl | None, dict[str, str]]:
-    """(Nvml or None, Rapl or None, {counter: reason}) for this host."""
+def probe(*, pynvml_module=None, powercap_root: Path = POWERCAP_ROOT) -> CounterProbe:
+    """The NVML and RAPL counters of this host (None where missing) and why any is missing."""
     missing: dict[str, str] = {}
     nvml: Nvml | None = None
     rapl: Rapl | None = None
@@ -82,7 +102,7 @@ def probe(*, pynvml_module=None,
         rapl = Rapl(powercap_root)
     except CounterUnavailable as exc:
         missing["RAPL"] = exc.reason
-    return nvml, rapl, missing
+    return CounterProbe(nvml=nvml, rapl=rapl, missing=missing)
 
 
 def raise_missing(missing: dict[str, str]):

@@ -287,7 +287,8 @@ def run_checks(plan: Plan, allow_missing_counters: bool = False, pynvml_module=N
     from deepgreen_audit.collect.instruments import probe
     from deepgreen_audit.collect.rapl import POWERCAP_ROOT
 
-    nvml, _, missing = probe(pynvml_module=pynvml_module, powercap_root=powercap_root or POWERCAP_ROOT)
+    found = probe(pynvml_module=pynvml_module, powercap_root=powercap_root or POWERCAP_ROOT)
+    nvml, missing = found.nvml, found.missing
     if nvml is not None:
         nvml.close()
     ctx = Preflight(plan, allow_missing_counters, allow_unpinned, missing)

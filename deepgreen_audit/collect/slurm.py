@@ -158,8 +158,8 @@ def _settle_task(plan: Plan, out: Path, job: Job, record: slurm_accounting.TaskR
         manifest = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))["run"]
         if (manifest.get("slurm_job_id") == record.job_id
                 and manifest.get("slurm_energy_missing_reason") == slurm_accounting.ENERGY_NOT_READ_YET):
-            record_slurm_energy(run_dir, *slurm_accounting.consumed_energy(record.consumed_energy_raw,
-                                                                           energy_note))
+            energy = slurm_accounting.consumed_energy(record.consumed_energy_raw, energy_note)
+            record_slurm_energy(run_dir, energy.energy_j, energy.missing_reason)
         return None
     recorded = _recorded_failure(out, job.run_id, record.job_id)
     if recorded is not None:
@@ -352,13 +352,13 @@ def run_task(args) -> int:
         return 0
     task_job = slurm_accounting.task_id_of_environment()
     try:
-        missing, gpus = check_host(args.allow_missing_counters)
+        host = check_host(args.allow_missing_counters)
     except UserError as exc:          # this node breaks the contract: the run fails, saying why
         move_to_failed(out, job.run_id, work_dir(out, job), {
             "run_id": job.run_id, "status": "failed", "reason": f"on {os.uname().nodename}: {exc}",
             "slurm_job": task_job, "ended_at_utc": utc_now()})
         return EXIT_RUN_FAILED
-    ensure_campaign_metadata(plan, out, missing, gpus, args.synthetic)
+    ensure_campaign_metadata(plan, out, host.missing, host.gpu_names, args.synthetic)
     outcome = run_one(plan, job, out, args.allow_missing_counters, slurm_job=task_job)
     print(f"{job.run_id}: " + ("completed" if outcome.reason is None else f"FAILED: {outcome.reason}")
           + f" in {outcome.elapsed_s:.1f} s ({outcome.where})", flush=True)

@@ -65,24 +65,34 @@ class TaskRecord:
         return text + (f" on {self.node}" if self.node else "")
 
 
-def consumed_energy(raw: str | None, source_note: str | None = None) -> tuple[float | None, str | None]:
-    """(joules, None) from a ConsumedEnergyRaw cell, or (None, why it is missing)."""
+@dataclass(frozen=True)
+class SlurmEnergy:
+    """Slurm's whole-run energy of a job, or why it is missing (exactly one is None)."""
+
+    energy_j: float | None
+    missing_reason: str | None
+
+
+def consumed_energy(raw: str | None, source_note: str | None = None) -> SlurmEnergy:
+    """The joules of a ConsumedEnergyRaw cell, or why they are missing."""
     if raw is None:
-        return None, ("Slurm gave no ConsumedEnergy: " + (source_note or "no job accounting"))
+        return SlurmEnergy(None, "Slurm gave no ConsumedEnergy: " + (source_note or "no job accounting"))
     text = raw.strip()
     if text == "":
-        return None, ("Slurm's accounting has no ConsumedEnergy for this job (no acct_gather_energy "
-                      "plugin, or a job that was not exclusive)")
+        return SlurmEnergy(None, "Slurm's accounting has no ConsumedEnergy for this job (no "
+                                 "acct_gather_energy plugin, or a job that was not exclusive)")
     try:
         value = int(text) if text.isdigit() else float(text)
     except ValueError:
-        return None, f"Slurm's ConsumedEnergyRaw {text!r} is not a number"
+        return SlurmEnergy(None, f"Slurm's ConsumedEnergyRaw {text!r} is not a number")
     if value in _NO_VALUE:
-        return None, "Slurm's ConsumedEnergyRaw holds its no-value marker: the energy plugin read nothing"
+        return SlurmEnergy(None, "Slurm's ConsumedEnergyRaw holds its no-value marker: the energy "
+                                 "plugin read nothing")
     if value <= 0:
-        return None, ("Slurm reported ConsumedEnergy 0: the cluster has no acct_gather_energy plugin "
-                      "(0 is Slurm's value for not measured, not zero energy)")
-    return float(value), None
+        return SlurmEnergy(None, "Slurm reported ConsumedEnergy 0: the cluster has no "
+                                 "acct_gather_energy plugin (0 is Slurm's value for not measured, "
+                                 "not zero energy)")
+    return SlurmEnergy(float(value), None)
 
 
 def _expand_tasks(text: str) -> list[int]:

@@ -160,6 +160,24 @@ def gpu_temperature_c(nvml) -> float | None:
                for h in nvml.handles)
 
 
+@dataclass(frozen=True)
+class CounterReading:
+    """One read of the counters profile-api uses; None where a counter is missing."""
+
+    #: RAPL's package counters, microjoules per domain
+    rapl_uj: tuple[int, ...] | None
+    #: NVML's cumulative energy, millijoules per GPU
+    nvml_mj: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class WindowEnergy:
+    """The energy between two readings, joules; None where the counter is missing."""
+
+    cpu_j: float | None
+    gpu_j: float | None
+
+
 @dataclass
 class Counters:
     """The counters profile-api reads (None where missing) and why any is missing."""
@@ -169,17 +187,22 @@ class Counters:
     missing: dict[str, str] = field(default_factory=dict)
     thermal_root: Path = THERMAL_ROOT
 
-    def read(self) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
-        return (self.rapl.read_uj() if self.rapl else None,
-                self.nvml.total_energy_mj() if self.nvml else None)
+    def read(self) -> CounterReading:
+        """Read RAPL and NVML (None where missing)."""
+        return CounterReading(rapl_uj=self.rapl.read_uj() if self.rapl else None,
+                              nvml_mj=self.nvml.total_energy_mj() if self.nvml else None)
 
-    def energy_j(self, start, end) -> tuple[float | None, float | None]:
-        """(CPU package J, GPU J) between two readings; RAPL wraparound resolved with the
+    def energy_j(self, start: CounterReading, end: CounterReading) -> WindowEnergy:
+        """CPU package and GPU joules between two readings; RAPL wraparound resolved with the
         fewest wraps the readings allow: a profiling window lasts seconds, a wrap tens of minutes."""
-        cpu = (package_energy_j(start[0], end[0], self.rapl.max_energy_range_uj,
-                                fewest_wraps(start[0], end[0])) if self.rapl else None)
-        gpu = sum(e - s for s, e in zip(start[1], end[1])) / 1000 if self.nvml else None
-        return cpu, gpu
+        cpu: float | None = None
+        gpu: float | None = None
+        if self.rapl and start.rapl_uj is not None and end.rapl_uj is not None:
+            cpu = package_energy_j(start.rapl_uj, end.rapl_uj, self.rapl.max_energy_range_uj,
+                                   fewest_wraps(start.rapl_uj, end.rapl_uj))
+        if self.nvml and start.nvml_mj is not None and end.nvml_mj is not None:
+            gpu = sum(e - s for s, e in zip(start.nvml_mj, end.nvml_mj)) / 1000
+        return WindowEnergy(cpu_j=cpu, gpu_j=gpu)
 
     def update_period_s(self, clock=time.perf_counter, limit_s: float = 1.0) -> float:
         """Time between two changes of the slowest counter (bounded by limit_s)."""
@@ -202,7 +225,8 @@ def open_counters(*, durations_only: bool, allow_missing_counters: bool,
     """The host's counters; refuses a host lacking one unless an option allows it."""
     if durations_only:
         return None
-    nvml, rapl, missing = probe(pynvml_module=pynvml_module, powercap_root=powercap_root)
+    found = probe(pynvml_module=pynvml_module, powercap_root=powercap_root)
+    nvml, rapl, missing = found.nvml, found.rapl, found.missing
     if (missing and not allow_missing_counters) or (nvml is None and rapl is None):
         raise UserError(
             "this host lacks energy counters: " + "; ".join(f"{k}: {v}" for k, v in missing.items())
@@ -220,8 +244,8 @@ def open_counters(*, durations_only: bool, allow_missing_counters: bool,
 class Baseline:
     wait_s: float
     window_s: float
-    start: tuple
-    end: tuple
+    start: CounterReading
+    end: CounterReading
     cpu_power_w: float | None
     gpu_power_w: float | None
     cpu_std_to_mean: float | None
@@ -246,7 +270,8 @@ def wait_for_stable_state(counters: Counters, settings: StableState, *,
         sleep(settings.measurement_interval_s)
         readings.append((clock(), counters.read()))
         (t0, r0), (t1, r1) = readings[-2], readings[-1]
-        cpu_j, gpu_j = counters.energy_j(r0, r1)
+        energy = counters.energy_j(r0, r1)
+        cpu_j, gpu_j = energy.cpu_j, energy.gpu_j
         if cpu_j is not None:
             cpu_p.append(cpu_j / (t1 - t0))
         if gpu_j is not None:
@@ -261,7 +286,8 @@ def wait_for_stable_state(counters: Counters, settings: StableState, *,
                   and (gpu_t is None or gpu_t <= settings.gpu_max_temp_c))
         if steady or clock() - began >= settings.max_wait_s:
             (ts, rs), (te, re_) = readings[-1 - n], readings[-1]
-            cpu_j, gpu_j = counters.energy_j(rs, re_)
+            energy = counters.energy_j(rs, re_)
+            cpu_j, gpu_j = energy.cpu_j, energy.gpu_j
             return Baseline(wait_s=clock() - began, window_s=te - ts, start=rs, end=re_,
                             cpu_power_w=cpu_j / (te - ts) if cpu_j is not None else None,
                             gpu_power_w=gpu_j / (te - ts) if gpu_j is not None else None,
@@ -312,16 +338,17 @@ def measure(name: str, size: int, call: PreparedCall, *, counters: Counters | No
         return row
     # the counters were read (and the baseline taken) because there are counters
     assert baseline is not None and begin is not None and end is not None
-    cpu_j, gpu_j = counters.energy_j(begin, end)
+    measured = counters.energy_j(begin, end)
+    cpu_j, gpu_j = measured.cpu_j, measured.gpu_j
     row.update({"stable_check_wait_s": baseline.wait_s, "baseline_window_s": baseline.window_s,
-                "rapl_baseline_start_uj": _readings(baseline.start[0]),
-                "rapl_baseline_end_uj": _readings(baseline.end[0]),
-                "rapl_start_uj": _readings(begin[0]), "rapl_end_uj": _readings(end[0]),
+                "rapl_baseline_start_uj": _readings(baseline.start.rapl_uj),
+                "rapl_baseline_end_uj": _readings(baseline.end.rapl_uj),
+                "rapl_start_uj": _readings(begin.rapl_uj), "rapl_end_uj": _readings(end.rapl_uj),
                 "rapl_max_energy_range_uj": _readings(counters.rapl.max_energy_range_uj
                                                       if counters.rapl else None),
-                "nvml_baseline_start_mj": _readings(baseline.start[1]),
-                "nvml_baseline_end_mj": _readings(baseline.end[1]),
-                "nvml_start_mj": _readings(begin[1]), "nvml_end_mj": _readings(end[1])})
+                "nvml_baseline_start_mj": _readings(baseline.start.nvml_mj),
+                "nvml_baseline_end_mj": _readings(baseline.end.nvml_mj),
+                "nvml_start_mj": _readings(begin.nvml_mj), "nvml_end_mj": _readings(end.nvml_mj)})
     for domain, energy, power, cv in (("cpu", cpu_j, baseline.cpu_power_w, baseline.cpu_std_to_mean),
                                       ("gpu", gpu_j, baseline.gpu_power_w, baseline.gpu_std_to_mean)):
         if energy is None:

@@ -34,7 +34,7 @@ from deepgreen_audit.package.canonical import DATETIME_RE, INTEGER_RE, NUMBER_RE
 from deepgreen_audit.package.checksums import parse_sums, sha256_bytes, sha256_file
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.schema import TABLES, TableSchema, load_schema
-from deepgreen_audit.package.tables import canonical_text, parse_text
+from deepgreen_audit.package.tables import TextTable, canonical_text, parse_text
 from deepgreen_audit.report import Report
 
 _TYPE_RE = {"integer": INTEGER_RE, "number": NUMBER_RE, "datetime": DATETIME_RE,
@@ -55,6 +55,37 @@ class Keys:
 
     columns: dict[str, pa.Array]
     lines: np.ndarray
+
+
+@dataclass(frozen=True)
+class ResourceCheck:
+    """What checking one table resource found: its findings (a report of its own), its key
+    columns and its typed table (None where the checks could not reach them), its size."""
+
+    report: Report
+    keys: Keys | None
+    typed: pa.Table | None
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class TableCheck:
+    """The key columns of a table whose text could be split into rows, and its typed table
+    (the schema's types) when every column is there in order."""
+
+    keys: Keys
+    typed: pa.Table | None
+
+
+@dataclass(frozen=True)
+class SplitColumns:
+    """A table's text split into columns: the header, each column's cells as a pyarrow string
+    array, the CSV line each row starts on, and the parsed rows (only when the file is quoted)."""
+
+    header: list[str]
+    columns: dict[str, pa.Array]
+    lines: np.ndarray
+    parsed: TextTable | None
 
 
 def validate(location: str | Path | None = None, tables: tuple[str, ...] = TABLES) -> Report:
@@ -97,20 +128,20 @@ def validate_tables(location: str | Path | None = None,
     with ThreadPoolExecutor(max_workers=min(len(tables), os.cpu_count() or 1) or 1) as pool:
         checked = list(pool.map(lambda name: _check_resource(package, name, sums, report.subject),
                                 tables))
-    for name, (table_report, table_keys, typed, size) in zip(tables, checked):
-        report.merge(table_report)
-        total_bytes += size
-        if table_keys is not None:
-            keys[name] = table_keys
-            if typed is not None and table_report.valid:
-                typed_tables[name] = typed
+    for name, check in zip(tables, checked):
+        report.merge(check.report)
+        total_bytes += check.size_bytes
+        if check.keys is not None:
+            keys[name] = check.keys
+            if check.typed is not None and check.report.valid:
+                typed_tables[name] = check.typed
     _check_foreign_keys(tables, keys, report)
     _check_runs_complete(keys, report)
     report.stats["bytes"] = total_bytes
     return report, typed_tables
 
 
-def _check_resource(package: Package, name: str, sums: dict | None, subject: str):
+def _check_resource(package: Package, name: str, sums: dict | None, subject: str) -> ResourceCheck:
     """One table's findings (a report of its own), its key columns, its typed table and size."""
     report = Report(subject, "validate")
     schema = load_schema(name)
@@ -119,25 +150,26 @@ def _check_resource(package: Package, name: str, sums: dict | None, subject: str
         resource = package.resource(name)
     except UserError as exc:
         report.add(exc.code, exc.message, resource=name)
-        return report, None, None, 0
+        return ResourceCheck(report, None, None, 0)
     if resource.get("schema") != schema.descriptor:
         report.add("schema-mismatch", "the descriptor's schema differs from "
                    f"schemas/{name}.json; regenerate the descriptor", resource=name)
     if path.is_symlink():
         report.add("symlink", f"{path} is a symbolic link", resource=name)
-        return report, None, None, 0
+        return ResourceCheck(report, None, None, 0)
     if not path.exists():
         report.add("missing-table", f"{path} does not exist", resource=name)
-        return report, None, None, 0
+        return ResourceCheck(report, None, None, 0)
     try:
         data = paths.read_bytes(path)
     except UserError as exc:
         report.add(exc.code, str(exc), resource=name)
-        return report, None, None, 0
+        return ResourceCheck(report, None, None, 0)
     _check_hashes(name, path, data, resource, sums, report)
     checked = _check_table(schema, data, report)
-    keys, typed = checked if checked is not None else (None, None)
-    return report, keys, typed, len(data)
+    if checked is None:
+        return ResourceCheck(report, None, None, len(data))
+    return ResourceCheck(report, checked.keys, checked.typed, len(data))
 
 
 def _check_resource_names(package: Package, tables: tuple[str, ...], report: Report) -> None:
@@ -199,7 +231,7 @@ def _check_hashes(name, path, data, resource, sums, report) -> None:
                    f"{resource.get('hash')}", resource=name)
 
 
-def _split_columns(data: bytes, text: str, name: str, report: Report):
+def _split_columns(data: bytes, text: str, name: str, report: Report) -> SplitColumns | None:
     """Header, text columns (pyarrow string arrays), the CSV line each of their rows starts
     on, and the parsed rows when quoted.
 
@@ -218,8 +250,8 @@ def _split_columns(data: bytes, text: str, name: str, report: Report):
                     parse_options=pcsv.ParseOptions(quote_char=False, ignore_empty_lines=False),
                     convert_options=pcsv.ConvertOptions(
                         column_types={c: pa.string() for c in header}, strings_can_be_null=False))
-                return (header, {c: table.column(c).combine_chunks() for c in header},
-                        np.arange(2, table.num_rows + 2), None)
+                return SplitColumns(header, {c: table.column(c).combine_chunks() for c in header},
+                                    np.arange(2, table.num_rows + 2), None)
             except (pa.ArrowInvalid, ValueError):
                 pass
     try:
@@ -238,10 +270,10 @@ def _split_columns(data: bytes, text: str, name: str, report: Report):
             lines.append(line)
     columns = {c: pa.array([r[i] for r in rows], type=pa.string())
                for i, c in enumerate(parsed.header)}
-    return parsed.header, columns, np.array(lines, dtype=np.int64), parsed
+    return SplitColumns(parsed.header, columns, np.array(lines, dtype=np.int64), parsed)
 
 
-def _check_table(schema: TableSchema, data: bytes, report: Report):
+def _check_table(schema: TableSchema, data: bytes, report: Report) -> TableCheck | None:
     """Text-level and row checks of one table; returns its key columns (text arrays, with
     their rows' lines) and, when every column is there in order, the typed table."""
     name = schema.name
@@ -267,7 +299,7 @@ def _check_table(schema: TableSchema, data: bytes, report: Report):
     split = _split_columns(data, text, name, report)
     if split is None:
         return None
-    header, columns, lines, parsed = split
+    header, columns, lines, parsed = split.header, split.columns, split.lines, split.parsed
     expected = schema.field_names
     for col in expected:
         if col not in header:
@@ -304,7 +336,8 @@ def _check_table(schema: TableSchema, data: bytes, report: Report):
                        "rewrite the package with deepgreen", resource=name, row=line)
     report.stats[name] = {"rows": nrows, "bytes": len(data)}
     whole = present == expected
-    return keys, pa.Table.from_arrays([typed[c] for c in expected], schema=schema.arrow_schema) if whole else None
+    return TableCheck(keys, pa.Table.from_arrays([typed[c] for c in expected], schema=schema.arrow_schema)
+                      if whole else None)
 
 
 def _typed_column(resource, field, arr: pa.StringArray, lines: np.ndarray, report):

@@ -40,6 +40,13 @@ def _rng(seed: int, *keys: int) -> np.random.Generator:
     return np.random.default_rng([seed, *keys])
 
 
+def _uniform(rng: np.random.Generator, bounds: tuple[float, float],
+             size: int | tuple[int, ...]) -> np.ndarray:
+    """Draws of U(bounds), a (low, high) pair of the model."""
+    low, high = bounds
+    return rng.uniform(low, high, size=size)
+
+
 def _sha256_text(text: str) -> str:
     return sha256_bytes(text.encode("utf-8"))
 
@@ -70,6 +77,36 @@ class SynthResult:
 
     def truth_bytes(self) -> bytes:
         return truth_bytes(self.truth)
+
+
+@dataclass(frozen=True)
+class SimState:
+    """What the simulation keeps for the later stages (samples, truth, tables).
+
+    Segments are the columns of a run's timeline: 0 the gap before the run, 1 its startup,
+    2, 4, ..., 2 * B its blocks, the odd columns between them the gaps between blocks and
+    column S - 1 = 2 * B + 1 its teardown."""
+
+    #: (runs, S) start of each segment, microseconds since the campaign's start
+    segment_start_us: np.ndarray
+    #: (runs, S) length of each segment, microseconds
+    segment_us: np.ndarray
+    #: (runs, B) mean GPU power of each block, watts
+    block_gpu_w: np.ndarray
+    #: (runs,) opening and closing of each run, microseconds since the campaign's start
+    run_start_us: np.ndarray
+    run_end_us: np.ndarray
+    #: (runs,) Slurm's whole-run energy of each run, joules
+    run_energy_j: np.ndarray
+    #: (runs, B, RAPL domains) True where the domain's counter wrapped in the block
+    wrapped: np.ndarray
+    #: (runs, B) seconds CodeCarbon's reading outlasts its block
+    codecarbon_overhang_s: np.ndarray
+    #: (run, block) per RAPL domain where its counter was placed to wrap
+    rapl_wrap_planted: tuple[tuple[int, int], ...]
+    nvml_origin_mj: int
+    rapl_origin_uj: tuple[int, ...]
+    campaign_start: _dt.datetime
 
 
 @dataclass
@@ -105,13 +142,22 @@ class Campaign:
     runs: dict[str, list] = field(default_factory=dict)
     env: dict[str, list] = field(default_factory=dict)
     blocks: dict[str, np.ndarray] = field(default_factory=dict)
-    keep: np.ndarray | None = None
+    #: (runs, B) True for a block row the package keeps (set by the simulation)
+    keep: np.ndarray = field(default_factory=lambda: np.ones((0, 0), dtype=bool))
     samples: list[dict[str, np.ndarray]] = field(default_factory=list)
-    sim: dict = field(default_factory=dict)
+    sim: SimState | None = None     # set by the simulation
 
     @property
     def n(self) -> int:
+        """Runs in the campaign."""
         return len(self.run_config)
+
+    @property
+    def simulated(self) -> SimState:
+        """The simulation's state; only after `_simulate`."""
+        if self.sim is None:
+            raise RuntimeError("the campaign has not been simulated yet")
+        return self.sim
 
     @property
     def n_blocks_per_run(self) -> int:
@@ -212,37 +258,78 @@ def _plan(seed: int, model: SynthModel, ecosystems, architectures, datasets, rep
 
 
 def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
+    """Running sums along axis 0 that exclude each element itself (the first is 0)."""
     out = np.empty_like(values)
     out[0] = 0
     np.cumsum(values[:-1], axis=0, out=out[1:])
     return out
 
 
-def _simulate(c: Campaign) -> None:
-    """Time, power, counters, CodeCarbon and learning curves of every block."""
-    m, n, E = c.model, c.n, c.epochs
-    B = 2 * E
-    S = 2 * B + 2
-    is_train = np.tile([True, False], E)
-    epoch_of = np.repeat(np.arange(1, E + 1), 2)
-    labels = [c.configs[cfg] for cfg in c.run_config]
-    eco = [lab[0] for lab in labels]
-    ds = [lab[2] for lab in labels]
-    pa = c.phys_arch
+@dataclass(frozen=True)
+class _Layout:
+    """The shape of the simulation and each run's labels, in schedule order."""
 
-    # --- time ------------------------------------------------------------
+    n: int                          # runs
+    epochs: int
+    is_train: np.ndarray            # (B,) True for a train block
+    epoch_of: np.ndarray            # (B,) epoch of each block, from 1
+    block_cols: np.ndarray          # (B,) segment column of each block
+    labels: list[tuple[str, str, str]]
+    eco: list[str]
+    ds: list[str]
+    phys_arch: list[str]            # the architecture each run's time and power follow
+
+    @property
+    def n_blocks(self) -> int:
+        """B: blocks per run."""
+        return 2 * self.epochs
+
+    @property
+    def n_segments(self) -> int:
+        """S: segments per run (gap, startup, blocks and the gaps between them, teardown)."""
+        return 2 * self.n_blocks + 2
+
+
+def _layout(c: Campaign) -> _Layout:
+    """The simulation's shape and labels of campaign `c`."""
+    E = c.epochs
+    labels = [c.configs[cfg] for cfg in c.run_config]
+    return _Layout(n=c.n, epochs=E, is_train=np.tile([True, False], E),
+                   epoch_of=np.repeat(np.arange(1, E + 1), 2),
+                   block_cols=np.arange(2, 4 * E + 1, 2), labels=labels,
+                   eco=[lab[0] for lab in labels], ds=[lab[2] for lab in labels],
+                   phys_arch=c.phys_arch)
+
+
+@dataclass(frozen=True)
+class _Timing:
+    """How long every block and every segment lasted."""
+
+    block_us: np.ndarray            # (n, B) integer microseconds
+    segment_us: np.ndarray          # (n, S) integer microseconds
+
+    @property
+    def block_s(self) -> np.ndarray:
+        """(n, B) block durations in seconds."""
+        return self.block_us / 1e6
+
+
+def _draw_timing(c: Campaign, lay: _Layout) -> _Timing:
+    """Block durations (warm-up, CPU fallback, fixed eval blocks) and the gaps around them."""
+    m, n, B, S = c.model, lay.n, lay.n_blocks, lay.n_segments
+    eco, ds, pa = lay.eco, lay.ds, lay.phys_arch
     t_tr = np.array([m.block_duration_s(eco[i], pa[i], "train", c.n_train[ds[i]]) for i in range(n)])
     t_ev = np.array([m.block_duration_s(eco[i], pa[i], "eval", c.n_eval[ds[i]]) for i in range(n)])
     t_tr, t_ev = t_tr * c.work_factor["train"], t_ev * c.work_factor["eval"]
     rng = _rng(c.seed, _S_TIME)
     z_run = rng.standard_normal(n)
     z_blk = rng.standard_normal((n, B))
-    gaps = rng.uniform(*m.block_gap_s, size=(n, B - 1))
-    startup = rng.uniform(*m.startup_s, size=n)
-    teardown = rng.uniform(*m.teardown_s, size=n)
-    run_gap = rng.uniform(*m.run_gap_s, size=n)
+    gaps = _uniform(rng, m.block_gap_s, size=(n, B - 1))
+    startup = _uniform(rng, m.startup_s, size=n)
+    teardown = _uniform(rng, m.teardown_s, size=n)
+    run_gap = _uniform(rng, m.run_gap_s, size=n)
     run_gap[0] = 0.0
-    T = np.where(is_train, t_tr[:, None], t_ev[:, None])
+    T = np.where(lay.is_train, t_tr[:, None], t_ev[:, None])
     T = T * np.exp(m.run_time_sigma * z_run)[:, None] * np.exp(m.block_time_sigma * z_blk)
     T[:, 0] *= m.warmup_factor
     T[c.on_cpu] *= m.cpu_fallback_time_factor
@@ -250,18 +337,37 @@ def _simulate(c: Campaign) -> None:
     T = np.maximum(T, m.min_block_s)
     fixed = ~np.isnan(c.eval_fixed_s)
     if fixed.any():
-        T[np.ix_(fixed, ~is_train)] = c.eval_fixed_s[fixed][:, None]
-    dur_us = np.rint(T * 1e6).astype(np.int64)
+        T[np.ix_(fixed, ~lay.is_train)] = c.eval_fixed_s[fixed][:, None]
+    block_us = np.rint(T * 1e6).astype(np.int64)
 
-    block_cols = np.arange(2, 2 * B + 1, 2)
-    seg_us = np.empty((n, S), dtype=np.int64)
-    seg_us[:, 0] = np.rint(run_gap * 1e6)
-    seg_us[:, 1] = np.rint(startup * 1e6)
-    seg_us[:, block_cols] = dur_us
-    seg_us[:, block_cols[:-1] + 1] = np.rint(gaps * 1e6)
-    seg_us[:, S - 1] = np.rint(teardown * 1e6)
+    cols = lay.block_cols
+    segment_us = np.empty((n, S), dtype=np.int64)
+    segment_us[:, 0] = np.rint(run_gap * 1e6)
+    segment_us[:, 1] = np.rint(startup * 1e6)
+    segment_us[:, cols] = block_us
+    segment_us[:, cols[:-1] + 1] = np.rint(gaps * 1e6)
+    segment_us[:, S - 1] = np.rint(teardown * 1e6)
+    return _Timing(block_us=block_us, segment_us=segment_us)
 
-    # --- power -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Power:
+    """Power of every block and the energy every segment added to the counters."""
+
+    block_gpu_w: np.ndarray         # (n, B) mean GPU power of each block, W
+    segment_gpu_mj: np.ndarray      # (n, S) integer millijoules (NVML's unit)
+    segment_cpu_uj: np.ndarray      # (n, S, P) integer microjoules per RAPL domain
+
+    @property
+    def n_domains(self) -> int:
+        """P: RAPL domains (CPU packages)."""
+        return int(self.segment_cpu_uj.shape[2])
+
+
+def _draw_power(c: Campaign, lay: _Layout, timing: _Timing) -> _Power:
+    """GPU and CPU power of every block and gap, and the integer energy each segment added."""
+    m, n, B, S = c.model, lay.n, lay.n_blocks, lay.n_segments
+    eco, pa, cols = lay.eco, lay.phys_arch, lay.block_cols
     rng = _rng(c.seed, _S_POWER)
     share = np.array(m.cpu_package_share)
     P = len(share)
@@ -271,38 +377,74 @@ def _simulate(c: Campaign) -> None:
     g_ev = np.array([m.gpu_power_w(eco[i], pa[i], "eval") for i in range(n)])
     c_tr = np.array([m.cpu_power_w(eco[i], "train") for i in range(n)])
     c_ev = np.array([m.cpu_power_w(eco[i], "eval") for i in range(n)])
-    p_gpu = np.where(is_train, g_tr[:, None], g_ev[:, None]) * np.exp(m.block_power_sigma * z_g)
-    p_cpu = (np.where(is_train, c_tr[:, None], c_ev[:, None])[:, :, None] * share
+    p_gpu = np.where(lay.is_train, g_tr[:, None], g_ev[:, None]) * np.exp(m.block_power_sigma * z_g)
+    p_cpu = (np.where(lay.is_train, c_tr[:, None], c_ev[:, None])[:, :, None] * share
              * np.exp(m.block_power_sigma * z_c))
     seg_gpu_w = np.full((n, S), m.gpu_gap_w)
     seg_gpu_w[:, 0] = m.gpu_idle_w
     # a run on the CPU leaves its GPU idle (no context): blocks and gaps draw gpu_idle_w
     p_gpu[c.on_cpu] = m.gpu_idle_w * np.exp(m.block_power_sigma * z_g[c.on_cpu])
     seg_gpu_w[c.on_cpu] = m.gpu_idle_w
-    seg_gpu_w[:, block_cols] = p_gpu
+    seg_gpu_w[:, cols] = p_gpu
     seg_cpu_w = np.broadcast_to(m.cpu_gap_w * share, (n, S, P)).copy()
     seg_cpu_w[:, 0, :] = m.cpu_idle_w * share
-    seg_cpu_w[:, block_cols, :] = p_cpu
-    gpu_inc = np.rint(seg_gpu_w * seg_us / 1e3).astype(np.int64)            # mJ
-    cpu_inc = np.rint(seg_cpu_w * seg_us[:, :, None]).astype(np.int64)       # uJ (W x us)
+    seg_cpu_w[:, cols, :] = p_cpu
+    seg_us = timing.segment_us
+    return _Power(block_gpu_w=p_gpu,
+                  segment_gpu_mj=np.rint(seg_gpu_w * seg_us / 1e3).astype(np.int64),
+                  segment_cpu_uj=np.rint(seg_cpu_w * seg_us[:, :, None]).astype(np.int64))  # W x us
 
-    # --- clocks ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Clocks:
+    """Where every segment, run and block starts on the campaign's clock (microseconds)."""
+
+    segment_start_us: np.ndarray    # (n, S)
+    run_start_us: np.ndarray        # (n,)
+    run_end_us: np.ndarray          # (n,)
+    block_start_us: np.ndarray      # (n, B)
+
+
+def _clocks(lay: _Layout, timing: _Timing) -> _Clocks:
+    """Lay the segments end to end, run after run."""
+    n, S = lay.n, lay.n_segments
+    seg_us = timing.segment_us
     seg_start = _exclusive_cumsum(seg_us.ravel()).reshape(n, S)
-    run_start_us = seg_start[:, 1]
-    run_end_us = seg_start[:, S - 1] + seg_us[:, S - 1]
-    block_start_us = seg_start[:, block_cols]
+    return _Clocks(segment_start_us=seg_start, run_start_us=seg_start[:, 1],
+                   run_end_us=seg_start[:, S - 1] + seg_us[:, S - 1],
+                   block_start_us=seg_start[:, lay.block_cols])
 
-    # --- counters --------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Counters:
+    """The integer counter readings at every block's boundaries."""
+
+    nvml_origin_mj: int
+    nvml_start_mj: np.ndarray       # (n, B)
+    nvml_end_mj: np.ndarray         # (n, B)
+    rapl_range_uj: np.ndarray       # (P,) each domain's max_energy_range_uj
+    rapl_origin_uj: np.ndarray      # (P,) each domain's reading at the campaign's start
+    rapl_wrap_planted: tuple[tuple[int, int], ...]   # (run, block) of each domain's planted wrap
+    rapl_start_uj: np.ndarray       # (n, B, P)
+    rapl_end_uj: np.ndarray         # (n, B, P)
+    rapl_wraps: np.ndarray          # (n, B, P) wraps a 1 Hz reader would count
+
+
+def _draw_counters(c: Campaign, lay: _Layout, power: _Power) -> _Counters:
+    """NVML and RAPL readings; each RAPL domain's origin is drawn so it wraps inside a block."""
+    m, n, B, S, P = c.model, lay.n, lay.n_blocks, lay.n_segments, power.n_domains
+    cols = lay.block_cols
+    gpu_inc, cpu_inc = power.segment_gpu_mj, power.segment_cpu_uj
     rng = _rng(c.seed, _S_COUNTERS)
     lo, hi = m.nvml_origin_mj
     nvml_origin = int(rng.integers(lo, hi + 1))
     g_cum = _exclusive_cumsum(gpu_inc.ravel()).reshape(n, S)
-    nvml_start = nvml_origin + g_cum[:, block_cols]
-    nvml_end = nvml_start + gpu_inc[:, block_cols]
+    nvml_start = nvml_origin + g_cum[:, cols]
+    nvml_end = nvml_start + gpu_inc[:, cols]
     ranges = np.array(m.rapl_max_energy_range_uj, dtype=np.int64)
     c_cum = _exclusive_cumsum(cpu_inc.reshape(n * S, P)).reshape(n, S, P)
-    c_blk_start = c_cum[:, block_cols, :]
-    c_blk_inc = cpu_inc[:, block_cols, :]
+    c_blk_start = c_cum[:, cols, :]
+    c_blk_inc = cpu_inc[:, cols, :]
     rapl_origin = np.empty(P, dtype=np.int64)
     wrap_block = []
     for p in range(P):
@@ -312,37 +454,90 @@ def _simulate(c: Campaign) -> None:
         point = int(c_blk_start[i, b, p]) + int(frac * int(c_blk_inc[i, b, p]))
         rapl_origin[p] = (int(ranges[p]) - point) % int(ranges[p])
         wrap_block.append((i, b))
-    rapl_start = (rapl_origin + c_blk_start) % ranges
-    rapl_end = (rapl_origin + c_blk_start + c_blk_inc) % ranges
     # the wraps a reader at 1 Hz would count: every multiple of the range crossed in the block
-    rapl_wraps = (rapl_origin + c_blk_start + c_blk_inc) // ranges - (rapl_origin + c_blk_start) // ranges
+    rapl_wraps = ((rapl_origin + c_blk_start + c_blk_inc) // ranges
+                  - (rapl_origin + c_blk_start) // ranges)
+    return _Counters(nvml_origin_mj=nvml_origin, nvml_start_mj=nvml_start, nvml_end_mj=nvml_end,
+                     rapl_range_uj=ranges, rapl_origin_uj=rapl_origin,
+                     rapl_wrap_planted=tuple(wrap_block),
+                     rapl_start_uj=(rapl_origin + c_blk_start) % ranges,
+                     rapl_end_uj=(rapl_origin + c_blk_start + c_blk_inc) % ranges,
+                     rapl_wraps=rapl_wraps)
 
-    # --- energies from the integer counters --------------------------------
-    gpu_energy_j = (nvml_end - nvml_start) / 1000.0
-    diff = rapl_end - rapl_start + rapl_wraps * ranges
+
+@dataclass(frozen=True)
+class _Energies:
+    """Energies as a reader computes them from the integer counters, joules."""
+
+    gpu_j: np.ndarray               # (n, B)
+    cpu_j: np.ndarray               # (n, B)
+    total_j: np.ndarray             # (n, B)
+    run_j: np.ndarray               # (n,) Slurm's whole-run reading
+    wrapped: np.ndarray             # (n, B, P) True where a RAPL domain wrapped in the block
+
+
+def _energies(power: _Power, counters: _Counters) -> _Energies:
+    """Block energies from the counter differences, and each run's Slurm energy."""
+    k = counters
+    gpu_energy_j = (k.nvml_end_mj - k.nvml_start_mj) / 1000.0
+    diff = k.rapl_end_uj - k.rapl_start_uj + k.rapl_wraps * k.rapl_range_uj
     cpu_energy_j = diff[:, :, 0] / 1e6
-    for p in range(1, P):
+    for p in range(1, power.n_domains):
         cpu_energy_j = cpu_energy_j + diff[:, :, p] / 1e6
-    energy_j = gpu_energy_j + cpu_energy_j
     # Slurm's whole-run reading of the exclusive job: every segment of the run, blocks and the
     # gaps between them, at the board-and-package boundary (integer sums: the same on any CPU)
-    run_energy_j = (gpu_inc[:, 1:].sum(axis=1) * 1000 + cpu_inc[:, 1:, :].sum(axis=(1, 2))) / 1e6
-    wrapped = rapl_wraps > 0                                                 # (n, B, P)
+    run_energy_j = (power.segment_gpu_mj[:, 1:].sum(axis=1) * 1000
+                    + power.segment_cpu_uj[:, 1:, :].sum(axis=(1, 2))) / 1e6
+    return _Energies(gpu_j=gpu_energy_j, cpu_j=cpu_energy_j, total_j=gpu_energy_j + cpu_energy_j,
+                     run_j=run_energy_j, wrapped=k.rapl_wraps > 0)
 
-    # --- CodeCarbon --------------------------------------------------------
+
+@dataclass(frozen=True)
+class _CodeCarbon:
+    """CodeCarbon's reading of every block: a little longer, biased and noisy."""
+
+    overhang_s: np.ndarray          # (n, B) seconds the reading outlasts its block
+    duration_s: np.ndarray          # (n, B)
+    gpu_j: np.ndarray               # (n, B)
+    cpu_j: np.ndarray               # (n, B)
+    gpu_kwh: np.ndarray             # (n, B)
+    cpu_kwh: np.ndarray             # (n, B)
+    ram_kwh: np.ndarray             # (n, B)
+
+    @property
+    def kwh(self) -> np.ndarray:
+        """(n, B) total energy, kWh."""
+        return self.gpu_kwh + self.cpu_kwh + self.ram_kwh
+
+
+def _draw_codecarbon(c: Campaign, lay: _Layout, timing: _Timing, energies: _Energies) -> _CodeCarbon:
+    """CodeCarbon's duration and energies of every block."""
+    m, n, B = c.model, lay.n, lay.n_blocks
     rng = _rng(c.seed, _S_CODECARBON)
-    overhang = rng.uniform(*m.codecarbon_overhang_s, size=(n, B))
+    overhang = _uniform(rng, m.codecarbon_overhang_s, size=(n, B))
     f_gpu = 1 + m.codecarbon_energy_bias + m.codecarbon_energy_noise * rng.standard_normal((n, B))
     f_cpu = 1 + m.codecarbon_energy_bias + m.codecarbon_energy_noise * rng.standard_normal((n, B))
-    duration_s = dur_us / 1e6
-    cc_dur = duration_s + overhang
-    cc_gpu_j = gpu_energy_j * f_gpu
-    cc_cpu_j = cpu_energy_j * f_cpu
+    cc_dur = timing.block_s + overhang
+    cc_gpu_j = energies.gpu_j * f_gpu
+    cc_cpu_j = energies.cpu_j * f_cpu
     cc_ram_j = m.codecarbon_ram_power_w * cc_dur
-    cc_gpu_kwh, cc_cpu_kwh, cc_ram_kwh = cc_gpu_j / J_PER_KWH, cc_cpu_j / J_PER_KWH, cc_ram_j / J_PER_KWH
-    cc_kwh = cc_gpu_kwh + cc_cpu_kwh + cc_ram_kwh
+    return _CodeCarbon(overhang_s=overhang, duration_s=cc_dur, gpu_j=cc_gpu_j, cpu_j=cc_cpu_j,
+                       gpu_kwh=cc_gpu_j / J_PER_KWH, cpu_kwh=cc_cpu_j / J_PER_KWH,
+                       ram_kwh=cc_ram_j / J_PER_KWH)
 
-    # --- learning curves ---------------------------------------------------
+
+@dataclass(frozen=True)
+class _Curves:
+    """Learning curves and work of every block."""
+
+    loss: np.ndarray                # (n, B) mean loss, quantised to 1e-6
+    test_accuracy: np.ndarray       # (n, B) nan in train blocks
+    samples_processed: np.ndarray   # (n, B) integers
+
+
+def _draw_curves(c: Campaign, lay: _Layout) -> _Curves:
+    """Accuracy rising and loss decaying exponentially towards each run's final values."""
+    m, n, E, B, ds = c.model, lay.n, lay.epochs, lay.n_blocks, lay.ds
     rng = _rng(c.seed, _S_CURVES)
     z_acc_run = rng.standard_normal(n)
     z_acc_ep = rng.standard_normal((n, E))
@@ -350,8 +545,8 @@ def _simulate(c: Campaign) -> None:
     classes = np.array([c.classes[d] for d in ds], dtype=float)
     n_ev = np.array([c.n_eval[d] for d in ds], dtype=float)
     n_tr = np.array([c.n_train[d] for d in ds], dtype=np.int64)
-    final = np.array([m.dataset_final_accuracy[ds[i]] + m.architecture_accuracy_offset[pa[i]]
-                      + m.ecosystem_accuracy_offset[eco[i]] for i in range(n)])
+    final = np.array([m.dataset_final_accuracy[ds[i]] + m.architecture_accuracy_offset[lay.phys_arch[i]]
+                      + m.ecosystem_accuracy_offset[lay.eco[i]] for i in range(n)])
     final = final + m.run_accuracy_sigma * z_acc_run
     chance = 1.0 / classes
     e = np.arange(1, E + 1, dtype=float)
@@ -363,87 +558,92 @@ def _simulate(c: Campaign) -> None:
     lf_tr = np.array([m.dataset_final_train_loss[d] for d in ds])
     lf_ev = np.array([m.dataset_final_eval_loss[d] for d in ds])
     run_loss = np.exp(m.run_loss_sigma * z_loss)[:, None]
-    loss_tr = (lf_tr[:, None] + (l0 - lf_tr)[:, None] * decay) * run_loss
-    loss_ev = (lf_ev[:, None] + (l0 - lf_ev)[:, None] * decay) * run_loss
     loss = np.empty((n, B))
-    loss[:, 0::2] = loss_tr
-    loss[:, 1::2] = loss_ev
+    loss[:, 0::2] = (lf_tr[:, None] + (l0 - lf_tr)[:, None] * decay) * run_loss
+    loss[:, 1::2] = (lf_ev[:, None] + (l0 - lf_ev)[:, None] * decay) * run_loss
     # Quantised like the other columns: vectorised exp differs in the last bit between CPUs
     # (SIMD paths), and the shipped package must be the same bytes on every machine.
     loss = np.round(loss, 6) + 0.0
     test_acc = np.full((n, B), np.nan)
     test_acc[:, 1::2] = acc
-    samples_processed = np.where(is_train, n_tr[:, None], n_ev.astype(np.int64)[:, None])
+    return _Curves(loss=loss, test_accuracy=test_acc,
+                   samples_processed=np.where(lay.is_train, n_tr[:, None],
+                                              n_ev.astype(np.int64)[:, None]))
 
-    def counter_text(values: np.ndarray) -> np.ndarray:
-        """(n, B, k) integers -> (n, B) ';'-joined strings."""
-        parts = values.astype(str)
-        out = parts[..., 0].astype(object)
-        for k in range(1, values.shape[-1]):
-            out = out + ";" + parts[..., k].astype(object)
-        return out
 
-    c.blocks = {
-        "epoch": np.broadcast_to(epoch_of, (n, B)),
-        "phase": np.broadcast_to(np.array(PHASES * E, dtype=object), (n, B)),
-        "block_start_us": block_start_us,
-        "duration_s": duration_s,
-        "nvml_start_mj": nvml_start.astype(str).astype(object),
-        "nvml_end_mj": nvml_end.astype(str).astype(object),
-        "rapl_start_uj": counter_text(rapl_start),
-        "rapl_end_uj": counter_text(rapl_end),
-        "rapl_max_energy_range_uj": np.full((n, B), ";".join(str(int(r)) for r in ranges),
+def _counter_text(values: np.ndarray) -> np.ndarray:
+    """(n, B, k) integers -> (n, B) ';'-joined strings."""
+    parts = values.astype(str)
+    out = parts[..., 0].astype(object)
+    for k in range(1, values.shape[-1]):
+        out = out + ";" + parts[..., k].astype(object)
+    return out
+
+
+def _block_columns(m: SynthModel, lay: _Layout, timing: _Timing, clocks: _Clocks,
+                   counters: _Counters, energies: _Energies, cc: _CodeCarbon,
+                   curves: _Curves) -> dict[str, np.ndarray]:
+    """The blocks table's columns, each an (n, B) array."""
+    shape = (lay.n, lay.n_blocks)
+    cc_kwh = cc.kwh
+    return {
+        "epoch": np.broadcast_to(lay.epoch_of, shape),
+        "phase": np.broadcast_to(np.array(PHASES * lay.epochs, dtype=object), shape),
+        "block_start_us": clocks.block_start_us,
+        "duration_s": timing.block_s,
+        "nvml_start_mj": counters.nvml_start_mj.astype(str).astype(object),
+        "nvml_end_mj": counters.nvml_end_mj.astype(str).astype(object),
+        "rapl_start_uj": _counter_text(counters.rapl_start_uj),
+        "rapl_end_uj": _counter_text(counters.rapl_end_uj),
+        "rapl_max_energy_range_uj": np.full(shape, ";".join(str(int(r)) for r in counters.rapl_range_uj),
                                             dtype=object),
-        "rapl_wraps": counter_text(rapl_wraps),
-        "gpu_energy_j": gpu_energy_j,
-        "cpu_energy_j": cpu_energy_j,
-        "energy_j": energy_j,
-        "codecarbon_duration_s": cc_dur,
+        "rapl_wraps": _counter_text(counters.rapl_wraps),
+        "gpu_energy_j": energies.gpu_j,
+        "cpu_energy_j": energies.cpu_j,
+        "energy_j": energies.total_j,
+        "codecarbon_duration_s": cc.duration_s,
         "codecarbon_energy_kwh": cc_kwh,
         "codecarbon_energy_j": cc_kwh * J_PER_KWH,
-        "codecarbon_cpu_energy_kwh": cc_cpu_kwh,
-        "codecarbon_gpu_energy_kwh": cc_gpu_kwh,
-        "codecarbon_ram_energy_kwh": cc_ram_kwh,
-        "codecarbon_cpu_power_w": cc_cpu_j / cc_dur,
-        "codecarbon_gpu_power_w": cc_gpu_j / cc_dur,
-        "codecarbon_ram_power_w": np.full((n, B), float(m.codecarbon_ram_power_w)),
-        "codecarbon_cpu_method": np.full((n, B), m.codecarbon_cpu_method, dtype=object),
-        "codecarbon_gpu_method": np.full((n, B), m.codecarbon_gpu_method, dtype=object),
+        "codecarbon_cpu_energy_kwh": cc.cpu_kwh,
+        "codecarbon_gpu_energy_kwh": cc.gpu_kwh,
+        "codecarbon_ram_energy_kwh": cc.ram_kwh,
+        "codecarbon_cpu_power_w": cc.cpu_j / cc.duration_s,
+        "codecarbon_gpu_power_w": cc.gpu_j / cc.duration_s,
+        "codecarbon_ram_power_w": np.full(shape, float(m.codecarbon_ram_power_w)),
+        "codecarbon_cpu_method": np.full(shape, m.codecarbon_cpu_method, dtype=object),
+        "codecarbon_gpu_method": np.full(shape, m.codecarbon_gpu_method, dtype=object),
         "codecarbon_emissions_kg": cc_kwh * m.carbon_intensity_kg_per_kwh,
-        "codecarbon_emissions_rate_kg_per_s": cc_kwh * m.carbon_intensity_kg_per_kwh / cc_dur,
-        "codecarbon_country_iso_code": np.full((n, B), m.codecarbon_country_iso_code, dtype=object),
-        "codecarbon_region": np.full((n, B), None, dtype=object),
-        "samples_processed": samples_processed,
-        "loss": loss,
-        "test_accuracy": test_acc,
+        "codecarbon_emissions_rate_kg_per_s": cc_kwh * m.carbon_intensity_kg_per_kwh / cc.duration_s,
+        "codecarbon_country_iso_code": np.full(shape, m.codecarbon_country_iso_code, dtype=object),
+        "codecarbon_region": np.full(shape, None, dtype=object),
+        "samples_processed": curves.samples_processed,
+        "loss": curves.loss,
+        "test_accuracy": curves.test_accuracy,
     }
-    c.keep = np.ones((n, B), dtype=bool)
-    c.sim = {"seg_start": seg_start, "seg_us": seg_us, "p_gpu": p_gpu, "run_start_us": run_start_us,
-             "run_end_us": run_end_us, "run_energy_j": run_energy_j, "wrapped": wrapped, "overhang": overhang,
-             "rapl_wrap_planted": wrap_block, "nvml_origin_mj": nvml_origin,
-             "rapl_origin_uj": [int(o) for o in rapl_origin]}
 
-    # --- runs and environment ------------------------------------------------
-    start = _dt.datetime.fromisoformat(m.campaign_start_utc.replace("Z", "+00:00"))
-    c.sim["campaign_start"] = start
+
+def _run_columns(c: Campaign, lay: _Layout, sim: SimState) -> dict[str, list]:
+    """The runs table's columns, each a list in schedule order."""
+    m, n, labels, eco, ds = c.model, lay.n, lay.labels, lay.eco, lay.ds
+    start = sim.campaign_start
     rec = c.recipe
     res = int(rec["input_resolution_px"])
-    c.runs = {
+    return {
         "run_id": [c.run_id(i) for i in range(n)],
         "campaign": [CAMPAIGN] * n,
-        "ecosystem": eco,
+        "ecosystem": list(eco),
         "architecture": [lab[1] for lab in labels],
-        "dataset": ds,
+        "dataset": list(ds),
         "source_labels": [None] * n,
         "repetition": c.run_rep.tolist(),
         "seed": c.run_seed.tolist(),
         "schedule_position": list(range(1, n + 1)),
         "process_id": c.run_pid.tolist(),
-        "started_at_utc": [start + _dt.timedelta(microseconds=int(u)) for u in run_start_us],
-        "ended_at_utc": [start + _dt.timedelta(microseconds=int(u)) for u in run_end_us],
+        "started_at_utc": [start + _dt.timedelta(microseconds=int(u)) for u in sim.run_start_us],
+        "ended_at_utc": [start + _dt.timedelta(microseconds=int(u)) for u in sim.run_end_us],
         "status": ["completed"] * n,
         **{k: [v] * n for k, v in rec.items() if k != "epochs"},
-        "epochs": [E] * n,
+        "epochs": [lay.epochs] * n,
         # where a GPU campaign's frameworks place the work (a CPU fallback: the cpu-fallback defect)
         "device": ["cpu" if c.on_cpu[i] else declared_device() for i in range(n)],
         "device_name": [m.environment["cpu_model"] if c.on_cpu[i] else m.environment["gpu_model"]
@@ -455,15 +655,21 @@ def _simulate(c: Campaign) -> None:
                                                           int(c.run_seed[i])) for i in range(n)],
         "data_fingerprint_sha256": [data_fingerprint_sha256(d, res) for d in ds],
         "slurm_job_id": [f"{SLURM_ARRAY_JOB}_{i}" for i in range(n)],
-        "slurm_consumed_energy_j": c.sim["run_energy_j"].tolist(),
+        "slurm_consumed_energy_j": sim.run_energy_j.tolist(),
         "slurm_energy_missing_reason": [None] * n,
         "missing_reason": [None] * n,
     }
+
+
+def _environment_columns(m: SynthModel, eco: list[str], run_ids: list[str]) -> dict[str, list]:
+    """The environment table's columns: the model's host, each run's pinned framework."""
+    n = len(run_ids)
     env = m.environment
-    frameworks, pins = load_spec()["S4_backend"]["frameworks"], load_spec()["S4_backend"]["pinned_versions"]
+    backend = load_spec()["S4_backend"]
+    frameworks, pins = backend["frameworks"], backend["pinned_versions"]
     cc_sha = _sha256_text(CODECARBON_CONFIG_PLACEHOLDER)
-    c.env = {
-        "run_id": list(c.runs["run_id"]),
+    columns: dict[str, list] = {
+        "run_id": list(run_ids),
         "host": [env["host"]] * n,
         "os": [env["os"]] * n,
         "cpu_model": [env["cpu_model"]] * n,
@@ -494,19 +700,47 @@ def _simulate(c: Campaign) -> None:
         "counters_missing_reason": [None] * n,
         "missing_reason": [None] * n,
     }
-    c.env["codecarbon_gpu_count"] = list(c.env["gpu_count"])   # CodeCarbon finds NVML's GPUs
+    columns["codecarbon_gpu_count"] = list(columns["gpu_count"])   # CodeCarbon finds NVML's GPUs
+    return columns
+
+
+def _simulate(c: Campaign) -> None:
+    """Time, power, counters, CodeCarbon and learning curves of every block; the runs and
+    environment tables; what the later stages need in `c.sim`."""
+    lay = _layout(c)
+    timing = _draw_timing(c, lay)
+    power = _draw_power(c, lay, timing)
+    clocks = _clocks(lay, timing)
+    counters = _draw_counters(c, lay, power)
+    energies = _energies(power, counters)
+    cc = _draw_codecarbon(c, lay, timing, energies)
+    curves = _draw_curves(c, lay)
+    c.blocks = _block_columns(c.model, lay, timing, clocks, counters, energies, cc, curves)
+    c.keep = np.ones((lay.n, lay.n_blocks), dtype=bool)
+    sim = SimState(
+        segment_start_us=clocks.segment_start_us, segment_us=timing.segment_us,
+        block_gpu_w=power.block_gpu_w, run_start_us=clocks.run_start_us,
+        run_end_us=clocks.run_end_us, run_energy_j=energies.run_j, wrapped=energies.wrapped,
+        codecarbon_overhang_s=cc.overhang_s, rapl_wrap_planted=counters.rapl_wrap_planted,
+        nvml_origin_mj=counters.nvml_origin_mj,
+        rapl_origin_uj=tuple(int(o) for o in counters.rapl_origin_uj),
+        campaign_start=_dt.datetime.fromisoformat(c.model.campaign_start_utc.replace("Z", "+00:00")))
+    c.sim = sim
+    c.runs = _run_columns(c, lay, sim)
+    c.env = _environment_columns(c.model, lay.eco, c.runs["run_id"])
 
 
 def _simulate_samples(c: Campaign) -> None:
     """The 1 Hz sampler of every run (its own stream per run)."""
     m, E = c.model, c.epochs
     B = 2 * E
-    seg_start, p_gpu = c.sim["seg_start"], c.sim["p_gpu"]
+    sim = c.simulated
+    seg_start, p_gpu = sim.segment_start_us, sim.block_gpu_w
     c.samples = []
     for i in range(c.n):
         eco, _, _ = c.configs[c.run_config[i]]
         rng = _rng(c.seed, _S_SAMPLES, i)
-        t0, t1 = int(c.sim["run_start_us"][i]), int(c.sim["run_end_us"][i])
+        t0, t1 = int(sim.run_start_us[i]), int(sim.run_end_us[i])
         t = np.arange((t1 - t0) // 1_000_000 + 1, dtype=np.int64)
         col = np.searchsorted(seg_start[i, 1:], t0 + t * 1_000_000, side="right")  # = segment col
         block = (col >= 2) & (col % 2 == 0) & (col <= 2 * B)
@@ -586,12 +820,12 @@ def _truth(c: Campaign, defect_entries: dict, n_samples: int) -> dict:
                 if len(control) >= 2:
                     control_spreads[key] = _spread({e: energies[e] for e in control})
     keep = c.keep
-    assert keep is not None  # set when the blocks are drawn
-    wrapped = c.sim["wrapped"] & keep[:, :, None]
+    sim = c.simulated
+    wrapped = sim.wrapped & keep[:, :, None]
     wrap_rows = [c.block_key(int(i), int(b)) for i, b in zip(*np.nonzero(wrapped.any(axis=2)))]
     wrap_rows.sort(key=lambda r: (r["run_id"], r["epoch"], PHASES.index(r["phase"])))
     domains = m.environment["rapl_domains"].split(";")
-    overhang = c.sim["overhang"][keep]
+    overhang = sim.codecarbon_overhang_s[keep]
     lo, hi = m.codecarbon_overhang_s
     return {
         "synthetic": True,
@@ -616,8 +850,8 @@ def _truth(c: Campaign, defect_entries: dict, n_samples: int) -> dict:
             "blocks": len(wrap_rows),
             "per_domain": {d: int(wrapped[:, :, p].sum()) for p, d in enumerate(domains)},
             "rows": wrap_rows,
-            "nvml_origin_mj": c.sim["nvml_origin_mj"],
-            "rapl_origin_uj": dict(zip(domains, c.sim["rapl_origin_uj"])),
+            "nvml_origin_mj": sim.nvml_origin_mj,
+            "rapl_origin_uj": dict(zip(domains, sim.rapl_origin_uj)),
         },
         "codecarbon_overhang_s": {
             "distribution": "uniform", "low": lo, "high": hi,
@@ -653,10 +887,9 @@ def _tables(c: Campaign) -> tuple[dict[str, TextTable], int]:
     schema = load_schema("blocks")
     ii = np.repeat(np.array(order, dtype=np.int64), B)
     bb = np.tile(np.arange(B), n)
-    assert c.keep is not None  # set when the blocks are drawn
     sel = c.keep[ii, bb]
     ii, bb = ii[sel], bb[sel]
-    start = c.sim["campaign_start"]
+    start = c.simulated.campaign_start
     cols: dict[str, list] = {"run_id": [c.runs["run_id"][i] for i in ii]}
     for f in schema.fields:
         if f.name in ("run_id",):
@@ -791,7 +1024,6 @@ def _finish_entry(c: Campaign, entry: dict) -> dict:
     runs = entry.pop("_runs", [])
     blocks = entry.pop("_blocks", [])
     keep = c.keep
-    assert keep is not None  # set when the blocks are drawn
     kept = [(i, b) for i, b in blocks if keep[i, b]]
     entry["run_ids"] = sorted({c.run_id(i) for i in runs} | {c.run_id(i) for i, _ in kept})
     rows = dict(entry.get("rows", {}))
