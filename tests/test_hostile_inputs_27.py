@@ -280,6 +280,7 @@ def test_ctrl_c_at_any_moment_exits_130_without_a_traceback(entry, delay, render
 @pytest.mark.parametrize("field, constraints, said", [
     ("rain_mm", {"maximum": ""}, "constraint maximum '' is not a number value"),
     ("rain_mm", {"minimum": [1]}, "constraint minimum [1] is not a number value"),
+    ("rain_mm", {"maximum": "NAN"}, "constraint maximum 'NAN' is not a number value"),
     ("station", {"pattern": "("}, "constraint pattern '(' is not a regular expression")])
 def test_a_foreign_constraint_frictionless_cannot_apply_is_a_finding(field, constraints, said,
                                                                      tmp_path, capsys):
@@ -297,3 +298,23 @@ def test_a_foreign_constraint_frictionless_cannot_apply_is_a_finding(field, cons
     found = [f for f in report["findings"] if f["id"] == "bad-constraint"]
     assert [(f["resource"], f["field"]) for f in found] == [("rain", field)]
     assert said in found[0]["message"]
+
+
+@pytest.mark.parametrize("constraints, primary_key, finding", [
+    ({"minimum": 1}, False, "constraint-error"), ({"enum": [1]}, False, "constraint-error"),
+    ({}, True, "frictionless-error")])
+def test_a_signalling_nan_cell_in_a_foreign_table_is_a_finding(constraints, primary_key, finding,
+                                                                tmp_path, capsys):
+    """frictionless reads "sNaN" as a Decimal that raises when compared or hashed: compared it
+    breaks the constraint; hashed for a key, the package is reported not validated."""
+    pkg = tmp_path / "rain"
+    pkg.mkdir()
+    (pkg / "rain.csv").write_text("station,rain_mm\noslo,sNaN\n", encoding="utf-8")
+    schema: dict = {"fields": [{"name": "station", "type": "string"},
+                               {"name": "rain_mm", "type": "number", "constraints": constraints}]}
+    if primary_key:
+        schema["primaryKey"] = ["rain_mm"]
+    (pkg / "datapackage.json").write_text(json.dumps({"name": "rainfall", "resources": [
+        {"name": "rain", "path": "rain.csv", "schema": schema}]}), encoding="utf-8")
+    assert main(["validate", str(pkg), "--json"]) == 1
+    assert finding in [f["id"] for f in json.loads(capsys.readouterr().out)["findings"]]
