@@ -168,6 +168,19 @@ class Report:
         """No finding failed (warnings and skips do not make a report invalid)."""
         return self.error_count == 0
 
+    def refuse_invalid(self, what: str = "the package") -> None:
+        """Stop a verb that reads a package (export, restore, compare) unless it validated,
+        naming the first finding: its work would rest on what validate refuses."""
+        if self.valid:
+            return
+        from deepgreen_audit.errors import UserError
+
+        first = next((f for f in self.findings if f.status == "fail"), None)
+        said = f"; first: [{first.id}] {first.where()}: {first.message}" if first else ""
+        raise UserError(f"{what} is not valid ({self.error_count} error(s){said}); run "
+                        "'deepgreen validate' for the full report", path=self.subject,
+                        code="invalid-package")
+
     @property
     def finished(self) -> bool:
         """A report with a skipped check did not finish: something was not checked."""

@@ -200,13 +200,7 @@ def open_validated(location: str | Path, label: str) -> Package:
 
     package = Package.open(location)
     check_verb(location, "compare")
-    report = validate_package(location)
-    if not report.valid:
-        first = report.findings[0]
-        raise UserError(f"package {label} is not valid ({report.error_count} error(s); first: "
-                        f"[{first.id}] {first.where()}: {first.message}); run 'deepgreen "
-                        "validate' for the full report", path=report.subject,
-                        code="invalid-package")
+    validate_package(location).refuse_invalid(f"package {label}")
     return package
 
 

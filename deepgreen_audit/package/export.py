@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.descriptor import Package
 
@@ -21,11 +20,7 @@ def export_parquet(location, out: Path, *, overwrite: bool = False) -> dict[str,
     from deepgreen_audit.package.dispatch import check_verb, validate_package
 
     check_verb(location, "export")
-    report = validate_package(location)
-    if not report.valid:
-        raise UserError(f"the package is not valid ({report.error_count} error(s)); run "
-                        "'deepgreen validate' for the report", path=report.subject,
-                        code="invalid-package")
+    validate_package(location).refuse_invalid()
     package = Package.open(location)
     counts = {}
     with atomic.StagedDirectory(Path(out), overwrite, inputs=package.input_paths()) as staged:

@@ -149,13 +149,7 @@ def restore(location, out: Path, *, overwrite: bool = False, dry_run: bool = Fal
     """
     from deepgreen_audit.package.validate import validate
 
-    report = validate(location)
-    if not report.valid:
-        first = report.findings[0]
-        raise UserError(f"the package is not valid ({report.error_count} error(s); first: "
-                        f"[{first.id}] {first.where()}: {first.message}); run "
-                        "'deepgreen validate' for the full report", path=report.subject,
-                        code="invalid-package")
+    validate(location).refuse_invalid()
     package = Package.open(location)
     files = restore_files(package)
     summary = {"runs": len(package.text("runs").rows), "files": len(files),
