@@ -15,6 +15,7 @@ from __future__ import annotations
 import pandas as pd
 
 from deepgreen_audit.analysis.data import CampaignTables
+from deepgreen_audit.audit.context import run_block_energy_j
 
 #: The runs-table column that holds Slurm's reading.
 SLURM_COLUMN = "slurm_consumed_energy_j"
@@ -29,8 +30,7 @@ def slurm_energy(tables: CampaignTables) -> dict[str, float | int] | None:
     measured = runs.dropna(subset=[SLURM_COLUMN])
     if measured.empty:
         return None
-    grouped = tables.blocks.groupby("run_id")["energy_j"].agg(["sum", "count", "size"])
-    complete = grouped[grouped["count"] == grouped["size"]]["sum"]
+    complete = run_block_energy_j(tables.blocks).dropna()
     paired = measured.set_index("run_id")[SLURM_COLUMN].to_frame().join(
         complete.rename("blocks_j"), how="inner")
     if paired.empty:

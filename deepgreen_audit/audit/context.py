@@ -98,22 +98,39 @@ def evidence(frame: pd.DataFrame) -> dict:
     runs or configurations it names and the figures that convicted them), so a reader can check
     each one; the HTML page shows the first rows and links the rest as CSV.  `evidence_total`
     (the count) is kept for readers of older reports, which carried 50 rows at most."""
-    rows = [{k: _plain(v) for k, v in record.items()} for record in frame.to_dict(orient="records")]
+    rows = json_records(frame, digits=6)
     return {"evidence": rows, "evidence_total": len(rows)}
 
 
-def _plain(value):
-    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+def json_records(frame: pd.DataFrame, digits: int | None = None) -> list[dict]:
+    """The rows of `frame` as plain JSON values (the audit's evidence, a comparison's tables)."""
+    return [{k: plain_value(v, digits) for k, v in record.items()}
+            for record in frame.to_dict(orient="records")]
+
+
+def plain_value(value, digits: int | None = None):
+    """One cell as a JSON value: numpy scalars as Python's, a missing or non-finite number as
+    null (JSON has no NaN or Infinity), floats rounded to `digits` when given."""
+    if value is None or value is pd.NA:
         return None
-    if isinstance(value, (np.integer,)):
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, np.integer):
         return int(value)
     if isinstance(value, (np.floating, float)):
-        return round(float(value), 6)
-    if isinstance(value, (np.bool_,)):
-        return bool(value)
+        if not np.isfinite(value):
+            return None
+        return float(value) if digits is None else round(float(value), digits)
     if isinstance(value, pd.Timestamp):
         return value.isoformat()
     return value if isinstance(value, (int, bool, str)) else str(value)
+
+
+def run_block_energy_j(blocks: pd.DataFrame) -> pd.Series:
+    """Each run's summed block energy_j, NaN where a block lacks it: what a whole-run reading
+    (Slurm's) is set against, by the audit's check and by the paper alike."""
+    grouped = blocks.groupby("run_id")["energy_j"].agg(["sum", "count", "size"])
+    return grouped["sum"].where(grouped["count"] == grouped["size"])
 
 
 def per_run_evidence(ctx, blocks: pd.DataFrame, figures: dict | None = None) -> dict:

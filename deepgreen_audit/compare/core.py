@@ -44,6 +44,7 @@ from deepgreen_audit.analysis.data import (
     typed_columns,
 )
 from deepgreen_audit.analysis.energy import phase_totals
+from deepgreen_audit.audit.context import json_records
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.schema import load_schema
@@ -165,29 +166,10 @@ class Comparison:
             "control": {"stacks": list(self.control), "rule": self.control_rule},
             "bootstrap": {"confidence": self.confidence, "resamples": self.resamples},
             "drift": [b.to_dict() for b in self.drift],
-            "configurations": _records(self.configurations),
-            "verdicts": _records(self.verdicts),
+            "configurations": json_records(self.configurations),
+            "verdicts": json_records(self.verdicts),
             "notes": list(self.notes),
         }
-
-
-def _records(frame: pd.DataFrame) -> list[dict]:
-    """Rows as plain JSON values (NaN: null)."""
-    out = []
-    for row in frame.to_dict(orient="records"):
-        clean = {}
-        for key, value in row.items():
-            if isinstance(value, (np.floating, float)):
-                value = None if not np.isfinite(value) else float(value)
-            elif isinstance(value, np.integer):
-                value = int(value)
-            elif isinstance(value, np.bool_):
-                value = bool(value)
-            elif value is pd.NA:
-                value = None
-            clean[key] = value
-        out.append(clean)
-    return out
 
 
 # ---------------------------------------------------------------- reading

@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.audit.context import AuditContext, describe_counts, evidence, per_run_evidence, relative_difference
+from deepgreen_audit.audit.context import (
+    AuditContext,
+    describe_counts,
+    evidence,
+    per_run_evidence,
+    relative_difference,
+    run_block_energy_j,
+)
 from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 
@@ -649,8 +656,7 @@ def slurm_energy(ctx: AuditContext) -> Outcome:
     if measured.empty and not unexplained.any():
         raise Skip("no run carries Slurm's ConsumedEnergy ("
                    + describe_counts(runs["slurm_energy_missing_reason"], limit=2) + ")")
-    blocks = ctx.blocks.groupby("run_id")["energy_j"].agg(["sum", "count", "size"])
-    summed = blocks["sum"].where(blocks["count"] == blocks["size"]).reindex(measured["run_id"]).to_numpy()
+    summed = run_block_energy_j(ctx.blocks).reindex(measured["run_id"]).to_numpy()
     ratio = measured["slurm_consumed_energy_j"].to_numpy(dtype=float) / summed
     minimum = float(ctx.tolerances["slurm_energy_min_ratio"])
     below = int((ratio < minimum).sum())
