@@ -15,6 +15,7 @@ from typing import Any
 from deepgreen_audit.analysis import Number, Results
 from deepgreen_audit.registry import SUITES, registered_checks
 from deepgreen_audit.report import Report
+from deepgreen_audit.spec import short_section
 
 #: Titles of the audit sections that are not sections of the specification.
 SECTION_TITLES = {"integrity": "Package integrity", "source": "Sources and manuscript"}
@@ -27,7 +28,7 @@ VERDICTS = {"pass": "passes", "warn": "warns", "fail": "fails", "skip": "is skip
 def section_title(section: str, spec: dict) -> str:
     """'S5' -> 'Measurement' (the specification's title), 'integrity' -> 'Package integrity'."""
     for key, value in spec.items():
-        if key.split("_", 1)[0] == section and isinstance(value, dict):
+        if short_section(key) == section and isinstance(value, dict):
             return str(value.get("title", section))
     return SECTION_TITLES.get(section, section)
 
