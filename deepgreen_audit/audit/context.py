@@ -38,12 +38,21 @@ class AuditContext:
         return self.spec["audit"]
 
     def table(self, name: str) -> pd.DataFrame:
-        """Table `name` as a pandas frame with the schema's types (cached)."""
+        """Table `name` as a pandas frame with the schema's types (cached).
+
+        A text column validation kept dictionary-encoded (a key of a large table) becomes plain
+        text cells again, one Python string per distinct value: the same frame either way."""
         if name not in self._frames:
             typed = self._typed_tables.pop(name, None)
             if typed is None:
                 typed = self.package.table(name)
-            self._frames[name] = typed.to_pandas(types_mapper=_NULLABLE.get)
+            frame = typed.to_pandas(types_mapper=_NULLABLE.get, self_destruct=True)
+            del typed  # its buffers go as their columns are converted (self_destruct)
+            for column, dtype in frame.dtypes.items():
+                if isinstance(dtype, pd.CategoricalDtype):
+                    frame[column] = np.asarray(frame[column].cat.categories, dtype=object).take(
+                        frame[column].cat.codes.to_numpy())
+            self._frames[name] = frame
         return self._frames[name]
 
     runs = property(lambda self: self.table("runs"), doc="The runs table, typed.")
@@ -61,9 +70,15 @@ class AuditContext:
     @cached_property
     def block_runs(self) -> pd.DataFrame:
         """The blocks with their run's configuration, repetition and environment columns."""
-        runs = self.runs[["run_id", *CONFIG_COLUMNS, "repetition"]]
-        env = self.environment[["run_id", "gpu_model", "gpu_count", "codecarbon_version"]]
-        return self.blocks.merge(runs, on="run_id", how="left").merge(env, on="run_id", how="left")
+        blocks = self.blocks
+        joined = blocks.copy(deep=False)  # the blocks' columns shared, not copied
+        for table, columns in ((self.runs, [*CONFIG_COLUMNS, "repetition"]),
+                               (self.environment, ["gpu_model", "gpu_count", "codecarbon_version"])):
+            # validation proved every block's run in both tables, once each
+            row = pd.Index(table["run_id"]).get_indexer(blocks["run_id"])
+            for column in columns:
+                joined[column] = table[column].array.take(row, allow_fill=True)
+        return joined
 
 
 def describe_counts(series: pd.Series, limit: int = 8) -> str:

@@ -73,6 +73,7 @@ def audit_with_context(location: str | Path | None = None, *, spec: dict | None 
         report.notes.append(f"the declared scope's {key} name what the specification does not "
                             f"hold, left out of the design: {', '.join(map(str, labels))}")
     ctx = AuditContext(package, spec, sources_root, integrity, typed_tables)
+    del typed_tables  # the context's now: each goes once it is a frame
     for c in registered:
         finding = run_check(c, ctx)
         if c.id == INTEGRITY_ID:

@@ -201,7 +201,7 @@ def register(verb) -> None:
     p.add_argument("--synthetic", metavar="REASON",
                    help="mark the package synthetic, with the reason (e.g. a rehearsal on fake "
                         "counters): its descriptor, title and every report then say so")
-    from deepgreen_audit.collect.driver import MAX_CONSECUTIVE_FAILURES
+    from deepgreen_audit.collect.errors import MAX_CONSECUTIVE_FAILURES
 
     p.add_argument("--max-consecutive-failures", type=int, default=MAX_CONSECUTIVE_FAILURES,
                    metavar="N", help="local executor: stop the campaign (exit 1) after N consecutive "

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepgreen_audit.collect.codecarbon_tracker import load_config, require_codecarbon
+from deepgreen_audit.collect.errors import MAX_CONSECUTIVE_FAILURES
 from deepgreen_audit.collect.instruments import probe, raise_missing
 from deepgreen_audit.collect.plan import Plan
 from deepgreen_audit.collect.preflight import refuse_other_devices
@@ -117,10 +118,6 @@ def ensure_campaign_metadata(plan: Plan, out: Path, missing: dict[str, str], gpu
         meta = campaign_metadata(plan, missing, gpus, synthetic_reason)
         atomic.write_text(meta_path, json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
     return meta_path
-
-
-#: Consecutive runs failing for the same reason after which a campaign stops (0: never).
-MAX_CONSECUTIVE_FAILURES = 3
 
 
 def refuse_missing_stores(jobs) -> None:

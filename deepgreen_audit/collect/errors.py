@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from deepgreen_audit.errors import UserError
 
+#: Consecutive runs failing for the same reason after which a campaign stops (0: never).
+MAX_CONSECUTIVE_FAILURES = 3
+
 
 class CounterUnavailable(Exception):
     """A hardware counter cannot be read on this host; `reason` says why (one line)."""

@@ -61,3 +61,19 @@ def repeats(index: np.ndarray) -> np.ndarray:
     seen = np.ones(len(index), dtype=bool)
     seen[np.unique(index, return_index=True)[1]] = False
     return seen & (index >= 0)
+
+
+def strings(texts: list[str]) -> pa.StringArray:
+    """A pyarrow string array of `texts` (no nulls), built from its buffers."""
+    encoded = [text.encode("utf-8") for text in texts]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(encoded),
+                                 [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(encoded))])
+
+
+def from_codes(index: np.ndarray, dictionary: list[str]) -> pa.DictionaryArray:
+    """A dictionary array of codes `index` (no nulls) into the texts `dictionary`."""
+    codes = np.ascontiguousarray(index, dtype=np.int32)
+    indices = pa.Array.from_buffers(pa.int32(), len(codes), [None, pa.py_buffer(codes.tobytes())])
+    return pa.DictionaryArray.from_arrays(indices, strings(dictionary))

@@ -15,7 +15,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from deepgreen_audit.errors import UserError
 
@@ -56,6 +59,21 @@ def regular_file(path: str | Path) -> os.stat_result:
 
 def read_bytes(path: str | Path, limit_bytes: int = MAX_READ_BYTES) -> bytes:
     """The bytes of the regular file `path`, refused past `limit_bytes`."""
+    with open_regular(path) as handle:
+        try:
+            data = handle.read(limit_bytes + 1)
+        except OSError as exc:
+            raise _read_error(path, exc) from None
+    if len(data) > limit_bytes:
+        raise UserError(f"is larger than {limit_bytes:,} bytes, the most deepgreen reads from "
+                        "one file", path=path, code="file-too-large")
+    return data
+
+
+@contextmanager
+def open_regular(path: str | Path) -> Iterator[BinaryIO]:
+    """The regular file `path` opened for reading in binary, for a reader that takes it block by
+    block (a FIFO is never opened, a path swapped for one after the first look is refused)."""
     regular_file(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -66,14 +84,7 @@ def read_bytes(path: str | Path, limit_bytes: int = MAX_READ_BYTES) -> bytes:
         if not stat.S_ISREG(status.st_mode):  # swapped after the first look
             raise UserError(f"is {kind_of(status.st_mode)}, not a regular file", path=path,
                             code="not-a-file")
-        try:
-            data = handle.read(limit_bytes + 1)
-        except OSError as exc:
-            raise _read_error(path, exc) from None
-    if len(data) > limit_bytes:
-        raise UserError(f"is larger than {limit_bytes:,} bytes, the most deepgreen reads from "
-                        "one file", path=path, code="file-too-large")
-    return data
+        yield handle
 
 
 def read_text(path: str | Path) -> str:

@@ -14,6 +14,7 @@ conformance audit (the experiment specification) is `deepgreen audit`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import re
@@ -50,11 +51,16 @@ RUN_CHILDREN = ("environment", "blocks")
 
 @dataclass(frozen=True)
 class Keys:
-    """A table's key columns (text) and the CSV line each of their rows starts on, which
-    is its row number in findings (the header is line 1)."""
+    """A table's key columns (text, or dictionary-encoded text for a table read block by
+    block) and the CSV line each of their rows starts on, which is its row number in findings
+    (the header is line 1); None when row i lies on line i + 2 (no quoted line breaks)."""
 
     columns: dict[str, pa.Array]
-    lines: np.ndarray
+    lines: np.ndarray | None
+
+    def line(self, i: int) -> int:
+        """The CSV line row `i` starts on."""
+        return int(self.lines[i]) if self.lines is not None else int(i) + 2
 
 
 @dataclass(frozen=True)
@@ -161,15 +167,145 @@ def _check_resource(package: Package, name: str, sums: dict | None, subject: str
         report.add("missing-table", f"{path} does not exist", resource=name)
         return ResourceCheck(report, None, None, 0)
     try:
+        if paths.regular_file(path).st_size > STREAM_BLOCK_BYTES:
+            streamed = _check_table_blocks(schema, path, resource, sums, report)
+            if streamed is not None:
+                return streamed
         data = paths.read_bytes(path)
     except UserError as exc:
         report.add(exc.code, str(exc), resource=name)
         return ResourceCheck(report, None, None, 0)
-    _check_hashes(name, path, data, resource, sums, report)
+    _check_hashes(name, path, sha256_bytes(data), len(data), resource, sums, report)
     checked = _check_table(schema, data, report)
     if checked is None:
         return ResourceCheck(report, None, None, len(data))
     return ResourceCheck(report, checked.keys, checked.typed, len(data))
+
+
+#: A table file larger than this is read and checked block by block, so that validation holds
+#: a block, the typed table and its keys (dictionary-encoded), never the file's text; a smaller
+#: one is read whole.
+STREAM_BLOCK_BYTES = 32 << 20
+
+
+class _BlockedTable:
+    """One table checked block by block: each column's findings in a report of its own (merged
+    in column order at the end, as the whole-file check orders them), the primary key's
+    columns with one dictionary for all blocks, and the typed blocks."""
+
+    def __init__(self, schema: TableSchema, subject: str):
+        self.schema = schema
+        self.rows = 0
+        self.type_reports = {c: Report(subject, "validate") for c in schema.field_names}
+        self.constraint_reports = {c: Report(subject, "validate") for c in schema.field_names}
+        self.key_codes: dict[str, dict[str, int]] = {c: {} for c in schema.primary_key}
+        self.key_blocks: dict[str, list[np.ndarray]] = {c: [] for c in schema.primary_key}
+        self.key_bad = False
+        self.typed_blocks: list[pa.Table] = []
+
+    def add(self, columns: dict[str, pa.Array]) -> None:
+        """Check one block's rows (text columns, in the schema's order)."""
+        schema = self.schema
+        n = len(columns[schema.field_names[0]])
+        lines = np.arange(self.rows + 2, self.rows + 2 + n)
+        typed, bad = {}, {}
+        for col in schema.field_names:
+            field = schema.field(col)
+            typed[col], bad[col] = _typed_column(schema.name, field, columns[col], lines,
+                                                 self.type_reports[col])
+            for code, i, message in _constraint_failures(field, typed[col], bad[col], unique=False):
+                self.constraint_reports[col].add(code, message, resource=schema.name,
+                                                 row=int(lines[i]), field=col)
+        for col, codes_of in self.key_codes.items():
+            self.key_bad |= bool(bad[col].any()) or not arrays.valid(typed[col]).all()
+            encoded = pc.dictionary_encode(columns[col])
+            mapping = np.array([codes_of.setdefault(v, len(codes_of))
+                                for v in encoded.dictionary.to_pylist()], dtype=np.int32)
+            self.key_blocks[col].append(mapping[arrays.values(encoded.indices)])
+            if schema.field(col).type == "string":  # a key's few values, once per block
+                typed[col] = pc.dictionary_encode(typed[col])
+        self.typed_blocks.append(pa.table([typed[c] for c in schema.field_names],
+                                          names=schema.field_names))
+        self.rows += n
+
+    def finish(self, report: Report) -> TableCheck:
+        """Merge the findings into `report`, check uniqueness and the primary key over the
+        whole table, and return its keys and typed table."""
+        schema = self.schema
+        typed_table = pa.concat_tables(self.typed_blocks) if self.typed_blocks else \
+            schema.arrow_schema.empty_table()
+        self.typed_blocks = []
+        for col in schema.field_names:
+            field = schema.field(col)
+            if field.unique:
+                column = _decoded(typed_table.column(col).combine_chunks())
+                index, distinct = arrays.codes(column)
+                for i in np.flatnonzero(arrays.repeats(index)):
+                    self.constraint_reports[col].add(
+                        "unique-error", f"{distinct[index[i]]!r} repeats in a unique column",
+                        resource=schema.name, row=int(i) + 2, field=col)
+        for part in (*self.type_reports.values(), *self.constraint_reports.values()):
+            report.merge(part)
+        keys = Keys({c: arrays.from_codes(np.concatenate(self.key_blocks[c]) if self.key_blocks[c]
+                                          else np.zeros(0, np.int32), list(self.key_codes[c]))
+                     for c in schema.primary_key}, None)
+        typed = {c: typed_table.column(c) for c in schema.primary_key}
+        _check_primary_key(schema, keys, typed, self.key_bad, report)
+        report.stats[schema.name] = {"rows": self.rows}
+        return TableCheck(keys, typed_table)
+
+
+def _check_table_blocks(schema: TableSchema, path: Path, resource: dict, sums: dict | None,
+                        report: Report) -> ResourceCheck | None:
+    """A large table checked block by block (see STREAM_BLOCK_BYTES), hashed as it is read.
+
+    Only plain canonical CSV is read so: the schema's header, then rows of UTF-8 cells with no
+    quote, no carriage return and no empty line, the last ending in a newline.  None where a
+    block is anything else (`report` untouched); the whole-file check then reads it and says
+    exactly what is wrong."""
+    header = (",".join(schema.field_names) + "\n").encode("utf-8")
+    digest = hashlib.sha256()
+    size = 0
+    rest = b""
+    table = _BlockedTable(schema, report.subject)
+    with paths.open_regular(path) as handle:
+        while block := handle.read(STREAM_BLOCK_BYTES):
+            digest.update(block)
+            size += len(block)
+            data = rest + block
+            cut = data.rfind(b"\n") + 1
+            data, rest = data[:cut], data[cut:]
+            if size == len(block) and data:  # the first block: the header
+                if not data.startswith(header):
+                    return None
+                data = data[len(header):]
+            if data:
+                columns = _plain_block_columns(data, schema.field_names)
+                if columns is None:
+                    return None
+                table.add(columns)
+    if rest or size == 0:
+        return None
+    _check_hashes(schema.name, path, digest.hexdigest(), size, resource, sums, report)
+    checked = table.finish(report)
+    report.stats[schema.name]["bytes"] = size
+    return ResourceCheck(report, checked.keys, checked.typed, size)
+
+
+def _plain_block_columns(data: bytes, header: list[str]) -> dict[str, pa.Array] | None:
+    """The text columns of rows of plain canonical CSV (see `_check_table_blocks`), or None."""
+    if b'"' in data or b"\r" in data or b"\n\n" in data or data.startswith(b"\n"):
+        return None
+    try:
+        table = pcsv.read_csv(
+            pa.BufferReader(data),
+            read_options=pcsv.ReadOptions(use_threads=False, block_size=1 << 26, column_names=header),
+            parse_options=pcsv.ParseOptions(quote_char=False, ignore_empty_lines=False),
+            convert_options=pcsv.ConvertOptions(column_types={c: pa.string() for c in header},
+                                                strings_can_be_null=False))
+    except (pa.ArrowInvalid, ValueError):
+        return None
+    return {c: table.column(c).combine_chunks() for c in header}
 
 
 def _check_resource_names(package: Package, tables: tuple[str, ...], report: Report) -> None:
@@ -214,8 +350,7 @@ def _check_checksums(package: Package, tables: tuple[str, ...],
     return {name: line.digest for name, line in sums.items()}
 
 
-def _check_hashes(name, path, data, resource, sums, report) -> None:
-    digest = sha256_bytes(data)
+def _check_hashes(name, path, digest: str, size: int, resource, sums, report) -> None:
     if sums is not None:
         listed = sums.get(path.name)
         if listed is None:
@@ -223,8 +358,8 @@ def _check_hashes(name, path, data, resource, sums, report) -> None:
         elif listed != digest:
             report.add("checksum-mismatch", f"{path.name} has SHA256 {digest}, SHA256SUMS says "
                        f"{listed}: the file changed after the package was written", resource=name)
-    if resource.get("bytes") != len(data):
-        report.add("bytes-mismatch", f"{path.name} has {len(data)} bytes, the descriptor says "
+    if resource.get("bytes") != size:
+        report.add("bytes-mismatch", f"{path.name} has {size} bytes, the descriptor says "
                    f"{resource.get('bytes')}", resource=name)
     if resource.get("hash") != f"sha256:{digest}":
         report.add("hash-mismatch", f"{path.name} has sha256:{digest}, the descriptor says "
@@ -320,14 +455,8 @@ def _check_table(schema: TableSchema, data: bytes, report: Report) -> TableCheck
     _check_constraints(schema, typed, bad, lines, report)
     key_cols = [c for c in schema.primary_key if c in columns]
     keys = Keys({c: columns[c] for c in key_cols}, lines)
-    if len(key_cols) == len(schema.primary_key) and key_cols:
-        dup = arrays.repeats(_key_index(columns, key_cols))
-        for i in np.flatnonzero(dup)[:50]:
-            report.add("primary-key-error", "primary key (" + ", ".join(
-                f"{c}={columns[c][int(i)].as_py()}" for c in key_cols) + ") repeats an earlier row",
-                resource=name, row=int(lines[i]))
-        if not dup.any() and not any(bad[c].any() or not arrays.valid(typed[c]).all() for c in key_cols):
-            _check_order(schema, typed, lines, report)
+    _check_primary_key(schema, keys, typed, any(bad[c].any() or not arrays.valid(typed[c]).all()
+                                                for c in key_cols), report)
     if parsed is not None and not report.findings_for(name):
         canonical = canonical_text(parsed.header, parsed.rows)
         if canonical != text:
@@ -501,8 +630,9 @@ _BOUNDS = (("minimum", "minimum", np.less), ("maximum", "maximum", np.greater),
            ("exclusiveMaximum", "exclusive_maximum", np.greater_equal))
 
 
-def _constraint_failures(field, column: pa.Array, bad: np.ndarray):
-    """(code, index, message) for each cell of `column` that breaks one of `field`'s constraints."""
+def _constraint_failures(field, column: pa.Array, bad: np.ndarray, unique: bool = True):
+    """(code, index, message) for each cell of `column` that breaks one of `field`'s constraints
+    (`unique` False: all but uniqueness, for a block of a table read block by block)."""
     present = arrays.valid(column)
     if field.required:
         for i in np.flatnonzero(~present & ~bad):
@@ -526,7 +656,7 @@ def _constraint_failures(field, column: pa.Array, bad: np.ndarray):
         for i in np.flatnonzero(present & ~_matches(column, field.pattern)):
             yield ("constraint-error", int(i),
                    f"{column[int(i)].as_py()!r} breaks the constraint: pattern {field.pattern}")
-    if field.enum is None and not field.unique:
+    if field.enum is None and not (field.unique and unique):
         return
     index, distinct = arrays.codes(column)
     if field.enum is not None:
@@ -534,7 +664,7 @@ def _constraint_failures(field, column: pa.Array, bad: np.ndarray):
         for i in np.flatnonzero(outside):
             yield ("constraint-error", int(i), f"{distinct[index[i]]!r} breaks the "
                    f"constraint: one of {', '.join(field.enum)}")
-    if field.unique:
+    if field.unique and unique:
         for i in np.flatnonzero(arrays.repeats(index)):
             yield ("unique-error", int(i),
                    f"{distinct[index[i]]!r} repeats in a unique column")
@@ -560,26 +690,59 @@ def _key_index(columns: dict[str, pa.Array], key: list[str]) -> np.ndarray:
     return combined
 
 
-def _check_order(schema: TableSchema, typed: dict[str, pa.Array], lines: np.ndarray,
-                 report: Report) -> None:
-    """Rows must be in primary-key order (enums by their order in the schema): the one
-    canonical order of a table."""
+def _check_primary_key(schema: TableSchema, keys: Keys, typed: dict[str, pa.Array], key_bad: bool,
+                       report: Report) -> None:
+    """No primary key repeats, and (when every key cell is valid) the rows are in primary-key
+    order (enums by their order in the schema): the one canonical order of a table.
+
+    Rows whose keys strictly increase are both, which one pass over the ranks shows; the
+    repeats are searched only otherwise."""
+    key_cols = list(keys.columns)
+    if len(key_cols) != len(schema.primary_key) or not key_cols:
+        return
+    ranks = None if key_bad else _key_ranks(schema, keys, typed)
+    if ranks is not None and _strictly_increasing(ranks):
+        return
+    dup = arrays.repeats(_key_index(keys.columns, key_cols))
+    for i in np.flatnonzero(dup)[:50]:
+        report.add("primary-key-error", "primary key (" + ", ".join(
+            f"{c}={keys.columns[c][int(i)].as_py()}" for c in key_cols) + ") repeats an earlier row",
+            resource=schema.name, row=keys.line(int(i)))
+    if ranks is not None and not dup.any():
+        order = np.lexsort(ranks[::-1])
+        moved = np.flatnonzero(order != np.arange(len(order)))
+        if len(moved):
+            report.add("row-order", "rows are not in primary-key order ("
+                       + ", ".join(schema.primary_key) + "); first misplaced row",
+                       resource=schema.name, row=keys.line(int(moved[0])))
+
+
+def _key_ranks(schema: TableSchema, keys: Keys, typed: dict[str, pa.Array]) -> list[np.ndarray]:
+    """Each primary-key column as numbers that sort as the key does: a number, integer or
+    datetime by its value, an enum by its order in the schema, any other text as text."""
     ranks = []
     for col in schema.primary_key:
-        field, column = schema.field(col), typed[col]
+        field = schema.field(col)
         if field.type in ("integer", "number", "datetime"):
-            ranks.append(arrays.values(column))
+            column = typed[col]
+            ranks.append(arrays.values(column.combine_chunks() if isinstance(column, pa.ChunkedArray)
+                                       else column))
             continue
-        index, distinct = arrays.codes(column)
+        index, distinct = arrays.codes(keys.columns[col])
         rank = {v: i for i, v in enumerate(field.enum if field.enum is not None else sorted(distinct))}
         # a value outside the enum (reported as a constraint error) sorts last
         ranks.append(np.array([rank.get(v, len(rank)) for v in distinct], dtype=np.int64)[index])
-    order = np.lexsort(ranks[::-1])
-    moved = np.flatnonzero(order != np.arange(len(order)))
-    if len(moved):
-        report.add("row-order", "rows are not in primary-key order ("
-                   + ", ".join(schema.primary_key) + "); first misplaced row",
-                   resource=schema.name, row=int(lines[moved[0]]))
+    return ranks
+
+
+def _strictly_increasing(ranks: list[np.ndarray]) -> bool:
+    """Whether each row's key tuple is greater than the row's before it."""
+    later = np.zeros(len(ranks[0]) - 1 if len(ranks[0]) else 0, dtype=bool)
+    tied = np.ones_like(later)
+    for rank in ranks:
+        later |= tied & (rank[1:] > rank[:-1])
+        tied &= rank[1:] == rank[:-1]
+    return bool(later.all())
 
 
 def _check_foreign_keys(tables: tuple[str, ...], keys: dict[str, Keys], report: Report) -> None:
@@ -592,10 +755,10 @@ def _check_foreign_keys(tables: tuple[str, ...], keys: dict[str, Keys], report: 
                 continue
             child = _joined(keys[name].columns, fields)
             parent = _joined(keys[ref].columns, ref_fields)
-            dangling = ~arrays.mask(pc.is_in(child, value_set=parent))
+            dangling = ~_present_in(child, parent)
             for i in np.flatnonzero(dangling):
-                report.add("foreign-key-error", f"{', '.join(fields)}={child[i].as_py()} "
-                           f"refers to no row of {ref}", resource=name, row=int(keys[name].lines[i]),
+                report.add("foreign-key-error", f"{', '.join(fields)}={child[int(i)].as_py()} "
+                           f"refers to no row of {ref}", resource=name, row=keys[name].line(int(i)),
                            field=fields[0])
 
 
@@ -607,16 +770,28 @@ def _check_runs_complete(keys: dict[str, Keys], report: Report) -> None:
     for child in RUN_CHILDREN:
         if child not in keys or "run_id" not in keys[child].columns:
             continue
-        absent = ~arrays.mask(pc.is_in(run_ids, value_set=keys[child].columns["run_id"]))
+        absent = ~_present_in(run_ids, keys[child].columns["run_id"])
         for i in np.flatnonzero(absent):
-            report.add("incomplete-run", f"run_id={run_ids[i].as_py()} has no row in {child}",
-                       resource="runs", row=int(keys["runs"].lines[i]), field="run_id")
+            report.add("incomplete-run", f"run_id={run_ids[int(i)].as_py()} has no row in {child}",
+                       resource="runs", row=keys["runs"].line(int(i)), field="run_id")
+
+
+def _present_in(child: pa.Array, parent: pa.Array) -> np.ndarray:
+    """Where each cell of `child` is a value of `parent` (a null never is), judged once per
+    distinct value, so a dictionary-encoded key of millions of rows costs its dictionary."""
+    index, distinct = arrays.codes(child)
+    known = set(arrays.codes(parent)[1])
+    return np.array([value in known for value in distinct] + [False], dtype=bool)[index]
 
 
 def _joined(columns: dict, fields) -> pa.Array:
     if len(fields) == 1:
         return columns[fields[0]]
-    return pc.binary_join_element_wise(*(columns[f] for f in fields), "\x1f")
+    return pc.binary_join_element_wise(*(_decoded(columns[f]) for f in fields), "\x1f")
+
+
+def _decoded(column: pa.Array) -> pa.Array:
+    return column.dictionary_decode() if isinstance(column, pa.DictionaryArray) else column
 
 
 def _first_difference(a: str, b: str) -> int:
