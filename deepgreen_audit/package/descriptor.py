@@ -214,7 +214,10 @@ class Package:
             return None
         prov = self.descriptor.get("provenance", {})
         prov = prov if isinstance(prov, dict) else {}
+        copies = prov.get("copies")
         origin = ", ".join([f"{k} {prov[k]}" for k in ("generator", "seed") if k in prov]
+                           + ([f"{copies['copies']} copies of one drawn campaign"]
+                              if isinstance(copies, dict) and "copies" in copies else [])
                            + [str(self.descriptor[k]) for k in ("synthetic_reason",) if k in self.descriptor])
         return ("SYNTHETIC DATA: this package is synthetic" + (f" ({origin})" if origin else "")
                 + "; its numbers are not measurements.")
