@@ -47,10 +47,16 @@ def _line(cells: list[str]) -> str:
 def _rest_lines(rows: list[list[str]], start: int) -> bytes:
     """The canonical lines of `rows` without their first `start` cells; a cell holding a line
     break (which would split a line in two) is refused."""
-    text = "".join(_line(row[start:]) for row in rows)
+    sliced = [row[start:] for row in rows]
+    text = canonical_text(sliced[0], sliced[1:]) if sliced else ""
     if text.count("\n") != len(rows):
         raise ValueError("a cell holds a line break; copies are built line by line")
     return text.encode("utf-8")
+
+
+def _lines(rows: list[list[str]], start: int) -> list[bytes]:
+    """`_rest_lines`, one line (without its line feed) per row."""
+    return _rest_lines(rows, start)[:-1].split(b"\n") if rows else []
 
 
 def _us(texts: list[str]) -> np.ndarray:
@@ -107,8 +113,8 @@ class Copies:
             starts = [r[start_col] for r in rows]
             self.runs.append(_Run(
                 row=row, environment=env_of.pop(run_id),
-                block_heads=[_line(r[1:start_col]).encode()[:-1] for r in rows],
-                block_tails=[_line(r[start_col + 1:]).encode() for r in rows],
+                block_heads=_lines([r[:start_col] for r in rows], 1),
+                block_tails=[line + b"\n" for line in _lines(rows, start_col + 1)],
                 block_start_us=_us(starts), block_start_text=starts, samples=b""))
         samples = tables.pop("samples")
         self.n_samples = len(samples.rows)
@@ -144,7 +150,7 @@ class Copies:
         self.classes = load_spec()["S3_data"]["classes"]
         config = [".".join(run.row[self.col[c]] for c in ("ecosystem", "architecture", "dataset"))
                   for run in self.runs]
-        for run, cfg in zip(self.runs, config):
+        for run, cfg in zip(self.runs, config if self.copies > 1 else ()):
             if run.row[0] != f"{cfg}.r{run.row[self.col['repetition']]}":
                 raise ValueError(f"run {run.row[0]} is not named <config>.r<repetition>")
         self.config = config
