@@ -72,6 +72,17 @@ def strict_option(parser) -> None:
                              "failed check only)")
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1 (a usage error, exit 2, otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
+    return value
+
+
 def _say(text: str = "") -> None:
     print(text, flush=True)
 
@@ -188,6 +199,10 @@ def cmd_synth(args) -> int:
     from deepgreen_audit.synth import write_synthetic
     from deepgreen_audit.synth.model import SynthModel
 
+    if args.copies > 1 and (args.defect or args.precision_change):
+        raise UserError("--copies does not combine with --defect or --precision-change: the "
+                        "copies repeat the drawn runs under new run ids, and a planted defect or "
+                        "a changed precision policy names the drawn runs only")
     model = SynthModel.from_toml(Path(args.model)) if args.model else SynthModel()
     if args.precision_change:
         model = model.with_overrides({"precision_change": _precision_changes(args.precision_change)})
@@ -203,7 +218,7 @@ def cmd_synth(args) -> int:
                            defects=tuple(args.defect or ()),
                            descriptor_path=Path(args.descriptor) if args.descriptor else None,
                            overwrite=args.overwrite, progress=lambda line: _say("  " + line),
-                           **overrides)
+                           copies=args.copies, **overrides)
     _notice_for(path)
     _say(f"wrote a synthetic package to {args.out} (described by {path}); "
          "its planted parameters are in synth-truth.json beside the tables")
@@ -296,7 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
                "the S7 contrast cell, synthetic"),
               ("deepgreen synth --out planted/ --plan collect/contrast.toml --defect short-blocks "
                "--defect kwh-as-joules", "two planted defects"),
-              ("deepgreen audit planted/", "which the audit finds (exit 1)")])
+              ("deepgreen audit planted/", "which the audit finds (exit 1)"),
+              ("deepgreen synth --out x3/ --plan collect/contrast.toml --copies 3",
+               "that cell written three times in a row, 3x the runs")])
     p.add_argument("--out", required=True, metavar="PKG", help="package folder to write")
     p.add_argument("--seed", type=int, help="master seed (default: the specification's "
                    "S6_replication.master_seed)")
@@ -329,6 +346,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reason", metavar="TEXT",
                    help="why the campaign narrows the design, for its declared scope (the paper "
                         "quotes it)")
+    p.add_argument("--copies", type=positive_int, default=1, metavar="N",
+                   help="write the drawn campaign N times in a row as one package of N times its "
+                        "runs (copy k of run <config>.r<n> is <config>.r<n + k x repetitions>, "
+                        "later by k x the campaign's span, with new seeds and process ids; the "
+                        "descriptor says so), its rows streamed to disk so memory holds one "
+                        "campaign; not with --defect or --precision-change (default 1), e.g. "
+                        "--plan collect/contrast.toml --copies 3")
     p.add_argument("--descriptor", metavar="FILE", help="write datapackage.json here instead")
     p.add_argument("--overwrite", action="store_true", help="replace PKG if it exists")
     for module in VERB_MODULES:

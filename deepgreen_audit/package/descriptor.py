@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path, PurePosixPath
 
@@ -31,10 +32,19 @@ PACKAGE_PROFILE = "https://datapackage.org/profiles/2.0/datapackage.json"
 GENERATED_KEYS = ("$schema", KIND_KEY, "checksums", "resources")
 
 
-def build(meta: dict, table_bytes: dict[str, bytes], tables_rel: str, sums_hashes: dict[str, str],
+@dataclass(frozen=True)
+class Written:
+    """What was written of one table file: its size in bytes and its SHA-256 (hex), the one
+    source of the descriptor's `bytes` and `hash` and of its SHA256SUMS line."""
+
+    size: int
+    sha256: str
+
+
+def build(meta: dict, written: dict[str, Written], tables_rel: str,
           kind: Kind = REPLICATION) -> dict:
     """The descriptor of a `kind` package whose tables lie under `tables_rel` (relative to the
-    descriptor)."""
+    descriptor), each table as `written` (by table name)."""
     prefix = "" if tables_rel in ("", ".") else tables_rel.rstrip("/") + "/"
     descriptor: dict[str, object] = {"$schema": PACKAGE_PROFILE, KIND_KEY: kind.name}
     descriptor.update({k: v for k, v in meta.items() if k not in GENERATED_KEYS})
@@ -46,8 +56,8 @@ def build(meta: dict, table_bytes: dict[str, bytes], tables_rel: str, sums_hashe
         "format": "csv",
         "mediatype": "text/csv",
         "encoding": "utf-8",
-        "bytes": len(table_bytes[name]),
-        "hash": "sha256:" + sums_hashes[f"{name}.csv"],
+        "bytes": written[name].size,
+        "hash": "sha256:" + written[name].sha256,
         "schema": load_schema(name).descriptor,
     } for name in kind.tables]
     return descriptor
@@ -204,7 +214,10 @@ class Package:
             return None
         prov = self.descriptor.get("provenance", {})
         prov = prov if isinstance(prov, dict) else {}
+        copies = prov.get("copies")
         origin = ", ".join([f"{k} {prov[k]}" for k in ("generator", "seed") if k in prov]
+                           + ([f"{copies['copies']} copies of one drawn campaign"]
+                              if isinstance(copies, dict) and "copies" in copies else [])
                            + [str(self.descriptor[k]) for k in ("synthetic_reason",) if k in self.descriptor])
         return ("SYNTHETIC DATA: this package is synthetic" + (f" ({origin})" if origin else "")
                 + "; its numbers are not measurements.")

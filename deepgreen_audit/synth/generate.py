@@ -1035,15 +1035,25 @@ def _finish_entry(c: Campaign, entry: dict) -> dict:
 
 def write_synthetic(out, seed: int | None = None, model: SynthModel = SynthModel(),
                     defects: Sequence[str] = (), descriptor_path=None, overwrite: bool = False,
-                    progress: Callable[[str], None] | None = None, **overrides):
+                    progress: Callable[[str], None] | None = None, copies: int = 1, **overrides):
     """Generate a campaign and write it as a package under `out`; returns the descriptor path.
 
     `overrides` are those of `generate` (ecosystems, architectures, datasets,
     repetitions, epochs, batch_size, input_resolution_px, reason).  The truth is written beside the tables as
-    ``synth-truth.json``; the descriptor says the package is synthetic.
+    ``synth-truth.json``; the descriptor says the package is synthetic.  With `copies` N > 1
+    the drawn campaign is written N times in a row under new run ids
+    (`deepgreen_audit.synth.copies`), its rows streamed to disk, so memory holds the drawn
+    campaign and not the package; N = 1 writes the drawn campaign as it is.
     """
-    from deepgreen_audit.package.writer import write_package
+    from deepgreen_audit.package.writer import write_package_streamed
+    from deepgreen_audit.synth.copies import Copies
 
+    if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
+        raise UserError(f"copies must be a positive integer, not {copies!r}")
+    if copies > 1 and (defects or model.precision_change):
+        raise UserError("--copies does not combine with --defect or --precision-change: the "
+                        "copies repeat the drawn runs under new run ids, and a planted defect or "
+                        "a changed precision policy names the drawn runs only")
     say = progress or (lambda _msg: None)
     seed = master_seed() if seed is None else seed
     say(f"generating a synthetic campaign (seed {seed}"
@@ -1051,8 +1061,44 @@ def write_synthetic(out, seed: int | None = None, model: SynthModel = SynthModel
     result = generate(seed, model, defects=defects, **overrides)
     counts = ", ".join(f"{name} {len(result.tables[name].rows)}" for name in TABLES)
     say(f"generated rows: {counts}")
-    say(f"writing the package to {out}")
-    path = write_package(result.tables, Path(out), result.meta, descriptor_path=descriptor_path,
-                         overwrite=overwrite, extra_files={TRUTH_FILE: result.truth_bytes()})
+    plan = Copies(result.tables, copies, int(result.truth["campaign"]["repetitions"]), int(seed))
+    if plan.seam_repeats:
+        raise UserError("the drawn campaign starts and ends with the same configuration, so its "
+                        "copies would run it twice in a row where one copy follows another "
+                        "(S6.interleaving); choose another --seed")
+    truth, meta = (result.truth, result.meta) if copies == 1 else _replicated(result, plan)
+    say(f"writing the package to {out}" + (f" ({copies} copies of the drawn campaign, "
+                                          f"{plan.n * copies} runs)" if copies > 1 else ""))
+    path = write_package_streamed(plan.chunks(), Path(out), meta, descriptor_path=descriptor_path,
+                                  overwrite=overwrite, extra_files={TRUTH_FILE: truth_bytes(truth)})
     say(f"wrote {path} (SYNTHETIC; truth in {TRUTH_FILE})")
     return path
+
+
+def _replicated(result: SynthResult, plan) -> tuple[dict, dict]:
+    """The truth and the descriptor metadata of `plan`'s copies of the drawn campaign: the
+    counts of the package, how the copies differ, and a scope of all their repetitions."""
+    import copy
+
+    info = plan.describe()
+    truth = copy.deepcopy(result.truth)
+    truth["campaign"].update(info["written"])
+    truth["copies"] = info
+    wraps = truth["rapl_wraps"]
+    index = {plan.run_id(i, 0): i for i in range(plan.n)}
+    rows = [{**row, "run_id": plan.run_id(index[row["run_id"]], k)}
+            for k in range(plan.copies) for row in wraps["rows"]]
+    rows.sort(key=lambda r: (r["run_id"], r["epoch"], PHASES.index(r["phase"])))
+    wraps.update(blocks=len(rows), rows=rows,
+                 per_domain={d: n * plan.copies for d, n in wraps["per_domain"].items()})
+    meta = copy.deepcopy(result.meta)
+    meta["description"] += (
+        f" REPLICATED: the drawn campaign ({plan.repetitions} repetitions, {plan.n} runs) is "
+        f"written {plan.copies} times in a row under new run ids, times, positions, process ids "
+        "and seeds (provenance.copies says how the copies differ); its copies repeat the drawn "
+        "numbers, they are not independent draws.")
+    meta["provenance"]["copies"] = info
+    meta["provenance"]["truth_sha256"] = sha256_bytes(truth_bytes(truth))
+    # the package holds repetitions 1 .. R x copies of every configuration: its scope says so
+    meta["scope"] = {**meta.get("scope", {}), "repetitions": plan.repetitions * plan.copies}
+    return truth, meta
