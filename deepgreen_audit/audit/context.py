@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.resources import shipped_root
@@ -16,6 +17,10 @@ from deepgreen_audit.spec import load_spec
 CONFIG_COLUMNS = ("ecosystem", "architecture", "dataset")
 #: Integer and boolean columns keep their missing cells (not floats / objects).
 _NULLABLE = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
+#: Columns the checks read as pandas categoricals (categories in text order): the samples'
+#: run_id repeats a run's id on each of its 1 Hz samples (14 M rows at 100x the study), and the
+#: one check that reads it (S5.sampler) groups and compares by it, which a categorical does alike.
+CATEGORICAL = {"samples": ("run_id",)}
 
 
 class AuditContext:
@@ -40,18 +45,22 @@ class AuditContext:
     def table(self, name: str) -> pd.DataFrame:
         """Table `name` as a pandas frame with the schema's types (cached).
 
-        A text column validation kept dictionary-encoded (a key of a large table) becomes plain
-        text cells again, one Python string per distinct value: the same frame either way."""
+        A text column is pandas' text (arrow-backed), also where validation kept it dictionary-
+        encoded (a key of a large table), except the CATEGORICAL columns."""
         if name not in self._frames:
             typed = self._typed_tables.pop(name, None)
             if typed is None:
                 typed = self.package.table(name)
+            for i, field in enumerate(typed.schema):
+                categorical = field.name in CATEGORICAL.get(name, ())
+                if categorical and not pa.types.is_dictionary(field.type):
+                    typed = typed.set_column(i, field.name, pc.dictionary_encode(typed.column(i)))
+                elif pa.types.is_dictionary(field.type) and not categorical:
+                    typed = typed.set_column(i, field.name, typed.column(i).cast(field.type.value_type))
             frame = typed.to_pandas(types_mapper=_NULLABLE.get, self_destruct=True)
             del typed  # its buffers go as their columns are converted (self_destruct)
-            for column, dtype in frame.dtypes.items():
-                if isinstance(dtype, pd.CategoricalDtype):
-                    frame[column] = np.asarray(frame[column].cat.categories, dtype=object).take(
-                        frame[column].cat.codes.to_numpy())
+            for column in CATEGORICAL.get(name, ()):
+                frame[column] = frame[column].cat.reorder_categories(sorted(frame[column].cat.categories))
             self._frames[name] = frame
         return self._frames[name]
 

@@ -20,6 +20,9 @@ from deepgreen_audit.units import J_PER_KWH
 COUNTER_COLUMNS = ("nvml_start_mj", "nvml_end_mj", "rapl_start_uj", "rapl_end_uj",
                    "rapl_max_energy_range_uj", "rapl_wraps")
 RAPL_COLUMNS = ("rapl_start_uj", "rapl_end_uj", "rapl_max_energy_range_uj", "rapl_wraps")
+#: Blocks whose counter cells are parsed into Python integers at a time (exact at any width, a
+#: few hundred bytes a block), so that the parsed readings of a large package are never all held.
+READINGS_PER_PASS = 100_000
 
 
 def _split(cells: pd.Series) -> list[list[int] | None]:
@@ -74,34 +77,37 @@ def counter_recompute(ctx: AuditContext) -> Outcome:
     if not (raw | has_energy).any():
         raise Skip("no block has counter readings to recompute")
     tol = float(ctx.tolerances["counter_relative_tolerance"])
-    nv0, nv1 = _split(b["nvml_start_mj"]), _split(b["nvml_end_mj"])
-    rapl = _rapl_readings(b)
-    rapl_present = b[list(RAPL_COLUMNS)].notna().any(axis=1).to_numpy()
     gpu = b["gpu_energy_j"].to_numpy(dtype=float, na_value=np.nan)
     cpu = b["cpu_energy_j"].to_numpy(dtype=float, na_value=np.nan)
     incomplete = np.zeros(len(b), dtype=bool)
     gpu_again, cpu_again = np.full(len(b), np.nan), np.full(len(b), np.nan)
     recorded, inferred = 0, 0
-    for i in range(len(b)):
-        if nv0[i] is not None or nv1[i] is not None or not np.isnan(gpu[i]):
-            start, end = nv0[i], nv1[i]
-            if start is None or end is None or len(start) != len(end) or np.isnan(gpu[i]) \
-                    or any(e < s for s, e in zip(start, end)):
-                incomplete[i] = True
-            else:
-                gpu_again[i] = sum((e - s) / 1000 for s, e in zip(start, end))
-        if rapl_present[i] or not np.isnan(cpu[i]):
-            if rapl[i] is None or np.isnan(cpu[i]):
-                incomplete[i] = True
-            else:
-                start, end, ranges, wraps = rapl[i]
-                if wraps is None:
-                    wraps = _fewest_wraps(start, end)
-                    inferred += sum(wraps)
+    for first in range(0, len(b), READINGS_PER_PASS):
+        part = b.iloc[first:first + READINGS_PER_PASS]
+        nv0, nv1 = _split(part["nvml_start_mj"]), _split(part["nvml_end_mj"])
+        rapl = _rapl_readings(part)
+        rapl_present = part[list(RAPL_COLUMNS)].notna().any(axis=1).to_numpy()
+        for j in range(len(part)):
+            i = first + j
+            if nv0[j] is not None or nv1[j] is not None or not np.isnan(gpu[i]):
+                start, end = nv0[j], nv1[j]
+                if start is None or end is None or len(start) != len(end) or np.isnan(gpu[i]) \
+                        or any(e < s for s, e in zip(start, end)):
+                    incomplete[i] = True
                 else:
-                    recorded += sum(wraps)
-                cpu_again[i] = sum((e - s + w * r) / 1e6
-                                   for s, e, r, w in zip(start, end, ranges, wraps))
+                    gpu_again[i] = sum((e - s) / 1000 for s, e in zip(start, end))
+            if rapl_present[j] or not np.isnan(cpu[i]):
+                if rapl[j] is None or np.isnan(cpu[i]):
+                    incomplete[i] = True
+                else:
+                    start, end, ranges, wraps = rapl[j]
+                    if wraps is None:
+                        wraps = _fewest_wraps(start, end)
+                        inferred += sum(wraps)
+                    else:
+                        recorded += sum(wraps)
+                    cpu_again[i] = sum((e - s + w * r) / 1e6
+                                       for s, e, r, w in zip(start, end, ranges, wraps))
     with np.errstate(invalid="ignore"):
         differs = (relative_difference(gpu_again, gpu) > tol) | (relative_difference(cpu_again, cpu) > tol)
     bad = incomplete | differs
@@ -125,14 +131,42 @@ def rapl_wraps(ctx: AuditContext) -> Outcome:
     An error, not a warning: a missed wrap understates a block's CPU energy by a whole range
     (~262 kJ), more than most blocks draw, and nothing in the package can tell."""
     b = ctx.blocks
-    rapl = _rapl_readings(b)
-    if all(r is None for r in rapl):
-        raise Skip("no block has complete RAPL readings")
     max_power_w = float(ctx.tolerances["rapl_max_package_power_w"])
     duration_s = b["duration_s"].to_numpy(dtype=float, na_value=np.nan)
     found = []
     counted = uncounted_short = 0
-    for i, readings in enumerate(rapl):
+    complete = False
+    for first in range(0, len(b), READINGS_PER_PASS):
+        rapl = _rapl_readings(b.iloc[first:first + READINGS_PER_PASS])
+        complete |= any(r is not None for r in rapl)
+        counted_part, short_part = _judge_wraps(rapl, first, duration_s, max_power_w, found)
+        counted += counted_part
+        uncounted_short += short_part
+    if not complete:
+        raise Skip("no block has complete RAPL readings")
+    if found:
+        rows = [{"run_id": b["run_id"].iloc[i], "epoch": int(b["epoch"].iloc[i]),
+                 "phase": b["phase"].iloc[i], "duration_s": float(duration_s[i]), "problem": why}
+                for i, why in found]
+        missing = sum(why.startswith("no wraps") for _, why in found)
+        return Outcome.failed(f"{missing:,} block(s) without recorded RAPL wraps whose counters "
+                              f"could have wrapped once more unobserved (at {max_power_w:g} W per "
+                              f"package), {len(found) - missing:,} whose recorded wraps contradict "
+                              "their readings", rows=len(found), details=evidence(pd.DataFrame(rows)))
+    return Outcome.passed(f"{counted:,} blocks with RAPL wraps recorded and consistent with their "
+                          "readings" + (f", {uncounted_short:,} without recorded wraps but too short "
+                                        f"to wrap unobserved at {max_power_w:g} W per package"
+                                        if uncounted_short else ""))
+
+
+def _judge_wraps(rapl: list, first: int, duration_s: np.ndarray, max_power_w: float,
+                 found: list) -> tuple[int, int]:
+    """S5.rapl-wraps over the readings of blocks first, first + 1, ...: appends (block, problem)
+    to `found`; returns how many blocks had wraps recorded, and how many had none but were too
+    short to wrap unobserved."""
+    counted = uncounted_short = 0
+    for j, readings in enumerate(rapl):
+        i = first + j
         if readings is None:
             continue                                   # S5.counter-recompute reports it
         start, end, ranges, wraps = readings
@@ -147,19 +181,7 @@ def rapl_wraps(ctx: AuditContext) -> Outcome:
             found.append((i, f"no wraps recorded and long enough for one more at {max_power_w:g} W"))
         else:
             uncounted_short += 1
-    if found:
-        rows = [{"run_id": b["run_id"].iloc[i], "epoch": int(b["epoch"].iloc[i]),
-                 "phase": b["phase"].iloc[i], "duration_s": float(duration_s[i]), "problem": why}
-                for i, why in found]
-        missing = sum(why.startswith("no wraps") for _, why in found)
-        return Outcome.failed(f"{missing:,} block(s) without recorded RAPL wraps whose counters "
-                              f"could have wrapped once more unobserved (at {max_power_w:g} W per "
-                              f"package), {len(found) - missing:,} whose recorded wraps contradict "
-                              "their readings", rows=len(found), details=evidence(pd.DataFrame(rows)))
-    return Outcome.passed(f"{counted:,} blocks with RAPL wraps recorded and consistent with their "
-                          "readings" + (f", {uncounted_short:,} without recorded wraps but too short "
-                                        f"to wrap unobserved at {max_power_w:g} W per package"
-                                        if uncounted_short else ""))
+    return counted, uncounted_short
 
 
 @check("S5.energy-domains", "S5", table="blocks")
