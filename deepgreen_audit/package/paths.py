@@ -16,6 +16,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from deepgreen_audit.errors import UserError
 
@@ -54,18 +55,26 @@ def regular_file(path: str | Path) -> os.stat_result:
     return status
 
 
-def read_bytes(path: str | Path, limit_bytes: int = MAX_READ_BYTES) -> bytes:
-    """The bytes of the regular file `path`, refused past `limit_bytes`."""
+def open_regular(path: str | Path) -> BinaryIO:
+    """The regular file `path` opened for reading bytes (to read piecewise, or whole with
+    `read_bytes`)."""
     regular_file(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise _read_error(path, exc) from None
-    with os.fdopen(fd, "rb") as handle:
-        status = os.fstat(handle.fileno())
-        if not stat.S_ISREG(status.st_mode):  # swapped after the first look
-            raise UserError(f"is {kind_of(status.st_mode)}, not a regular file", path=path,
-                            code="not-a-file")
+    handle = os.fdopen(fd, "rb")
+    status = os.fstat(handle.fileno())
+    if not stat.S_ISREG(status.st_mode):  # swapped after the first look
+        handle.close()
+        raise UserError(f"is {kind_of(status.st_mode)}, not a regular file", path=path,
+                        code="not-a-file")
+    return handle
+
+
+def read_bytes(path: str | Path, limit_bytes: int = MAX_READ_BYTES) -> bytes:
+    """The bytes of the regular file `path`, refused past `limit_bytes`."""
+    with open_regular(path) as handle:
         try:
             data = handle.read(limit_bytes + 1)
         except OSError as exc:
