@@ -38,8 +38,14 @@ from deepgreen_audit.package import atomic, paths
 from deepgreen_audit.package.canonical import format_value, is_canonical, parse_value
 from deepgreen_audit.package.descriptor import Package, parse_json
 from deepgreen_audit.package.schema import TABLES, load_schema
-from deepgreen_audit.package.tables import (TextTable, canonical_rows, canonical_text,
-                                            cycle_collection_paused, stream_rows, text_table)
+from deepgreen_audit.package.tables import (
+    TextTable,
+    canonical_rows,
+    canonical_text,
+    cycle_collection_paused,
+    stream_rows,
+    text_table,
+)
 from deepgreen_audit.package.writer import write_package
 
 PACKAGE_META = "package.json"
@@ -120,7 +126,11 @@ def restored_runs(package: Package, digests: dict | None = None
     """(campaign, run_id, {file name: bytes}) of each run directory of a (validated) package,
     in run order, one run at a time: the four tables are streamed side by side
     (`_rows_by_run`), so no more than one run's rows and files are held.  `digests`
-    ({table: hashlib object}) is fed each table file's bytes as they are read."""
+    ({table: hashlib object}) is fed each table file's bytes as they are read.
+
+    Unlike the readers of whole tables, a caller leaves the cycle collector on: json's
+    encoder leaves a few reference cycles behind each manifest, which a paused collector
+    would let pile up run after run (memory growing with the package after all)."""
     runs_schema, env_schema = load_schema("runs"), load_schema("environment")
     runs_path = package.table_path("runs")
     for row, env_rows, block_rows, sample_rows in _rows_by_run(package, digests or {}):
@@ -248,14 +258,13 @@ def _restore_into(package: Package, root: Path | None, out: Path) -> dict:
     runs, files, size = 0, 1, len(meta)
     if root is not None:
         write_files(root, {PACKAGE_META: meta})
-    with cycle_collection_paused():
-        for campaign, run_id, run_files in restored_runs(package):
-            runs += 1
-            files += len(run_files)
-            size += sum(map(len, run_files.values()))
-            if root is not None:
-                write_files(root, {f"{campaign}/{run_id}/{name}": data
-                                   for name, data in run_files.items()})
+    for campaign, run_id, run_files in restored_runs(package):
+        runs += 1
+        files += len(run_files)
+        size += sum(map(len, run_files.values()))
+        if root is not None:
+            write_files(root, {f"{campaign}/{run_id}/{name}": data
+                               for name, data in run_files.items()})
     return {"runs": runs, "files": files, "bytes": size, "out": str(out)}
 
 
@@ -447,15 +456,14 @@ def prove_round_trip(package: Package) -> RoundTrip:
              for name in TABLES}
     root = Path("<restored run tree>")
     try:
-        with cycle_collection_paused():
-            meta = _read_meta(_json_text(package.meta), root)
-            proof.files = 1
-            for campaign, run_id, run_files in restored_runs(package, read):
-                proof.runs += 1
-                proof.files += len(run_files)
-                for name, rows in flatten_run(run_files, campaign, run_id,
-                                              root / campaign / run_id).items():
-                    again[name].update(canonical_rows(rows).encode())
+        meta = _read_meta(_json_text(package.meta), root)
+        proof.files = 1
+        for campaign, run_id, run_files in restored_runs(package, read):
+            proof.runs += 1
+            proof.files += len(run_files)
+            for name, rows in flatten_run(run_files, campaign, run_id,
+                                          root / campaign / run_id).items():
+                again[name].update(canonical_rows(rows).encode())
     except (UserError, ValueError, OSError) as exc:
         proof.error = str(exc)
         return proof

@@ -144,7 +144,7 @@ def _parse_rows(reader, path: Path | str) -> TextTable:
 
 
 #: How many bytes `stream_rows` reads at a time.
-STREAM_CHUNK_BYTES = 1 << 18
+STREAM_CHUNK_BYTES = 1 << 16
 
 
 def stream_rows(path: Path, digest=None,
