@@ -178,11 +178,15 @@ def _write_mutated_json(draw, path: Path, obj) -> None:
 
 
 def check_package(pkg: Path) -> None:
-    """validate never raises; a package it calls valid restores and types without error."""
+    """validate never raises; a package it calls valid restores (run by run), round-trips
+    byte for byte and types without error."""
     report = validate(pkg)
     if report.valid:
         package = Package.open(pkg)
-        rundirs.restore_files(package)
+        for _ in rundirs.restored_runs(package):
+            pass
+        proof = rundirs.prove_round_trip(package)
+        assert proof.error is None and not proof.changes, proof
         for name in TABLES:
             package.table(name)
 

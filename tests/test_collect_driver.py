@@ -16,7 +16,7 @@ from deepgreen_audit.collect.instruments import probe
 from deepgreen_audit.collect.plan import load_plan
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.descriptor import Package
-from deepgreen_audit.package.rundirs import flatten, restore_files
+from deepgreen_audit.package.rundirs import flatten, restore
 from deepgreen_audit.package.validate import validate
 from deepgreen_audit.spec import load_spec
 
@@ -181,8 +181,11 @@ def test_real_smoke_run_refuses_then_collects_a_valid_package(tmp_path, capsys):
     samples = package.table("samples").to_pylist()
     assert samples and all(s["cpu_utilization_pct"] is not None for s in samples)
     # the round trip: restoring the package gives back what collect wrote, byte for byte
-    for rel, data in restore_files(package).items():
-        assert (out / "runs" / rel).read_bytes() == data, rel
+    restore(pkg, tmp_path / "restored")
+    for path in sorted((tmp_path / "restored").rglob("*")):
+        if path.is_file():
+            rel = path.relative_to(tmp_path / "restored")
+            assert (out / "runs" / rel).read_bytes() == path.read_bytes(), rel
 
 
 def test_codecarbon_host_keeps_the_gpu_count_codecarbon_published():

@@ -15,8 +15,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -57,6 +55,23 @@ def regular_file(path: str | Path) -> os.stat_result:
     return status
 
 
+def open_regular(path: str | Path) -> BinaryIO:
+    """The regular file `path` opened for reading bytes (to read piecewise, or whole with
+    `read_bytes`)."""
+    regular_file(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise _read_error(path, exc) from None
+    handle = os.fdopen(fd, "rb")
+    status = os.fstat(handle.fileno())
+    if not stat.S_ISREG(status.st_mode):  # swapped after the first look
+        handle.close()
+        raise UserError(f"is {kind_of(status.st_mode)}, not a regular file", path=path,
+                        code="not-a-file")
+    return handle
+
+
 def read_bytes(path: str | Path, limit_bytes: int = MAX_READ_BYTES) -> bytes:
     """The bytes of the regular file `path`, refused past `limit_bytes`."""
     with open_regular(path) as handle:
@@ -68,23 +83,6 @@ def read_bytes(path: str | Path, limit_bytes: int = MAX_READ_BYTES) -> bytes:
         raise UserError(f"is larger than {limit_bytes:,} bytes, the most deepgreen reads from "
                         "one file", path=path, code="file-too-large")
     return data
-
-
-@contextmanager
-def open_regular(path: str | Path) -> Iterator[BinaryIO]:
-    """The regular file `path` opened for reading in binary, for a reader that takes it block by
-    block (a FIFO is never opened, a path swapped for one after the first look is refused)."""
-    regular_file(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise _read_error(path, exc) from None
-    with os.fdopen(fd, "rb") as handle:
-        status = os.fstat(handle.fileno())
-        if not stat.S_ISREG(status.st_mode):  # swapped after the first look
-            raise UserError(f"is {kind_of(status.st_mode)}, not a regular file", path=path,
-                            code="not-a-file")
-        yield handle
 
 
 def read_text(path: str | Path) -> str:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import csv
 import gc
 import io
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -74,13 +75,20 @@ _CELL, _ROW = "\x1f", "\x1e"
 
 def canonical_text(header: list[str], rows: list[list[str]]) -> str:
     """The canonical CSV text of a header and text rows."""
-    plain = _plain_text([header, *rows])
+    return canonical_rows([header, *rows])
+
+
+def canonical_rows(rows: list[list[str]]) -> str:
+    """The canonical CSV text of rows ("" for none).  Each row's text depends on that row
+    alone, so a table's text is its header's followed by its rows', however they are grouped
+    (the streaming round trip hashes a table one run at a time)."""
+    if not rows:
+        return ""
+    plain = _plain_text(rows)
     if plain is not None:
         return plain
     buffer = io.StringIO()
-    writer = _csv_writer(buffer)
-    writer.writerow(header)
-    writer.writerows(rows)
+    _csv_writer(buffer).writerows(rows)
     return buffer.getvalue()
 
 
@@ -133,6 +141,111 @@ def _parse_rows(reader, path: Path | str) -> TextTable:
         raise UserError(f"cannot be parsed as CSV: {exc}", path=path, row=reader.line_num,
                         code="csv-error") from None
     return TextTable(header=header, rows=rows, starts=starts)
+
+
+#: How many bytes `stream_rows` reads at a time.
+STREAM_CHUNK_BYTES = 1 << 16
+
+
+def stream_rows(path: Path, digest=None,
+                chunk_bytes: int = STREAM_CHUNK_BYTES) -> Iterator[tuple[int, list[list[str]]]]:
+    """The rows of the CSV file `path`, the header first, in batches of rows on consecutive
+    lines, each with the line its first row starts on: what `read_text` gives, holding no more
+    than `chunk_bytes` of the file (and its longest row) at a time.
+
+    `digest` (a hashlib object), when given, is fed the file's bytes as they are read, so that
+    one pass parses and hashes the file.  A piece without quotes, carriage returns or empty
+    lines is split on line feeds and commas, as in `parse_text`; otherwise it is read line by
+    line, and a record with a quote (which may span lines: a quoted cell may hold a line break)
+    goes through the csv module with only the file's own line feeds ending lines (newline="").
+    Bytes that are not UTF-8 and malformed CSV are UserErrors naming the line."""
+    with paths.open_regular(path) as handle:
+        number = 1                # the line the next row starts on
+        carry = b""               # a line not yet ended by a line feed
+        pending = _Pending()      # the lines of a record whose quoted cell goes on
+        while True:
+            block = handle.read(chunk_bytes)
+            if digest is not None:
+                digest.update(block)
+            data = carry + block
+            cut = data.rfind(b"\n") + 1 if block else len(data)
+            data, carry = data[:cut], data[cut:]
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise UserError(f"is not UTF-8 (byte {exc.start} of line {number})", path=path,
+                                row=number + data[:exc.start].count(b"\n"),
+                                code="encoding-error") from None
+            if not pending.lines and text.endswith("\n") and not text.startswith("\n") and not any(
+                    mark in text for mark in ('"', "\r", "\n\n")):
+                rows = [line.split(",") for line in text[:-1].split("\n")]
+                yield number, rows
+                number += len(rows)
+            elif text:
+                for start, rows in _lines_to_rows(text, pending, number, path):
+                    yield start, rows
+                number += text.count("\n") + (not text.endswith("\n"))
+            if not block:
+                break
+        if pending.lines:  # a quote never closed: the csv module says where
+            for start, rows in _lines_to_rows("", pending, number, path, end=True):
+                yield start, rows
+
+
+@dataclass
+class _Pending:
+    """The lines of a record whose quoted cell goes on past them, and their quotes."""
+
+    lines: list[str] = field(default_factory=list)
+    quotes: int = 0
+
+
+def _lines_to_rows(text: str, pending: _Pending, number: int, path: Path, end: bool = False
+                   ) -> Iterator[tuple[int, list[list[str]]]]:
+    """The rows of `text` (whole lines from line `number` on, the last one without a line feed
+    only at the end of the file), line by line; `pending` holds the lines before them of a
+    record whose quoted cell goes on, and is left holding those of one that still does."""
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    if not lines[-1]:
+        lines.pop()
+    start = number - len(pending.lines)
+    batch: list[list[str]] = []
+    for line in lines:
+        if not pending.lines and line.endswith("\n") and line != "\n" and '"' not in line \
+                and "\r" not in line:
+            batch.append(line[:-1].split(","))
+            number += 1
+            continue
+        if batch:
+            yield start, batch
+            batch = []
+        if not pending.lines:
+            start = number
+        pending.lines.append(line)
+        pending.quotes += line.count('"')
+        number += 1
+        if pending.quotes % 2 == 0:
+            yield from _csv_records("".join(pending.lines), path, start)
+            pending.lines, pending.quotes = [], 0
+            start = number
+    if batch:
+        yield start, batch
+    if end and pending.lines:
+        yield from _csv_records("".join(pending.lines), path, start)
+        pending.lines, pending.quotes = [], 0
+
+
+def _csv_records(text: str, path: Path, start: int) -> Iterator[tuple[int, list[list[str]]]]:
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    lines_before = 0
+    try:
+        for row in reader:
+            yield start + lines_before, [row]
+            lines_before = reader.line_num
+    except csv.Error as exc:
+        raise UserError(f"cannot be parsed as CSV: {exc}", path=path,
+                        row=start + reader.line_num - 1, code="csv-error") from None
 
 
 def read_text(path: Path) -> TextTable:
