@@ -133,7 +133,7 @@ def rapl_wraps(ctx: AuditContext) -> Outcome:
     b = ctx.blocks
     max_power_w = float(ctx.tolerances["rapl_max_package_power_w"])
     duration_s = b["duration_s"].to_numpy(dtype=float, na_value=np.nan)
-    found = []
+    found: list[tuple[int, str]] = []
     counted = uncounted_short = 0
     complete = False
     for first in range(0, len(b), READINGS_PER_PASS):
