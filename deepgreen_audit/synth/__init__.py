@@ -8,17 +8,9 @@ documented in `deepgreen_audit.synth.model`, the plantable defects in
 descriptor (``"synthetic": true``); its numbers are not measurements.
 """
 
-import importlib
+from deepgreen_audit.synth.defects import DEFECTS
+from deepgreen_audit.synth.generate import TRUTH_FILE, SynthResult, generate, truth_bytes, write_synthetic
+from deepgreen_audit.synth.model import SynthModel
 
-#: What the package offers, and the module of each: imported on first use, so that a command
-#: naming the defects (the command line's help) does not pay for the generator.
-_EXPORTS = {"DEFECTS": "defects", "TRUTH_FILE": "generate", "SynthResult": "generate",
-            "generate": "generate", "truth_bytes": "generate", "write_synthetic": "generate",
-            "SynthModel": "model"}
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+__all__ = ["DEFECTS", "TRUTH_FILE", "SynthModel", "SynthResult", "generate",
+           "truth_bytes", "write_synthetic"]
