@@ -25,7 +25,7 @@ signal.signal(signal.SIGINT, _interrupted)
 def main() -> None:
     from deepgreen_audit.cli import main as run
 
-    exit_with(run())
+    exit_with(run(owns_process=True))
 
 
 def exit_with(status: int) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import tomllib
-from importlib import metadata
 from pathlib import Path
 
 from deepgreen_audit.resources import checkout, project_file
@@ -55,6 +54,8 @@ def installed_in(python: str) -> dict[str, str | None]:
 
 
 def _distribution(name: str) -> str | None:
+    from importlib import metadata  # 20 ms: not at the command line's start-up
+
     try:
         return metadata.version(name).split("+")[0]
     except metadata.PackageNotFoundError:

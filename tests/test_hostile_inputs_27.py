@@ -261,7 +261,7 @@ def test_render_overflow_is_one_line_without_a_numpy_warning(column, renderable,
 # ---------------------------------------------------------------- Ctrl-C
 
 @pytest.mark.parametrize("entry", ["deepgreen_audit", "deepgreen_audit.cli"])
-@pytest.mark.parametrize("delay", [0.3, 0.6])
+@pytest.mark.parametrize("delay", [0.12, 0.2])
 def test_ctrl_c_at_any_moment_exits_130_without_a_traceback(entry, delay, renderable):
     """SIGINT while the program imports its modules or validates.  Before the entry module's
     first line (the interpreter's own start-up) nothing of ours runs; the delays start after it."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from deepgreen_audit.collect.instruments import ALLOW_OPTION
+from deepgreen_audit.collect.errors import ALLOW_OPTION
 
 
 def _progress(n: int, total: int, run_id: str, what: str) -> None:

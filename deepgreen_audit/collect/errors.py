@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from deepgreen_audit.errors import UserError
 
+#: The option that lets collection go on without a counter (its energy cells empty, with why).
+ALLOW_OPTION = "--allow-missing-counters"
 #: Consecutive runs failing for the same reason after which a campaign stops (0: never).
 MAX_CONSECUTIVE_FAILURES = 3
 

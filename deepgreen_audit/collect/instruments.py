@@ -12,15 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deepgreen_audit.collect.errors import CounterUnavailable
+from deepgreen_audit.collect.errors import ALLOW_OPTION, CounterUnavailable
 
 if TYPE_CHECKING:  # imported when CodeCarbon runs (it loads CodeCarbon)
     from deepgreen_audit.collect.codecarbon_tracker import CodeCarbonTracker
 from deepgreen_audit.collect.nvml import Nvml
 from deepgreen_audit.collect.rapl import POWERCAP_ROOT, Rapl, RaplReading
 from deepgreen_audit.errors import UserError
-
-ALLOW_OPTION = "--allow-missing-counters"
 
 
 class CountersMissing(UserError):

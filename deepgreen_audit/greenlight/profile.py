@@ -32,7 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deepgreen_audit.collect.instruments import ALLOW_OPTION, probe
+from deepgreen_audit.collect.errors import ALLOW_OPTION
+from deepgreen_audit.collect.instruments import probe
 from deepgreen_audit.collect.nvml import Nvml
 from deepgreen_audit.collect.rapl import POWERCAP_ROOT, Rapl, fewest_wraps, package_energy_j
 from deepgreen_audit.errors import UserError

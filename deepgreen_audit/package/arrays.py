@@ -1,12 +1,19 @@
-"""pyarrow arrays as numpy, read straight from their buffers.
+"""pyarrow arrays as numpy, read straight from their buffers, and pyarrow without pandas.
 
-pyarrow's `to_numpy`, `pa.array` and its conversion of Python scalars import pandas
-(0.4 s, more than reading and hashing a package) only to ask whether their argument is
-a pandas object.  Validation needs neither, so it reads and builds the few arrays it
-needs here: fixed-width values, validity and boolean bitmaps, dictionary codes.
+pyarrow's `to_numpy`, `pa.array`, its compute functions' conversion of Python scalars and
+more import pandas (0.2-0.4 s, more than reading and hashing a package) only to ask whether
+their argument is a pandas object (apache/arrow#34994).  Validation hands pyarrow no pandas
+object, so it reads and builds the few arrays it needs here (fixed-width values, validity and
+boolean bitmaps, dictionary codes), and a process that only validates runs it with pandas
+hidden (`pandas_hidden`).
 """
 
 from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import sys
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -77,3 +84,33 @@ def from_codes(index: np.ndarray, dictionary: list[str]) -> pa.DictionaryArray:
     codes = np.ascontiguousarray(index, dtype=np.int32)
     indices = pa.Array.from_buffers(pa.int32(), len(codes), [None, pa.py_buffer(codes.tobytes())])
     return pa.DictionaryArray.from_arrays(indices, strings(dictionary))
+
+
+class _HidePandas(importlib.abc.MetaPathFinder):
+    """An import finder under which pandas cannot be imported."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"{name} is hidden while a package is validated",
+                                      name=name)
+        return None
+
+
+@contextlib.contextmanager
+def pandas_hidden() -> Iterator[None]:
+    """Run the block with pandas unimportable (where it is not imported already), so that
+    pyarrow, finding no pandas, does not import it.
+
+    pyarrow remembers the answer for the rest of the process: it then takes a pandas object
+    handed to `pa.array` for a plain sequence (a categorical becomes text) until a call that
+    needs pandas (`to_pandas`, `from_pandas`) imports it.  So only a process that ends after
+    the block may use this (`deepgreen validate`, `cli.main(owns_process=True)`)."""
+    if "pandas" in sys.modules:
+        yield
+        return
+    finder = _HidePandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)

@@ -8,20 +8,23 @@ not apply to a kind refuses it with a message naming the verb that does.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package import validate as _validate
+from deepgreen_audit.package import arrays, validate as _validate
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.foreign import validate_foreign
 from deepgreen_audit.package.kinds import FOREIGN, require_verb
 from deepgreen_audit.report import Report
 
 
-def validate_package(location: str | Path | None = None) -> Report:
+def validate_package(location: str | Path | None = None, *, hide_pandas: bool = False) -> Report:
     """Validate the package at `location`, whatever its kind; never raises for bad data.
 
-    The report's stats name the kind (`kind`) and the tables checked (`tables`)."""
+    The report's stats name the kind (`kind`) and the tables checked (`tables`).
+    `hide_pandas` validates a package of ours with pandas hidden from pyarrow, which would
+    otherwise import it (`arrays.pandas_hidden`: only for a process that ends afterwards)."""
     try:
         package = Package.open(location)
     except UserError:
@@ -36,7 +39,8 @@ def validate_package(location: str | Path | None = None) -> Report:
         report = Report(str(package.descriptor_path), "validate")
         validate_foreign(package, report)
     else:
-        report = _validate.validate(location, kind.tables)
+        with arrays.pandas_hidden() if hide_pandas else contextlib.nullcontext():
+            report = _validate.validate(location, kind.tables)
         report.stats["tables"] = list(kind.tables)
     report.stats["kind"] = kind.name
     return report

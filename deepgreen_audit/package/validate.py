@@ -13,9 +13,9 @@ conformance audit (the experiment specification) is `deepgreen audit`.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import hashlib
-import io
 import os
 import re
 from collections import Counter
@@ -131,9 +131,11 @@ def validate_tables(location: str | Path | None = None,
     total_bytes = 0
     # The tables are checked side by side (pyarrow and numpy release the GIL), each into a
     # report of its own, merged in table order so the report reads the same every time.
+    # The largest tables go first, so that the small ones fill in after them.
     with ThreadPoolExecutor(max_workers=min(len(tables), os.cpu_count() or 1) or 1) as pool:
-        checked = list(pool.map(lambda name: _check_resource(package, name, sums, report.subject),
-                                tables))
+        futures = {name: pool.submit(_check_resource, package, name, sums, report.subject)
+                   for name in sorted(tables, key=lambda name: -_size_of(package, name))}
+        checked = [futures[name].result() for name in tables]
     for name, check in zip(tables, checked):
         report.merge(check.report)
         total_bytes += check.size_bytes
@@ -145,6 +147,14 @@ def validate_tables(location: str | Path | None = None,
     _check_runs_complete(keys, report)
     report.stats["bytes"] = total_bytes
     return report, typed_tables
+
+
+def _size_of(package: Package, name: str) -> int:
+    """A table file's size (0 where it cannot be known here: its check says why)."""
+    try:
+        return os.stat(package.table_path(name)).st_size
+    except (UserError, OSError):
+        return 0
 
 
 def _check_resource(package: Package, name: str, sums: dict | None, subject: str) -> ResourceCheck:
@@ -366,29 +376,37 @@ def _check_hashes(name, path, digest: str, size: int, resource, sums, report) ->
                    f"{resource.get('hash')}", resource=name)
 
 
-def _split_columns(data: bytes, text: str, name: str, report: Report) -> SplitColumns | None:
-    """Header, text columns (pyarrow string arrays), the CSV line each of their rows starts
-    on, and the parsed rows when quoted.
+def _plain_columns(data: bytes) -> SplitColumns | None:
+    """Header and text columns of a table in plain canonical CSV, read by pyarrow's CSV reader
+    straight from its bytes: no quote (so no cell holds a delimiter), no carriage return and no
+    byte-order mark, a header of distinct names, UTF-8 throughout (pyarrow checks each cell)
+    and a newline at the end.  None for anything else, which `_split_columns` then reads and
+    reports row by row."""
+    if not data.endswith(b"\n") or data.startswith(codecs.BOM_UTF8) or b'"' in data or b"\r" in data:
+        return None
+    try:
+        header = data[: data.index(b"\n")].decode("utf-8").split(",")
+    except UnicodeDecodeError:
+        return None
+    if len(set(header)) != len(header) or not all(header):
+        return None
+    try:
+        table = pcsv.read_csv(  # no copy of the bytes; one block, so each column is one array
+            pa.py_buffer(data), read_options=pcsv.ReadOptions(use_threads=False,
+                                                              block_size=len(data)),
+            parse_options=pcsv.ParseOptions(quote_char=False, ignore_empty_lines=False),
+            convert_options=pcsv.ConvertOptions(column_types={c: pa.string() for c in header},
+                                                strings_can_be_null=False))
+    except (pa.ArrowInvalid, ValueError):
+        return None
+    return SplitColumns(header, {c: table.column(c).combine_chunks() for c in header},
+                        np.arange(2, table.num_rows + 2), None)
 
-    Fast path: a file without quotes or carriage returns is read by pyarrow's
-    CSV reader (no cell can hold a delimiter, so it is canonical CSV as far
-    as quoting goes).  Anything else, or any parse problem, goes through
-    Python's csv module, which reports rows precisely.
-    """
-    if '"' not in text and "\r" not in text and text.endswith("\n"):
-        header = text[: text.index("\n")].split(",")
-        if len(set(header)) == len(header) and all(header):
-            try:
-                table = pcsv.read_csv(
-                    io.BytesIO(data),
-                    read_options=pcsv.ReadOptions(use_threads=False, block_size=1 << 26),
-                    parse_options=pcsv.ParseOptions(quote_char=False, ignore_empty_lines=False),
-                    convert_options=pcsv.ConvertOptions(
-                        column_types={c: pa.string() for c in header}, strings_can_be_null=False))
-                return SplitColumns(header, {c: table.column(c).combine_chunks() for c in header},
-                                    np.arange(2, table.num_rows + 2), None)
-            except (pa.ArrowInvalid, ValueError):
-                pass
+
+def _split_columns(text: str, name: str, report: Report) -> SplitColumns | None:
+    """Header, text columns (pyarrow string arrays), the CSV line each of their rows starts
+    on, and the parsed rows, of a table that is not plain canonical CSV (`_plain_columns`):
+    read by Python's csv module, which reports rows precisely."""
     try:
         parsed = parse_text(text, name)
     except UserError as exc:
@@ -408,10 +426,9 @@ def _split_columns(data: bytes, text: str, name: str, report: Report) -> SplitCo
     return SplitColumns(parsed.header, columns, np.array(lines, dtype=np.int64), parsed)
 
 
-def _check_table(schema: TableSchema, data: bytes, report: Report) -> TableCheck | None:
-    """Text-level and row checks of one table; returns its key columns (text arrays, with
-    their rows' lines) and, when every column is there in order, the typed table."""
-    name = schema.name
+def _text(data: bytes, name: str, report: Report) -> str | None:
+    """A table's text, with what is wrong with it as text (encoding, byte-order mark, empty,
+    line endings, a last line cut short); None where no row can be read from it."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -428,10 +445,20 @@ def _check_table(schema: TableSchema, data: bytes, report: Report) -> TableCheck
     if "\r" in text:
         report.add("line-ending", "CR or CRLF line endings; canonical CSV uses LF",
                    resource=name, row=text[: text.index("\r")].count("\n") + 1)
-    if text and not text.endswith("\n"):
+    if not text.endswith("\n"):
         report.add("truncated-row", "the last row does not end with a newline: the file "
                    "was cut short", resource=name, row=text.count("\n") + 1)
-    split = _split_columns(data, text, name, report)
+    return text
+
+
+def _check_table(schema: TableSchema, data: bytes, report: Report) -> TableCheck | None:
+    """Text-level and row checks of one table; returns its key columns (text arrays, with
+    their rows' lines) and, when every column is there in order, the typed table."""
+    name = schema.name
+    split, text = _plain_columns(data), None
+    if split is None:
+        text = _text(data, name, report)
+        split = _split_columns(text, name, report) if text is not None else None
     if split is None:
         return None
     header, columns, lines, parsed = split.header, split.columns, split.lines, split.parsed
@@ -457,7 +484,7 @@ def _check_table(schema: TableSchema, data: bytes, report: Report) -> TableCheck
     keys = Keys({c: columns[c] for c in key_cols}, lines)
     _check_primary_key(schema, keys, typed, any(bad[c].any() or not arrays.valid(typed[c]).all()
                                                 for c in key_cols), report)
-    if parsed is not None and not report.findings_for(name):
+    if parsed is not None and text is not None and not report.findings_for(name):
         canonical = canonical_text(parsed.header, parsed.rows)
         if canonical != text:
             line = _first_difference(canonical, text)
@@ -555,7 +582,7 @@ def _non_canonical_numbers(arr: pa.StringArray, judged: np.ndarray) -> list[str]
     Each distinct text is judged once (a column repeats its values many times): arrow
     writes the shortest digits too, so only texts that differ from arrow's, put in
     repr's layout, and negative zero are judged by `canonical_number` itself."""
-    distinct = pc.unique(pc.filter(arr, arrays.from_mask(judged)))
+    distinct = pc.unique(arr if judged.all() else pc.filter(arr, arrays.from_mask(judged)))
     try:
         shortest = pc.cast(pc.cast(distinct, pa.float64()), pa.string())
     except pa.ArrowInvalid:
@@ -563,11 +590,15 @@ def _non_canonical_numbers(arr: pa.StringArray, judged: np.ndarray) -> list[str]
     if shortest is not None:
         differs = pc.not_equal(shortest, distinct)
         distinct, shortest = pc.filter(distinct, differs), pc.filter(shortest, differs)
-        distinct = pc.filter(distinct, pc.or_(pc.not_equal(_repr_layout(shortest), distinct),
-                                              pc.equal(distinct, "-0.0")))
+        if len(distinct) > _JUDGED_ONE_BY_ONE:  # fewer are judged by repr faster than by RE2
+            distinct = pc.filter(distinct, pc.or_(pc.not_equal(_repr_layout(shortest), distinct),
+                                                  pc.equal(distinct, "-0.0")))
     return [text for text in distinct.to_pylist() if canonical_number(float(text)) != text]
 
 
+#: Up to this many distinct texts that differ from arrow's shortest are judged by repr one by
+#: one: fewer than compiling the layout patterns below costs.
+_JUDGED_ONE_BY_ONE = 1000
 #: Where arrow's shortest text of a float differs from Python's repr in layout only
 #: (regular expression, replacement): integral values lack ".0", and arrow keeps fixed
 #: notation down to 1e-6 where repr turns to an exponent below 1e-4, and repr writes
@@ -673,8 +704,11 @@ def _constraint_failures(field, column: pa.Array, bad: np.ndarray, unique: bool 
 def _matches(column: pa.Array, pattern: str) -> np.ndarray:
     """Where each cell matches the whole of `pattern` (as `re.fullmatch`): with arrow's RE2,
     or, for a pattern RE2 does not support, with Python's `re` on each distinct value."""
+    encoded = pc.dictionary_encode(column)  # each distinct value matched once (keys repeat)
     try:
-        return arrays.mask(pc.match_substring_regex(column, f"^(?:{pattern})$"))
+        matched = arrays.mask(pc.match_substring_regex(encoded.dictionary, f"^(?:{pattern})$"))
+        return matched[arrays.values(encoded.indices)] & arrays.valid(encoded.indices) \
+            if len(matched) else np.zeros(len(column), dtype=bool)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         index, distinct = arrays.codes(column)
         compiled = re.compile(pattern)

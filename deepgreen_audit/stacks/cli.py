@@ -94,8 +94,14 @@ def cmd_parity(args) -> int:
     return status
 
 
+def _parity_stacks() -> tuple[str, ...]:
+    from deepgreen_audit.stacks.parity import STACKS  # numpy: only when --stack is used
+
+    return STACKS
+
+
 def register(verb) -> None:
-    from deepgreen_audit.cli import strict_option
+    from deepgreen_audit.cli import LazyChoicesAppend, strict_option
 
     p = verb("data", cmd_data, "convert official dataset archives; write canonical weight exports",
              "Dataset and weight preparation for the stacks.  'convert DATASET FILE... --out DIR' "
@@ -148,10 +154,8 @@ def register(verb) -> None:
              "executables' probe mode; an unbuilt one is a skip.  Exit 1 when a check fails.")
     p.add_argument("--architecture", action="append", choices=("resnet18", "vgg16"),
                    help="the network probed (repeatable; default both)")
-    from deepgreen_audit.stacks.parity import STACKS
-
-    p.add_argument("--stack", action="append", choices=STACKS,
-                   help="a stack to probe (repeatable; default all six)")
+    p.add_argument("--stack", action=LazyChoicesAppend, load_choices=_parity_stacks, metavar="STACK",
+                   help="a stack to probe (repeatable; default all six): %(choices)s")
     p.add_argument("--data-dir", default="data", help="the data folder holding the store (digits is derived)")
     p.add_argument("--dataset", default="digits",
                    help="the store the fixed batch is drawn from (default digits, which needs no download)")
