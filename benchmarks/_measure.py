@@ -1,7 +1,9 @@
 """Wall time and peak memory of a command, each run in a fresh process.
 
 Used by the benchmark scripts: `measure(cmd)` runs `cmd` under a small
-wrapper process whose RUSAGE_CHILDREN gives the command's own peak RSS.
+wrapper process whose RUSAGE_CHILDREN gives the peak RSS of the command's largest process
+(`peak_mib`), and which samples the RSS of the command and its child processes together
+every 50 ms (`tree_peak_mib`: pages they share counted twice, so an upper bound).
 """
 
 from __future__ import annotations
@@ -13,12 +15,29 @@ import time
 from pathlib import Path
 
 _WRAPPER = r"""
-import json, resource, subprocess, sys, time
+import json, resource, subprocess, sys, threading, time
+import psutil
 t = time.perf_counter()
-rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+tree_peak = 0
+def sample():  # the command and its children together (the audit's round trip runs beside it)
+    global tree_peak
+    root = psutil.Process(proc.pid)
+    while proc.poll() is None:
+        try:
+            tree = [root, *root.children(recursive=True)]
+            tree_peak = max(tree_peak, sum(p.memory_info().rss for p in tree))
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+sampler = threading.Thread(target=sample, daemon=True)
+sampler.start()
+rc = proc.wait()
 wall = time.perf_counter() - t
+sampler.join()
 print(json.dumps({"rc": rc, "wall_s": wall,
-                  "peak_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+                  "peak_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+                  "tree_peak_mib": tree_peak / 2 ** 20}))
 """
 
 
@@ -34,9 +53,14 @@ def measure(cmd: list[str], repeat: int = 1) -> dict:
     return best
 
 
+def peak_mib(result: dict) -> float:
+    """The command's peak memory: its processes' together where it ran more than one."""
+    return max(result["peak_mib"], result.get("tree_peak_mib", 0.0))
+
+
 def row(label: str, result: dict, peer: dict | None = None) -> str:
     ratio = f"{result['wall_s'] / peer['wall_s']:6.2f}x" if peer else "       "
-    return (f"  {label:<44} {result['wall_s']:8.2f} s {result['peak_mib']:8.0f} MiB {ratio}"
+    return (f"  {label:<44} {result['wall_s']:8.2f} s {peak_mib(result):8.0f} MiB {ratio}"
             + ("" if result["rc"] == 0 else f"   (exit {result['rc']})"))
 
 

@@ -10,7 +10,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deepgreen_audit.package.beside import Beside
 from deepgreen_audit.package.descriptor import Package
+from deepgreen_audit.package.rundirs import RoundTrip
 from deepgreen_audit.resources import shipped_root
 from deepgreen_audit.spec import load_spec
 
@@ -37,6 +39,9 @@ class AuditContext:
         #: the typed tables validation already read (the same types `Package.table` gives)
         self._typed_tables = dict(typed_tables or {})
         self._frames: dict[str, pd.DataFrame] = {}
+        #: the round-trip proof computed beside the checks (set by the driver), or None: the
+        #: check computes it itself
+        self.round_trip: Beside[RoundTrip] | None = None
 
     @property
     def tolerances(self) -> dict:

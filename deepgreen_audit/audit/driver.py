@@ -10,17 +10,21 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from functools import partial
 from pathlib import Path
 
 from deepgreen_audit.audit.context import AuditContext
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.package.beside import Beside
 from deepgreen_audit.package.descriptor import DESCRIPTOR_NAME, Package
+from deepgreen_audit.package.rundirs import RoundTrip, prove_round_trip
 from deepgreen_audit.package.validate import validate_tables
 from deepgreen_audit.registry import registered_checks, run_check, select_checks
 from deepgreen_audit.report import Report
 from deepgreen_audit.spec import load_spec, scoped
 
 INTEGRITY_ID = "integrity.validate"
+ROUND_TRIP_ID = "integrity.round-trip"
 
 
 def audit(location: str | Path | None = None, **options) -> Report:
@@ -44,6 +48,23 @@ def audit_with_context(location: str | Path | None = None, *, spec: dict | None 
     registered = select_checks(registered_checks(), select, keep=(INTEGRITY_ID,))
     spec = spec or load_spec(str(spec_path) if spec_path else None)
     location = resolve_package(location)
+    # The round-trip proof reads the tables on its own: it runs beside validation and the
+    # other checks (package/beside.py), which is why its finding is collected last.
+    round_trip = Beside(partial(_prove_round_trip, location)) \
+        if any(c.id == ROUND_TRIP_ID for c in registered) else None
+    try:
+        return _audit(location, registered, spec, sources_root, round_trip)
+    finally:
+        if round_trip is not None:
+            round_trip.cancel()
+
+
+def _prove_round_trip(location) -> RoundTrip:
+    return prove_round_trip(Package.open(location))
+
+
+def _audit(location, registered, spec: dict, sources_root: Path | None,
+           round_trip: Beside | None) -> tuple[Report, AuditContext | None]:
     started = time.perf_counter()
     integrity, typed_tables = validate_tables(location)
     validated_in = time.perf_counter() - started  # integrity.validate's time: it reads the result
@@ -73,12 +94,17 @@ def audit_with_context(location: str | Path | None = None, *, spec: dict | None 
         report.notes.append(f"the declared scope's {key} name what the specification does not "
                             f"hold, left out of the design: {', '.join(map(str, labels))}")
     ctx = AuditContext(package, spec, sources_root, integrity, typed_tables)
+    ctx.round_trip = round_trip
     del typed_tables  # the context's now: each goes once it is a frame
-    for c in registered:
+    findings = {}
+    for c in sorted(registered, key=lambda c: c.id == ROUND_TRIP_ID):  # stable: that one last
         finding = run_check(c, ctx)
         if c.id == INTEGRITY_ID:
             finding = dataclasses.replace(finding, seconds=(finding.seconds or 0.0) + validated_in)
-        report.findings.append(finding)
+        elif c.id == ROUND_TRIP_ID and round_trip is not None and round_trip.seconds is not None:
+            finding = dataclasses.replace(finding, seconds=round_trip.seconds)  # its own time
+        findings[c.id] = finding
+    report.findings.extend(findings[c.id] for c in registered)
     return report, ctx
 
 

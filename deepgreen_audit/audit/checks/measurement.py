@@ -3,8 +3,12 @@ units, plausible power, and blocks the instruments can resolve."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from deepgreen_audit.audit.context import (
     AuditContext,
@@ -20,30 +24,90 @@ from deepgreen_audit.units import J_PER_KWH
 COUNTER_COLUMNS = ("nvml_start_mj", "nvml_end_mj", "rapl_start_uj", "rapl_end_uj",
                    "rapl_max_energy_range_uj", "rapl_wraps")
 RAPL_COLUMNS = ("rapl_start_uj", "rapl_end_uj", "rapl_max_energy_range_uj", "rapl_wraps")
-#: Blocks whose counter cells are parsed into Python integers at a time (exact at any width, a
-#: few hundred bytes a block), so that the parsed readings of a large package are never all held.
-READINGS_PER_PASS = 100_000
 
 
-def _split(cells: pd.Series) -> list[list[int] | None]:
-    return [None if c is None or c is pd.NA or c != c else [int(x) for x in c.split(";")]
-            for c in cells]
+@dataclass(frozen=True)
+class CounterCells:
+    """A counter column of the blocks table, parsed: each block's readings (one a domain, as
+    written: `a;b;...`) one after another in `values`, exact (int64, or Python integers where
+    a reading does not fit in 64 bits), block i's in values[offsets[i]:offsets[i + 1]]."""
+
+    values: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Readings per block; 0 where the cell is empty."""
+        return np.diff(self.offsets)
+
+    def of(self, blocks: np.ndarray) -> np.ndarray:
+        """The readings of `blocks` (indices), one block's after another's."""
+        counts = self.counts[blocks]
+        firsts = np.repeat(self.offsets[blocks] - np.cumsum(counts) + counts, counts)
+        return self.values[firsts + np.arange(int(counts.sum()))]
 
 
-def _rapl_readings(b: pd.DataFrame):
-    """Per block, (start, end, range, recorded wraps or None) as int lists, or None where the
-    readings are incomplete (missing, or a different number of domains in a cell)."""
-    out = []
-    for s, e, r, w in zip(*(_split(b[c]) for c in RAPL_COLUMNS)):
-        complete = s is not None and e is not None and r is not None and \
-            len(s) == len(e) == len(r) and (w is None or len(w) == len(s))
-        out.append((s, e, r, w) if complete else None)
-    return out
+def counter_cells(cells: pd.Series) -> CounterCells:
+    """Parse a column of counter cells (validation has checked each is `[0-9]+(;[0-9]+)*`)."""
+    lists = pc.split_pattern(pa.array(cells, type=pa.string()), ";")
+    counts = np.asarray(pc.fill_null(pc.list_value_length(lists), 0), dtype=np.int64)
+    readings = pc.list_flatten(lists)
+    try:
+        values = np.asarray(pc.cast(readings, pa.int64()))
+    except pa.ArrowInvalid:  # a reading past 2^63: exact Python integers instead
+        values = np.array([int(text) for text in readings.to_pylist()], dtype=object)
+    return CounterCells(values, np.concatenate([[0], np.cumsum(counts)]))
 
 
-def _fewest_wraps(start: list[int], end: list[int]) -> list[int]:
-    """The fewest wraps two readings allow: one where the counter went down."""
-    return [int(e < s) for s, e in zip(start, end)]
+def _per_block(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The sum over each block's readings (`counts` of them), added in order from 0 as Python's
+    `sum` adds them, domain after domain (np.add.reduceat groups them otherwise, which can
+    change the last bit)."""
+    firsts = np.cumsum(counts) - counts
+    total = np.zeros(len(counts), dtype=values.dtype)
+    for domain in range(int(counts.max(initial=0))):
+        has = counts > domain
+        total[has] = total[has] + values[firsts[has] + domain]
+    return total
+
+
+@dataclass(frozen=True)
+class RaplReadings:
+    """The RAPL readings of the blocks whose readings are complete (start, end and range, each
+    with as many domains, and recorded wraps with as many or none): their indices, and per
+    domain of those blocks (block after block) the readings and the wraps counted, or where
+    none were recorded the fewest the readings allow (one where the counter went down)."""
+
+    blocks: np.ndarray
+    counts: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    range: np.ndarray
+    wraps: np.ndarray
+    recorded: np.ndarray   # per domain: its block recorded its wraps
+
+    @property
+    def any_complete(self) -> bool:
+        return len(self.blocks) > 0
+
+    def per_block_any(self, flags: np.ndarray) -> np.ndarray:
+        """Per complete block: whether `flags` holds for any of its domains."""
+        return _per_block(flags.astype(np.int64), self.counts) > 0
+
+
+def rapl_readings(b: pd.DataFrame) -> RaplReadings:
+    start, end, ranges, wraps = (counter_cells(b[c]) for c in RAPL_COLUMNS)
+    n = start.counts
+    complete = (n > 0) & (end.counts == n) & (ranges.counts == n) & \
+        ((wraps.counts == 0) | (wraps.counts == n))
+    blocks = np.flatnonzero(complete)
+    counts = n[blocks]
+    s, e, r = start.of(blocks), end.of(blocks), ranges.of(blocks)
+    recorded = np.repeat(wraps.counts[blocks] > 0, counts)
+    fewest = (e < s).astype(np.int64)
+    w = fewest.astype(s.dtype)
+    w[recorded] = wraps.of(blocks[wraps.counts[blocks] > 0])
+    return RaplReadings(blocks, counts, s, e, r, w, recorded)
 
 
 @check("S5.both-readings", "S5", table="blocks")
@@ -79,35 +143,27 @@ def counter_recompute(ctx: AuditContext) -> Outcome:
     tol = float(ctx.tolerances["counter_relative_tolerance"])
     gpu = b["gpu_energy_j"].to_numpy(dtype=float, na_value=np.nan)
     cpu = b["cpu_energy_j"].to_numpy(dtype=float, na_value=np.nan)
-    incomplete = np.zeros(len(b), dtype=bool)
     gpu_again, cpu_again = np.full(len(b), np.nan), np.full(len(b), np.nan)
-    recorded, inferred = 0, 0
-    for first in range(0, len(b), READINGS_PER_PASS):
-        part = b.iloc[first:first + READINGS_PER_PASS]
-        nv0, nv1 = _split(part["nvml_start_mj"]), _split(part["nvml_end_mj"])
-        rapl = _rapl_readings(part)
-        rapl_present = part[list(RAPL_COLUMNS)].notna().any(axis=1).to_numpy()
-        for j in range(len(part)):
-            i = first + j
-            if nv0[j] is not None or nv1[j] is not None or not np.isnan(gpu[i]):
-                start, end = nv0[j], nv1[j]
-                if start is None or end is None or len(start) != len(end) or np.isnan(gpu[i]) \
-                        or any(e < s for s, e in zip(start, end)):
-                    incomplete[i] = True
-                else:
-                    gpu_again[i] = sum((e - s) / 1000 for s, e in zip(start, end))
-            if rapl_present[j] or not np.isnan(cpu[i]):
-                if rapl[j] is None or np.isnan(cpu[i]):
-                    incomplete[i] = True
-                else:
-                    start, end, ranges, wraps = rapl[j]
-                    if wraps is None:
-                        wraps = _fewest_wraps(start, end)
-                        inferred += sum(wraps)
-                    else:
-                        recorded += sum(wraps)
-                    cpu_again[i] = sum((e - s + w * r) / 1e6
-                                       for s, e, r, w in zip(start, end, ranges, wraps))
+
+    nv0, nv1 = counter_cells(b["nvml_start_mj"]), counter_cells(b["nvml_end_mj"])
+    gpu_judged = (nv0.counts > 0) | (nv1.counts > 0) | ~np.isnan(gpu)
+    paired = np.flatnonzero(gpu_judged & (nv0.counts > 0) & (nv0.counts == nv1.counts)
+                            & ~np.isnan(gpu))
+    drawn_mj = nv1.of(paired) - nv0.of(paired)
+    went_down = _per_block((drawn_mj < 0).astype(np.int64), nv0.counts[paired]) > 0
+    gpu_again[paired[~went_down]] = _per_block(drawn_mj / 1000, nv0.counts[paired])[~went_down]
+    incomplete = gpu_judged & np.isnan(gpu_again)
+
+    rapl = rapl_readings(b)
+    rapl_present = b[list(RAPL_COLUMNS)].notna().any(axis=1).to_numpy()
+    cpu_judged = rapl_present | ~np.isnan(cpu)
+    counted = ~np.isnan(cpu[rapl.blocks])
+    drawn_uj = (rapl.end - rapl.start + rapl.wraps * rapl.range) / 1e6
+    cpu_again[rapl.blocks[counted]] = _per_block(drawn_uj, rapl.counts)[counted]
+    incomplete |= cpu_judged & np.isnan(cpu_again)
+    domains_counted = np.repeat(counted, rapl.counts)
+    recorded = int(rapl.wraps[domains_counted & rapl.recorded].sum())
+    inferred = int(rapl.wraps[domains_counted & ~rapl.recorded].sum())
     with np.errstate(invalid="ignore"):
         differs = (relative_difference(gpu_again, gpu) > tol) | (relative_difference(cpu_again, cpu) > tol)
     bad = incomplete | differs
@@ -133,17 +189,18 @@ def rapl_wraps(ctx: AuditContext) -> Outcome:
     b = ctx.blocks
     max_power_w = float(ctx.tolerances["rapl_max_package_power_w"])
     duration_s = b["duration_s"].to_numpy(dtype=float, na_value=np.nan)
-    found: list[tuple[int, str]] = []
-    counted = uncounted_short = 0
-    complete = False
-    for first in range(0, len(b), READINGS_PER_PASS):
-        rapl = _rapl_readings(b.iloc[first:first + READINGS_PER_PASS])
-        complete |= any(r is not None for r in rapl)
-        counted_part, short_part = _judge_wraps(rapl, first, duration_s, max_power_w, found)
-        counted += counted_part
-        uncounted_short += short_part
-    if not complete:
+    rapl = rapl_readings(b)
+    if not rapl.any_complete:
         raise Skip("no block has complete RAPL readings")
+    recorded = rapl.per_block_any(rapl.recorded)
+    contradicted = recorded & rapl.per_block_any((rapl.end < rapl.start) & (rapl.wraps == 0))
+    most_uj = np.repeat(duration_s[rapl.blocks] * max_power_w * 1e6, rapl.counts)
+    one_more_fits = rapl.end - rapl.start + rapl.wraps * rapl.range + rapl.range <= most_uj
+    unobserved = ~recorded & rapl.per_block_any(one_more_fits)
+    found = sorted([(int(i), "the counter went down in a domain with 0 wraps recorded")
+                    for i in rapl.blocks[contradicted]]
+                   + [(int(i), f"no wraps recorded and long enough for one more at {max_power_w:g} W")
+                      for i in rapl.blocks[unobserved]])
     if found:
         rows = [{"run_id": b["run_id"].iloc[i], "epoch": int(b["epoch"].iloc[i]),
                  "phase": b["phase"].iloc[i], "duration_s": float(duration_s[i]), "problem": why}
@@ -153,35 +210,12 @@ def rapl_wraps(ctx: AuditContext) -> Outcome:
                               f"could have wrapped once more unobserved (at {max_power_w:g} W per "
                               f"package), {len(found) - missing:,} whose recorded wraps contradict "
                               "their readings", rows=len(found), details=evidence(pd.DataFrame(rows)))
-    return Outcome.passed(f"{counted:,} blocks with RAPL wraps recorded and consistent with their "
-                          "readings" + (f", {uncounted_short:,} without recorded wraps but too short "
-                                        f"to wrap unobserved at {max_power_w:g} W per package"
-                                        if uncounted_short else ""))
-
-
-def _judge_wraps(rapl: list, first: int, duration_s: np.ndarray, max_power_w: float,
-                 found: list) -> tuple[int, int]:
-    """S5.rapl-wraps over the readings of blocks first, first + 1, ...: appends (block, problem)
-    to `found`; returns how many blocks had wraps recorded, and how many had none but were too
-    short to wrap unobserved."""
-    counted = uncounted_short = 0
-    for j, readings in enumerate(rapl):
-        i = first + j
-        if readings is None:
-            continue                                   # S5.counter-recompute reports it
-        start, end, ranges, wraps = readings
-        if wraps is not None:
-            counted += 1
-            if any(e < s and w == 0 for s, e, w in zip(start, end, wraps)):
-                found.append((i, "the counter went down in a domain with 0 wraps recorded"))
-            continue
-        fewest = _fewest_wraps(start, end)
-        most_uj = duration_s[i] * max_power_w * 1e6     # the most the package could draw
-        if any(e - s + w * r + r <= most_uj for s, e, r, w in zip(start, end, ranges, fewest)):
-            found.append((i, f"no wraps recorded and long enough for one more at {max_power_w:g} W"))
-        else:
-            uncounted_short += 1
-    return counted, uncounted_short
+    uncounted_short = int((~recorded & ~unobserved).sum())
+    return Outcome.passed(f"{int(recorded.sum()):,} blocks with RAPL wraps recorded and consistent "
+                          "with their readings" + (f", {uncounted_short:,} without recorded wraps "
+                                                   "but too short to wrap unobserved at "
+                                                   f"{max_power_w:g} W per package"
+                                                   if uncounted_short else ""))
 
 
 @check("S5.energy-domains", "S5", table="blocks")

@@ -1,0 +1,104 @@
+"""A computation run in a child process beside the caller's own work.
+
+The audit's round-trip proof reads every table once more, row by row in Python, and needs
+nothing the rest of the audit computes: run in a forked child, it takes the second core while
+the parent validates and runs the other checks (the audit's time is the longer of the two,
+not their sum).  The child shares the parent's memory until either writes to it, holds no
+more than the computation's own, and sends back one pickled result through a pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import time
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class ChildFailed(RuntimeError):
+    """The child ended without a result (killed, or its computation raised): `reason` says how."""
+
+
+class Beside(Generic[T]):
+    """`compute()` started in a forked child; `result()` waits for and returns its value.
+
+    Where fork is not available (not POSIX) the value is computed by `result()` itself, in
+    this process.  `compute` must be self-contained: it runs in a copy of this process, whose
+    other threads do not exist there, so it must not wait on a lock another thread may hold
+    (it imports nothing new and writes no shared stream).  An exception in it reaches
+    `result()` as `ChildFailed` with its text."""
+
+    def __init__(self, compute: Callable[[], T]):
+        self._compute = compute
+        self._pid: int | None = None
+        self._read_fd: int | None = None
+        self._done: tuple[T, float] | None = None
+        if hasattr(os, "fork"):
+            self._start()
+
+    def _start(self) -> None:
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: compute, send, and end without running the parent's teardown
+            os.close(read_fd)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+            status = 0
+            try:
+                started = time.perf_counter()
+                payload = pickle.dumps(("ok", self._compute(), time.perf_counter() - started))
+            except BaseException as exc:  # noqa: BLE001  (the parent reports it)
+                payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}", 0.0))
+                status = 1
+            try:
+                with os.fdopen(write_fd, "wb") as pipe:
+                    pipe.write(payload)
+            finally:
+                os._exit(status)
+        os.close(write_fd)
+        self._pid, self._read_fd = pid, read_fd
+
+    @property
+    def seconds(self) -> float | None:
+        """The seconds the computation took, once `result()` has it."""
+        return self._done[1] if self._done is not None else None
+
+    def result(self) -> tuple[T, float]:
+        """The computed value and the seconds the computation took (raises `ChildFailed`)."""
+        if self._done is None:
+            if self._pid is None:
+                started = time.perf_counter()
+                self._done = (self._compute(), time.perf_counter() - started)
+            else:
+                self._done = self._collect()
+        return self._done
+
+    def _collect(self) -> tuple[T, float]:
+        assert self._pid is not None and self._read_fd is not None
+        with os.fdopen(self._read_fd, "rb") as pipe:
+            payload = pipe.read()
+        self._read_fd = None
+        _, status = os.waitpid(self._pid, 0)
+        self._pid = None
+        if not payload:
+            raise ChildFailed(f"the child process ended without a result (wait status {status})")
+        kind, value, seconds = pickle.loads(payload)
+        if kind != "ok":
+            raise ChildFailed(value)
+        return value, seconds
+
+    def cancel(self) -> None:
+        """Stop the child if it still runs (the caller no longer needs its value)."""
+        if self._pid is not None:
+            try:
+                os.kill(self._pid, signal.SIGKILL)
+                os.waitpid(self._pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            self._pid = None
+        if self._read_fd is not None:
+            os.close(self._read_fd)
+            self._read_fd = None
