@@ -296,10 +296,11 @@ def _read_csv(data: bytes, path: Path, expected: list[str]) -> list[list[str]]:
     if table.header != expected:
         raise UserError(f"header is {','.join(table.header)}; expected {','.join(expected)}",
                         path=path, row=1, code="header-error")
-    for number, row in enumerate(table.rows, start=2):
-        if len(row) != len(expected):
-            raise UserError(f"{len(row)} cells, expected {len(expected)}", path=path, row=number,
-                            code="field-count")
+    if table.rows and set(map(len, table.rows)) != {len(expected)}:
+        number, row = next((n, r) for n, r in enumerate(table.rows, start=2)
+                           if len(r) != len(expected))
+        raise UserError(f"{len(row)} cells, expected {len(expected)}", path=path, row=number,
+                        code="field-count")
     return table.rows
 
 
