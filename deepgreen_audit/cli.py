@@ -416,7 +416,8 @@ HOURS_LONG_VERBS = ("collect", "profile-api")
 def main(argv: list[str] | None = None, *, owns_process: bool = False) -> int:
     """Run the command line `argv` (default: the program's); its exit status.  `owns_process`
     says the process ends when it returns (the `deepgreen` program), which lets a verb leave
-    the process in a state another caller would not expect (`validate`: pandas hidden)."""
+    the process in a state another caller would not expect (`validate`: pandas hidden), fork
+    it (`audit`: the round trip beside the checks) and end it at once (QUICK_EXIT_VERBS)."""
     # Ctrl-C raises KeyboardInterrupt and SIGTERM `Terminated` while the command runs, parsing
     # included, so that both unwind (removing staging folders) into one line; the handlers
     # the caller had (`__main__`'s quiet exit 130) come back when it returns.

@@ -78,3 +78,21 @@ def test_tables_folder_described_from_above_is_audited(tmp_path):
     report = audit(tmp_path / "replication")
     assert report.finding("integrity.validate").status == "pass"
     assert report.subject.endswith("datapackage.json") and report.synthetic
+
+
+def test_the_program_proves_the_round_trip_beside_the_checks_with_the_same_report(tiny_package):
+    """`deepgreen audit` (its own process) proves the round trip in a child process beside the
+    other checks; its report is the one the library's in-process audit gives, finding for finding."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "deepgreen_audit", "audit", str(tiny_package),
+                           "--json"], capture_output=True, text=True, cwd=root)
+    program = json.loads(proc.stdout)
+    library = json.loads(audit(tiny_package).to_json())
+    assert [(f["id"], f["status"], f["message"]) for f in program["findings"]] == \
+        [(f["id"], f["status"], f["message"]) for f in library["findings"]]
+    trip = next(f for f in program["findings"] if f["id"] == "integrity.round-trip")
+    assert trip["status"] == "pass" and trip["seconds"] > 0

@@ -46,7 +46,8 @@ def cmd_audit(args) -> int:
         from deepgreen_audit.audit.html import render_page
 
         report, ctx = audit_with_context(location, spec_path=args.spec, select=args.select,
-                                         sources_root=Path(args.sources) if args.sources else None)
+                                         sources_root=Path(args.sources) if args.sources else None,
+                                         beside=args.owns_process)
         page, evidence_rows = render_page, 0
     print(report.to_json() if args.json else report.format_text(evidence_rows=evidence_rows),
           end="" if args.json else "\n")

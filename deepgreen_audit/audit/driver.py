@@ -34,7 +34,8 @@ def audit(location: str | Path | None = None, **options) -> Report:
 
 def audit_with_context(location: str | Path | None = None, *, spec: dict | None = None,
                        spec_path: str | Path | None = None, select: list[str] | None = None,
-                       sources_root: Path | None = None) -> tuple[Report, AuditContext | None]:
+                       sources_root: Path | None = None,
+                       beside: bool = False) -> tuple[Report, AuditContext | None]:
     """Audit the package at `location` against the specification; never raises for bad data.
     Returns the report and the context its checks read (None when the package does not
     validate), from which the HTML page draws its figures.
@@ -43,15 +44,18 @@ def audit_with_context(location: str | Path | None = None, *, spec: dict | None 
     is held to that scope: its repetitions, epochs and levels replace the full design's.
 
     `spec` (or `spec_path`) replaces collect/experiment.toml; `select` keeps
-    only the checks whose id starts with one of its prefixes.
+    only the checks whose id starts with one of its prefixes.  `beside` proves the round trip
+    in a forked child process beside the other checks (package/beside.py): for the `deepgreen`
+    program, whose process holds nothing else; a library caller's process may run threads of
+    its own (a framework's), which a fork would copy in whatever state they are in.
     """
     registered = select_checks(registered_checks(), select, keep=(INTEGRITY_ID,))
     spec = spec or load_spec(str(spec_path) if spec_path else None)
     location = resolve_package(location)
-    # The round-trip proof reads the tables on its own: it runs beside validation and the
+    # The round-trip proof reads the tables on its own: it can run beside validation and the
     # other checks (package/beside.py), which is why its finding is collected last.
     round_trip = Beside(partial(_prove_round_trip, location)) \
-        if any(c.id == ROUND_TRIP_ID for c in registered) else None
+        if beside and any(c.id == ROUND_TRIP_ID for c in registered) else None
     try:
         return _audit(location, registered, spec, sources_root, round_trip)
     finally:
