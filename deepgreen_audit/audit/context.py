@@ -95,6 +95,16 @@ class AuditContext:
         return joined
 
 
+def rows_by_run(frame: pd.DataFrame) -> list[np.ndarray]:
+    """The positions of each run's rows in `frame` (by its run_id column), runs in run_id
+    order, each run's rows in frame order: what `frame.groupby("run_id").groups` gives, as
+    numpy positions (indexing a numpy column by them costs microseconds, a pandas one tens)."""
+    codes, _ = pd.factorize(frame["run_id"], sort=True)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.flatnonzero(np.diff(codes[order])) + 1
+    return [rows for rows in np.split(order, bounds) if len(rows) and codes[rows[0]] >= 0]
+
+
 def describe_counts(series: pd.Series, limit: int = 8) -> str:
     """'a: 3, b: 1' from a Series of labels, most frequent first."""
     counts = series.value_counts()

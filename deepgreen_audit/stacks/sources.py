@@ -8,6 +8,7 @@ this scan; it reads source files only (the stacks' `build/` and `target/` are sk
 
 from __future__ import annotations
 
+import os
 import re
 import tokenize
 from pathlib import Path
@@ -33,11 +34,19 @@ def spec_owned_numbers(spec: dict | None = None) -> dict[str, float]:
 SOURCE_SUFFIXES = {".py", ".cpp", ".cc", ".h", ".hpp", ".rs", ".r", ".R", ".java", ".kt", ".jl"}
 
 
+#: Folders of build output (CMake's, Cargo's), never descended into: a built Rust stack's
+#: target/ alone holds thousands of files.
+BUILD_FOLDERS = frozenset({"build", "target"})
+
+
 def stack_sources(root: Path | None = None) -> list[Path]:
     """The source files under `root` (default: the stacks/ the project ships), builds left out."""
     root = Path(root or shipped_root() / "stacks")
-    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in SOURCE_SUFFIXES
-                  and not {"build", "target"} & set(p.relative_to(root).parts))
+    found = []
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = [name for name in subfolders if name not in BUILD_FOLDERS]
+        found.extend(Path(folder, name) for name in files if Path(name).suffix in SOURCE_SUFFIXES)
+    return sorted(p for p in found if p.is_file())
 
 
 _C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\])*\"", re.S)

@@ -16,6 +16,7 @@ from deepgreen_audit.audit.context import (
     evidence,
     per_run_evidence,
     relative_difference,
+    rows_by_run,
     run_block_energy_j,
 )
 from deepgreen_audit.registry import Outcome, Skip, check
@@ -305,9 +306,10 @@ def power_bounds(ctx) -> dict[str, tuple[pd.Series, float, pd.Series | float, pd
     S5.power-plausible and the page's figure of it."""
     t = ctx.tolerances
     b = ctx.block_runs
-    limits = b["gpu_model"].map(lambda m: max((t["gpu_board_power_limit_w"].get(x.strip(), np.nan)
-                                               for x in str(m).split(";")), default=np.nan)
-                                if isinstance(m, str) else np.nan)
+    models = b["gpu_model"]
+    limit_of = {m: max((t["gpu_board_power_limit_w"].get(x.strip(), np.nan) for x in m.split(";")),
+                       default=np.nan) for m in models.dropna().unique()}  # each model once
+    limits = models.map(limit_of)
     gpu_max = limits.astype(float) * float(t["gpu_power_limit_factor"])
     ranges = {"GPU": (float(t["gpu_power_min_w"]), gpu_max),
               "CPU": tuple(t["cpu_power_range_w"]), "RAM": tuple(t["ram_power_range_w"])}
@@ -430,19 +432,21 @@ def modelled_cpu_power(ctx: AuditContext) -> Outcome:
     spread_tol = float(t["constant_power_relative_spread"])
     mode_share = float(t["load_model_mode_share"])
     declared = b["codecarbon_cpu_method"].isin(["tdp-constant", "load-model"])
-    kind = pd.Series(None, index=b.index, dtype=object)
-    for idx in b.groupby("run_id").groups.values():
-        values = power[idx].to_numpy()
+    kinds = np.full(len(b), None, dtype=object)
+    all_values = power.to_numpy(dtype=float, na_value=np.nan)
+    for rows in rows_by_run(b):
+        values = all_values[rows]
         values = values[np.isfinite(values)]
         if not len(values):
             continue
         med = np.median(values)
         if med > 0 and (values.max() - values.min()) <= spread_tol * med:
-            kind[idx] = f"constant {med:.4g} W"
+            kinds[rows] = f"constant {med:.4g} W"
         elif _mode_share(values, spread_tol) >= mode_share:
-            kind[idx] = "one value in most blocks (load model)"
+            kinds[rows] = "one value in most blocks (load model)"
         elif (values == 0).any():
-            kind[idx] = "0 W readings"
+            kinds[rows] = "0 W readings"
+    kind = pd.Series(kinds, index=b.index, dtype=object)
     detected = kind.notna()
     bad = detected | declared
     if not bad.any():

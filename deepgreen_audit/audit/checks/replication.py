@@ -321,11 +321,9 @@ def constancy(ctx: AuditContext) -> Outcome:
     for table, frame, columns in (("environment", env, s6.get("held_fixed_environment", [])),
                                   ("blocks", blocks, s6.get("held_fixed_blocks", []))):
         for column in columns:
-            if column not in frame:
+            if column not in frame or frame[column].nunique() <= 1:  # (an empty cell is none)
                 continue
             values = frame[["run_id", column]].dropna()
-            if values[column].nunique() <= 1:
-                continue
             for value, rows in values.groupby(column, sort=True):
                 run_ids = rows["run_id"].unique()
                 groups.append({"column": column, "value": str(value), "runs": len(run_ids),
