@@ -42,7 +42,7 @@ BUILD_FOLDERS = frozenset({"build", "target"})
 def stack_sources(root: Path | None = None) -> list[Path]:
     """The source files under `root` (default: the stacks/ the project ships), builds left out."""
     root = Path(root or shipped_root() / "stacks")
-    found = []
+    found: list[Path] = []
     for folder, subfolders, files in os.walk(root):
         subfolders[:] = [name for name in subfolders if name not in BUILD_FOLDERS]
         found.extend(Path(folder, name) for name in files if Path(name).suffix in SOURCE_SUFFIXES)
