@@ -213,24 +213,31 @@ class StagedDirectory:
         refuse_overlap(self.target, inputs)
         check_output(self.target, overwrite)
         self.lock = OutputLock(self.target)
+
+    def __enter__(self) -> StagedDirectory:
+        """Take the lock and make the staging folder.  Made here, not in __init__: from here on
+        the `with` statement runs __exit__ whatever happens, and a signal that lands in here
+        (SIGTERM as the folder appears) removes what was made before it unwinds."""
         try:
             self.target.parent.mkdir(parents=True, exist_ok=True)
             self.lock.acquire()
         except OSError as exc:
             raise write_error(self.target, exc) from None
+        staged = None
         try:
             clean_leftovers(self.target)
-            check_output(self.target, overwrite)
-            self.path = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.",
-                                              suffix=STAGED_SUFFIX, dir=self.target.parent))
-            os.chmod(self.path, 0o777 & ~_umask())  # mkdtemp's 0700 would outlive the rename
+            check_output(self.target, self.overwrite)
+            staged = tempfile.mkdtemp(prefix=f".{self.target.name}.", suffix=STAGED_SUFFIX,
+                                      dir=self.target.parent)
+            os.chmod(staged, 0o777 & ~_umask())  # mkdtemp's 0700 would outlive the rename
+            self.path = Path(staged)
         except BaseException as exc:
+            if staged is not None:
+                shutil.rmtree(staged, ignore_errors=True)
             self.lock.release()
             if isinstance(exc, OSError):
                 raise write_error(self.target, exc) from None
             raise
-
-    def __enter__(self) -> StagedDirectory:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
