@@ -80,7 +80,7 @@ def main() -> None:
             best: dict[str, dict] = {}
             for _ in range(args.rounds):  # interleaved, so a slow spell hits every command
                 for label, command in commands.items():
-                    result = measure(command)
+                    result = measure(command, tree=True)
                     if label not in best or result["wall_s"] < best[label]["wall_s"]:
                         best[label] = result
             results[scale] = best
