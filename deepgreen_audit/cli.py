@@ -274,8 +274,9 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 def build_parser(verb_named: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser, every verb in it; or, where `verb_named` (the first word of
-    the command line) is a verb of this module, without the verb modules (`VERB_MODULES`),
-    which a command such as validate would only pay to import."""
+    the command line) is a verb, only as far as the verb module (`VERB_MODULES`, in order)
+    that registers it: the others a command such as validate or audit would only pay to
+    import."""
     parser = argparse.ArgumentParser(
         prog="deepgreen", formatter_class=HelpFormatter,
         description="DeepGreen Audit: collect, audit and render auditable energy "
@@ -390,17 +391,18 @@ def build_parser(verb_named: str | None = None) -> argparse.ArgumentParser:
                         "--plan collect/contrast.toml --copies 3")
     p.add_argument("--descriptor", metavar="FILE", help="write datapackage.json here instead")
     p.add_argument("--overwrite", action="store_true", help="replace PKG if it exists")
-    if verb_named in verbs.choices:
-        return parser
-    for module in VERB_MODULES:
-        import importlib
+    import importlib
 
+    for module in VERB_MODULES:
+        if verb_named in verbs.choices:  # the verb asked for is there: the rest are not needed
+            break
         importlib.import_module(module).register(verb)
     return parser
 
 
-#: Modules that add verbs of their own layer: each has register(verb).
-VERB_MODULES: tuple[str, ...] = ("deepgreen_audit.collect.cli", "deepgreen_audit.audit.cli",
+#: Modules that add verbs of their own layer: each has register(verb).  The audit's first: a
+#: command line imports them in this order only until its verb is registered.
+VERB_MODULES: tuple[str, ...] = ("deepgreen_audit.audit.cli", "deepgreen_audit.collect.cli",
                                  "deepgreen_audit.importers.cli", "deepgreen_audit.render.cli",
                                  "deepgreen_audit.greenlight.cli", "deepgreen_audit.stacks.cli",
                                  "deepgreen_audit.compare.cli")
