@@ -306,10 +306,20 @@ def _plain_block_columns(data: bytes, header: list[str]) -> dict[str, pa.Array] 
     """The text columns of rows of plain canonical CSV (see `_check_table_blocks`), or None."""
     if b'"' in data or b"\r" in data or b"\n\n" in data or data.startswith(b"\n"):
         return None
+    return _plain_rows(pa.py_buffer(data), header)
+
+
+def _plain_rows(rows: pa.Buffer, header: list[str]) -> dict[str, pa.Array] | None:
+    """The text columns of CSV rows (no header line) that hold no quote, read by pyarrow's
+    CSV reader without a copy and in one block, so that each column is one array; None where
+    pyarrow cannot read them (a row with another number of cells, a cell not UTF-8)."""
+    if not rows.size:
+        return {c: arrays.strings([]) for c in header}
     try:
         table = pcsv.read_csv(
-            pa.BufferReader(data),
-            read_options=pcsv.ReadOptions(use_threads=False, block_size=1 << 26, column_names=header),
+            pa.BufferReader(rows),
+            read_options=pcsv.ReadOptions(use_threads=False, block_size=rows.size,
+                                          column_names=header),
             parse_options=pcsv.ParseOptions(quote_char=False, ignore_empty_lines=False),
             convert_options=pcsv.ConvertOptions(column_types={c: pa.string() for c in header},
                                                 strings_can_be_null=False))
@@ -377,30 +387,24 @@ def _check_hashes(name, path, digest: str, size: int, resource, sums, report) ->
 
 
 def _plain_columns(data: bytes) -> SplitColumns | None:
-    """Header and text columns of a table in plain canonical CSV, read by pyarrow's CSV reader
-    straight from its bytes: no quote (so no cell holds a delimiter), no carriage return and no
-    byte-order mark, a header of distinct names, UTF-8 throughout (pyarrow checks each cell)
-    and a newline at the end.  None for anything else, which `_split_columns` then reads and
-    reports row by row."""
+    """Header and text columns of a table in plain canonical CSV, its rows read by pyarrow
+    straight from its bytes (`_plain_rows`): no quote (so no cell holds a delimiter), no
+    carriage return and no byte-order mark, a header of distinct names, UTF-8 throughout
+    (pyarrow checks each cell) and a newline at the end.  None for anything else, which
+    `_split_columns` then reads and reports row by row."""
     if not data.endswith(b"\n") or data.startswith(codecs.BOM_UTF8) or b'"' in data or b"\r" in data:
         return None
+    header_end = data.index(b"\n")
     try:
-        header = data[: data.index(b"\n")].decode("utf-8").split(",")
+        header = data[:header_end].decode("utf-8").split(",")
     except UnicodeDecodeError:
         return None
     if len(set(header)) != len(header) or not all(header):
         return None
-    try:
-        table = pcsv.read_csv(  # no copy of the bytes; one block, so each column is one array
-            pa.py_buffer(data), read_options=pcsv.ReadOptions(use_threads=False,
-                                                              block_size=len(data)),
-            parse_options=pcsv.ParseOptions(quote_char=False, ignore_empty_lines=False),
-            convert_options=pcsv.ConvertOptions(column_types={c: pa.string() for c in header},
-                                                strings_can_be_null=False))
-    except (pa.ArrowInvalid, ValueError):
+    columns = _plain_rows(pa.py_buffer(data).slice(header_end + 1), header)
+    if columns is None:
         return None
-    return SplitColumns(header, {c: table.column(c).combine_chunks() for c in header},
-                        np.arange(2, table.num_rows + 2), None)
+    return SplitColumns(header, columns, np.arange(2, len(columns[header[0]]) + 2), None)
 
 
 def _split_columns(text: str, name: str, report: Report) -> SplitColumns | None:
