@@ -6,10 +6,9 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from deepgreen_audit.audit.frame import Frame, Groups, counts, plain_value
 from deepgreen_audit.package.beside import Beside
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.rundirs import RoundTrip
@@ -17,12 +16,6 @@ from deepgreen_audit.resources import shipped_root
 from deepgreen_audit.spec import load_spec
 
 CONFIG_COLUMNS = ("ecosystem", "architecture", "dataset")
-#: Integer and boolean columns keep their missing cells (not floats / objects).
-_NULLABLE = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
-#: Columns the checks read as pandas categoricals (categories in text order): the samples'
-#: run_id repeats a run's id on each of its 1 Hz samples (14 M rows at 100x the study), and the
-#: one check that reads it (S5.sampler) groups and compares by it, which a categorical does alike.
-CATEGORICAL = {"samples": ("run_id",)}
 
 
 class AuditContext:
@@ -38,7 +31,7 @@ class AuditContext:
         self.integrity = integrity
         #: the typed tables validation already read (the same types `Package.table` gives)
         self._typed_tables = dict(typed_tables or {})
-        self._frames: dict[str, pd.DataFrame] = {}
+        self._frames: dict[str, Frame] = {}
         #: the round-trip proof computed beside the checks (set by the driver), or None: the
         #: check computes it itself
         self.round_trip: Beside[RoundTrip] | None = None
@@ -47,26 +40,11 @@ class AuditContext:
     def tolerances(self) -> dict:
         return self.spec["audit"]
 
-    def table(self, name: str) -> pd.DataFrame:
-        """Table `name` as a pandas frame with the schema's types (cached).
-
-        A text column is pandas' text (arrow-backed), also where validation kept it dictionary-
-        encoded (a key of a large table), except the CATEGORICAL columns."""
+    def table(self, name: str) -> Frame:
+        """Table `name` as numpy columns (audit/frame.py), each converted when first read."""
         if name not in self._frames:
             typed = self._typed_tables.pop(name, None)
-            if typed is None:
-                typed = self.package.table(name)
-            for i, field in enumerate(typed.schema):
-                categorical = field.name in CATEGORICAL.get(name, ())
-                if categorical and not pa.types.is_dictionary(field.type):
-                    typed = typed.set_column(i, field.name, pc.dictionary_encode(typed.column(i)))
-                elif pa.types.is_dictionary(field.type) and not categorical:
-                    typed = typed.set_column(i, field.name, typed.column(i).cast(field.type.value_type))
-            frame = typed.to_pandas(types_mapper=_NULLABLE.get, self_destruct=True)
-            del typed  # its buffers go as their columns are converted (self_destruct)
-            for column in CATEGORICAL.get(name, ()):
-                frame[column] = frame[column].cat.reorder_categories(sorted(frame[column].cat.categories))
-            self._frames[name] = frame
+            self._frames[name] = Frame.from_arrow(typed if typed is not None else self.package.table(name))
         return self._frames[name]
 
     runs = property(lambda self: self.table("runs"), doc="The runs table, typed.")
@@ -75,52 +53,68 @@ class AuditContext:
     samples = property(lambda self: self.table("samples"), doc="The samples table, typed.")
 
     @cached_property
-    def config_of_run(self) -> pd.Series:
-        """run_id -> 'ecosystem/architecture/dataset'."""
-        runs = self.runs
-        labels = runs["ecosystem"] + "/" + runs["architecture"] + "/" + runs["dataset"]
-        return pd.Series(labels.to_numpy(), index=runs["run_id"].to_numpy())
+    def _run_row(self) -> dict[str, int]:
+        return {run_id: i for i, run_id in enumerate(self.runs["run_id"])}
+
+    def of_runs(self, column: str, run_ids) -> np.ndarray:
+        """The runs table's `column` for each of `run_ids` (None or NaN for a run it lacks)."""
+        rows = np.fromiter((self._run_row.get(r, -1) for r in run_ids), dtype=np.intp)
+        values = self.runs[column]
+        padded = np.concatenate([values, np.full(1, None if values.dtype == object else np.nan,
+                                                 dtype=values.dtype)])
+        return padded[rows]
 
     @cached_property
-    def block_runs(self) -> pd.DataFrame:
+    def config_of_run(self) -> dict[str, str]:
+        """run_id -> 'ecosystem/architecture/dataset'."""
+        runs = self.runs
+        return {run_id: f"{e}/{a}/{d}" for run_id, e, a, d in
+                zip(runs["run_id"], *(runs[c] for c in CONFIG_COLUMNS))}
+
+    @cached_property
+    def block_runs(self) -> Frame:
         """The blocks with their run's configuration, repetition and environment columns."""
         blocks = self.blocks
-        joined = blocks.copy(deep=False)  # the blocks' columns shared, not copied
+        # validation proved every block's run in both tables, once each
+        added: dict[str, np.ndarray] = {}
         for table, columns in ((self.runs, [*CONFIG_COLUMNS, "repetition"]),
                                (self.environment, ["gpu_model", "gpu_count", "codecarbon_version"])):
-            # validation proved every block's run in both tables, once each
-            row = pd.Index(table["run_id"]).get_indexer(blocks["run_id"])
+            row_of = {run_id: i for i, run_id in enumerate(table["run_id"])}
+            rows = np.fromiter((row_of.get(r, -1) for r in blocks["run_id"]), dtype=np.intp,
+                               count=len(blocks))
             for column in columns:
-                joined[column] = table[column].array.take(row, allow_fill=True)
-        return joined
+                values = table[column]
+                empty = None if values.dtype == object else np.nan
+                added[column] = np.where(rows >= 0, values[np.maximum(rows, 0)], empty) \
+                    if len(values) else np.full(len(rows), empty)
+        integer = set(blocks.integer) | {"repetition", "gpu_count"}
+        return Frame({**{n: (lambda n=n: blocks[n]) for n in blocks.columns}, **added},
+                     len(blocks), integer)
 
 
-def rows_by_run(frame: pd.DataFrame) -> list[np.ndarray]:
+def rows_by_run(frame: Frame) -> list[np.ndarray]:
     """The positions of each run's rows in `frame` (by its run_id column), runs in run_id
-    order, each run's rows in frame order: what `frame.groupby("run_id").groups` gives, as
-    numpy positions (indexing a numpy column by them costs microseconds, a pandas one tens)."""
-    codes, _ = pd.factorize(frame["run_id"], sort=True)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.flatnonzero(np.diff(codes[order])) + 1
-    return [rows for rows in np.split(order, bounds) if len(rows) and codes[rows[0]] >= 0]
+    order, each run's rows in frame order."""
+    return Groups(frame["run_id"]).rows()
 
 
-def describe_counts(series: pd.Series, limit: int = 8) -> str:
-    """'a: 3, b: 1' from a Series of labels, most frequent first."""
-    counts = series.value_counts()
-    text = ", ".join(f"{k}: {v}" for k, v in counts.head(limit).items())
-    return text + (f", ... ({len(counts) - limit} more)" if len(counts) > limit else "")
+def describe_counts(values, limit: int = 8) -> str:
+    """'a: 3, b: 1' from labels, most frequent first."""
+    found = counts(values)
+    text = ", ".join(f"{k}: {v}" for k, v in found[:limit])
+    return text + (f", ... ({len(found) - limit} more)" if len(found) > limit else "")
 
 
-def labels_in_spec(runs: pd.DataFrame, column: str, allowed, section: str):
+def labels_in_spec(runs: Frame, column: str, allowed, section: str):
     """Outcome of 'every run's <column> is one the specification names'."""
     from deepgreen_audit.registry import Outcome
 
     allowed = set(allowed)
-    bad = runs[~runs[column].isin(allowed)]
-    if len(bad):
-        return Outcome.failed(f"{len(bad)} run(s) with {column} outside {section}: "
-                              + describe_counts(bad[column]), rows=len(bad))
+    values = runs[column]
+    bad = np.fromiter((v not in allowed for v in values), dtype=bool, count=len(values))
+    if bad.any():
+        return Outcome.failed(f"{int(bad.sum())} run(s) with {column} outside {section}: "
+                              + describe_counts(values[bad]), rows=int(bad.sum()))
     return Outcome.passed(f"every run's {column} is one of {', '.join(sorted(allowed))}")
 
 
@@ -132,53 +126,39 @@ def relative_difference(a, b) -> np.ndarray:
         return np.where(scale > 0, np.abs(a - b) / scale, 0.0)
 
 
-def evidence(frame: pd.DataFrame) -> dict:
-    """A finding's evidence for the JSON report: every row of `frame` as plain JSON values (the
-    runs or configurations it names and the figures that convicted them), so a reader can check
-    each one; the HTML page shows the first rows and links the rest as CSV.  `evidence_total`
-    (the count) is kept for readers of older reports, which carried 50 rows at most."""
-    rows = json_records(frame, digits=6)
+def evidence(frame) -> dict:
+    """A finding's evidence for the JSON report: every row of `frame` (a Frame, or a pandas
+    frame of the CodeCarbon-log checks) as plain JSON values (the runs or configurations it
+    names and the figures that convicted them), so a reader can check each one; the HTML page
+    shows the first rows and links the rest as CSV.  `evidence_total` (the count) is kept for
+    readers of older reports, which carried 50 rows at most."""
+    rows = frame.records(digits=6) if isinstance(frame, Frame) else json_records(frame, digits=6)
     return {"evidence": rows, "evidence_total": len(rows)}
 
 
-def json_records(frame: pd.DataFrame, digits: int | None = None) -> list[dict]:
-    """The rows of `frame` as plain JSON values (the audit's evidence, a comparison's tables)."""
+def json_records(frame, digits: int | None = None) -> list[dict]:
+    """The rows of a pandas frame as plain JSON values (a comparison's tables)."""
     return [{k: plain_value(v, digits) for k, v in record.items()}
             for record in frame.to_dict(orient="records")]
 
 
-def plain_value(value, digits: int | None = None):
-    """One cell as a JSON value: numpy scalars as Python's, a missing or non-finite number as
-    null (JSON has no NaN or Infinity), floats rounded to `digits` when given."""
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, (np.bool_, bool)):
-        return bool(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        if not np.isfinite(value):
-            return None
-        return float(value) if digits is None else round(float(value), digits)
-    if isinstance(value, pd.Timestamp):
-        return value.isoformat()
-    return value if isinstance(value, (int, bool, str)) else str(value)
-
-
-def run_block_energy_j(blocks: pd.DataFrame) -> pd.Series:
+def run_block_energy_j(run_ids: np.ndarray, energy_j: np.ndarray) -> dict[str, float]:
     """Each run's summed block energy_j, NaN where a block lacks it: what a whole-run reading
     (Slurm's) is set against, by the audit's check and by the paper alike."""
-    grouped = blocks.groupby("run_id")["energy_j"].agg(["sum", "count", "size"])
-    return grouped["sum"].where(grouped["count"] == grouped["size"])
+    groups = Groups(run_ids)
+    complete = groups.valid(energy_j) == groups.size
+    sums = np.where(complete, groups.sum(energy_j), np.nan)
+    return dict(zip(groups.keys[0], sums))
 
 
-def per_run_evidence(ctx, blocks: pd.DataFrame, figures: dict | None = None) -> dict:
+def per_run_evidence(ctx, blocks: Frame, figures: dict | None = None) -> dict:
     """Evidence of a block-level finding, one row per run: its ecosystem, how many of its
-    blocks the finding concerns, and `figures` ({column: aggregation}) of those blocks."""
-    grouped = blocks.groupby("run_id")
-    frame = grouped.size().rename("blocks").to_frame()
+    blocks the finding concerns, and `figures` ({column: "median" or "first"}) of those
+    blocks; the runs with most blocks first."""
+    groups = Groups(blocks["run_id"])
+    run_ids = groups.keys[0]
+    columns = {"run_id": run_ids, "ecosystem": ctx.of_runs("ecosystem", run_ids),
+               "blocks": groups.size}
     for column, how in (figures or {}).items():
-        frame[column] = grouped[column].agg(how)
-    frame = frame.reset_index()
-    frame.insert(1, "ecosystem", frame["run_id"].map(ctx.runs.set_index("run_id")["ecosystem"]))
-    return evidence(frame.sort_values("blocks", ascending=False))
+        columns[column] = getattr(groups, how)(blocks[column])
+    return evidence(Frame.of(columns).sort(groups.size, descending=True))

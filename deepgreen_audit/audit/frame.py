@@ -1,0 +1,380 @@
+"""A table's columns as numpy arrays, and rows grouped by key: what the checks compute on.
+
+The audit once computed on pandas frames.  Importing pandas alone took longer than reading
+and hashing the whole package (benchmarks/bench_floor.py), and each pandas call costs tens
+of microseconds before it touches a row, which ~50 checks on small tables pay thousands of
+times.  numpy comes with pyarrow, which reads the tables, and costs microseconds a call.
+
+One representation per schema type, so every check reads a column alike:
+
+- integer and number: float64, NaN where the cell is empty (integers are exact up to 2^53;
+  the `integer` columns are written back as integers in evidence);
+- string: object, a Python str or None;
+- boolean: object, True, False or None;
+- datetime: datetime64[us] (UTC), NaT where empty.
+
+A column is converted from its arrow table the first time a check reads it.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: One microsecond, the unit of a datetime column.
+_US = np.timedelta64(1, "us")
+
+
+def _numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """One arrow column as the numpy array its schema type maps to (see the module)."""
+    kind = column.type
+    if pa.types.is_dictionary(kind):
+        encoded = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        values = np.asarray(encoded.dictionary.to_pylist() + [None], dtype=object)
+        codes = np.asarray(pc.fill_null(encoded.indices, -1).cast(pa.int64()))
+        return values[codes]
+    if pa.types.is_timestamp(kind):
+        return np.asarray(column.cast(pa.timestamp("us")).to_numpy(), dtype="datetime64[us]")
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        return np.asarray(pc.fill_null(column.cast(pa.float64()), math.nan).to_numpy())
+    if pa.types.is_boolean(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind) \
+            or pa.types.is_null(kind):
+        return np.asarray(column.to_numpy(zero_copy_only=False), dtype=object)
+    raise TypeError(f"no numpy column for arrow type {kind}")
+
+
+class Frame:
+    """Columns of one length, each a numpy array (see the module for the types), some
+    computed only when first read."""
+
+    def __init__(self, columns: Mapping[str, np.ndarray | Callable[[], np.ndarray]], length: int,
+                 integer: Iterable[str] = ()):
+        self._columns = dict(columns)
+        self._length = length
+        #: columns that hold integers (as float64): evidence writes them as integers
+        self.integer = frozenset(integer) & set(self._columns)
+
+    @classmethod
+    def from_arrow(cls, table: pa.Table) -> Frame:
+        """The columns of a typed table, each converted when first read."""
+        def later(name: str) -> Callable[[], np.ndarray]:
+            return lambda: _numpy(table.column(name))
+        integer = [f.name for f in table.schema if pa.types.is_integer(f.type)]
+        return cls({name: later(name) for name in table.column_names}, table.num_rows, integer)
+
+    @classmethod
+    def of(cls, columns: Mapping[str, Iterable], integer: Iterable[str] = ()) -> Frame:
+        """A frame of computed columns (each an array or a sequence, all of one length)."""
+        arrays = {name: _array(values) for name, values in columns.items()}
+        lengths = {len(a) for a in arrays.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"columns of different lengths: {sorted(lengths)}")
+        return cls(arrays, lengths.pop() if lengths else 0, integer)
+
+    @classmethod
+    def from_records(cls, records: list[dict], columns: Iterable[str] | None = None) -> Frame:
+        """A frame of dicts (one a row), columns in `columns` or the first row's order."""
+        names = list(columns) if columns is not None else list(records[0]) if records else []
+        return cls.of({n: [r.get(n) for r in records] for n in names})
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._columns
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._columns)
+
+    @property
+    def empty(self) -> bool:
+        return self._length == 0
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        column = self._columns[name]
+        if callable(column):
+            column = self._columns[name] = column()
+        return column
+
+    def missing(self, name: str) -> np.ndarray:
+        """True where column `name` has no value."""
+        return missing(self[name])
+
+    def take(self, rows: np.ndarray) -> Frame:
+        """The rows at `rows` (a boolean mask or positions), columns converted when read."""
+        rows = np.flatnonzero(rows) if np.asarray(rows).dtype == bool else np.asarray(rows, dtype=np.intp)
+
+        def later(name: str) -> Callable[[], np.ndarray]:
+            return lambda: self[name][rows]
+        return Frame({name: later(name) for name in self._columns}, len(rows), self.integer)
+
+    def select(self, names: Iterable[str]) -> Frame:
+        """The columns `names`, in that order."""
+        names = list(names)
+        return Frame({n: (lambda n=n: self[n]) for n in names}, self._length, self.integer)
+
+    def assign(self, **columns) -> Frame:
+        """This frame with `columns` added or replaced (arrays, sequences or one value)."""
+        added = {name: np.full(self._length, values, dtype=object) if np.ndim(values) == 0
+                 and not isinstance(values, np.ndarray) else _array(values)
+                 for name, values in columns.items()}
+        return Frame({**{n: (lambda n=n: self[n]) for n in self._columns}, **added},
+                     self._length, self.integer - set(added))
+
+    def sort(self, key: np.ndarray, descending: bool = False) -> Frame:
+        """The rows in the order of `key` (stable; ties keep their order; NaN last)."""
+        return self.take(order(key, descending))
+
+    def records(self, digits: int | None = None) -> list[dict]:
+        """The rows as dicts of plain JSON values (`plain_value`)."""
+        columns = [(name, self[name], name in self.integer) for name in self._columns]
+        return [{name: plain_value(values[i], digits, whole) for name, values, whole in columns}
+                for i in range(self._length)]
+
+
+def _array(values) -> np.ndarray:
+    """A sequence as a numpy array: numbers as numbers, anything else as objects."""
+    if isinstance(values, np.ndarray):
+        return values
+    values = list(values)
+    if values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return np.asarray(values)
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
+
+
+def missing(values: np.ndarray) -> np.ndarray:
+    """True where `values` holds no value: NaN, NaT or None."""
+    if values.dtype.kind == "f":
+        return np.isnan(values)
+    if values.dtype.kind == "M":
+        return np.isnat(values)
+    if values.dtype == object:
+        return np.fromiter((v is None or v != v for v in values), dtype=bool, count=len(values))
+    return np.zeros(len(values), dtype=bool)
+
+
+def order(key: np.ndarray, descending: bool = False) -> np.ndarray:
+    """Positions that sort `key`, stable, missing values last either way (as pandas'
+    sort_values does)."""
+    gone = missing(key)
+    present = np.flatnonzero(~gone)
+    values = key[present]
+    if values.dtype == object:
+        ranks = np.unique(values, return_inverse=True)[1] if len(values) else values
+        values = np.asarray(ranks, dtype=np.int64)
+    if descending:
+        # stable descending: sort the reversed positions ascending by the negated rank, reverse
+        reversed_order = np.argsort(values[::-1], kind="stable")[::-1]
+        within = len(values) - 1 - reversed_order
+    else:
+        within = np.argsort(values, kind="stable")
+    return np.concatenate([present[within], np.flatnonzero(gone)])
+
+
+def plain_value(value, digits: int | None = None, whole: bool = False):
+    """One cell as a JSON value: numpy scalars as Python's, a missing or non-finite number
+    as null (JSON has no NaN or Infinity), a datetime as ISO 8601 in UTC, floats rounded to
+    `digits` when given, and a float of an integer column (`whole`) as an integer."""
+    if value is None or value is getattr(sys.modules.get("pandas"), "NA", None):
+        return None
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        if not math.isfinite(value):
+            return None
+        if whole:
+            return int(value)
+        return float(value) if digits is None else round(float(value), digits)
+    if isinstance(value, np.datetime64):
+        return None if np.isnat(value) else utc(value).isoformat()
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value if isinstance(value, (int, str)) else str(value)
+
+
+def utc(value: np.datetime64) -> datetime:
+    """A datetime64[us] cell as a timezone-aware datetime (UTC)."""
+    micros = int((value - np.datetime64(0, "us")) // _US)
+    return datetime.fromtimestamp(0, UTC) + (np.timedelta64(micros, "us").item())
+
+
+def seconds(delta: np.ndarray) -> np.ndarray:
+    """timedelta64 values as float seconds (NaN where NaT)."""
+    out = delta / np.timedelta64(1, "s")
+    return np.asarray(out, dtype=float)
+
+
+def counts(values: Iterable) -> list[tuple[object, int]]:
+    """(value, how many) of each distinct value (missing ones left out), most frequent first;
+    values as frequent as one another in the order they first appear (as pandas'
+    value_counts orders them)."""
+    tally: dict = {}
+    for v in values:
+        if v is None or v != v:
+            continue
+        tally[v] = tally.get(v, 0) + 1
+    return sorted(tally.items(), key=lambda item: -item[1])
+
+
+def mode(values: Iterable):
+    """The commonest value (the least of equally common ones, as pandas' mode), or None."""
+    found = counts(values)
+    if not found:
+        return None
+    most = found[0][1]
+    return min(v for v, n in found if n == most)
+
+
+def nunique(values: np.ndarray) -> int:
+    """How many distinct values (missing ones not counted)."""
+    return len(counts(values)) if values.dtype == object else \
+        len(np.unique(values[~missing(values)]))
+
+
+def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's index into the sorted distinct values (-1 where missing), and those values."""
+    gone = missing(values)
+    codes = np.full(len(values), -1, dtype=np.int64)
+    uniques, codes[~gone] = np.unique(values[~gone], return_inverse=True)
+    return codes, uniques
+
+
+class Groups:
+    """The rows grouped by one or more key columns, groups in sorted key order; a row with
+    a missing key is in no group (pandas' groupby with dropna)."""
+
+    def __init__(self, *keys: np.ndarray):
+        parts = [factorize(k) for k in keys]
+        codes = np.zeros(len(keys[0]), dtype=np.int64)
+        gone = np.zeros(len(keys[0]), dtype=bool)
+        for part, uniques in parts:
+            gone |= part < 0
+            codes = codes * max(len(uniques), 1) + np.maximum(part, 0)
+        combined, self.codes = np.unique(codes[~gone], return_inverse=True)
+        full = np.full(len(codes), -1, dtype=np.int64)
+        full[~gone] = self.codes
+        #: each row's group (-1: none)
+        self.codes = full
+        self.count = len(combined)
+        #: each group's key values, one array per key column
+        self.keys = []
+        for part, uniques in reversed(parts):
+            width = max(len(uniques), 1)
+            self.keys.insert(0, uniques[combined % width] if len(uniques) else uniques[:0])
+            combined = combined // width
+        self._order = np.argsort(self.codes, kind="stable")
+        self._order = self._order[self.codes[self._order] >= 0]
+        self.size = np.bincount(self.codes[self._order], minlength=self.count)
+        self._bounds = np.concatenate([[0], np.cumsum(self.size)])
+
+    def __len__(self) -> int:
+        return self.count
+
+    def key(self, i: int) -> tuple:
+        """Group i's key values, one per key column."""
+        return tuple(k[i] for k in self.keys)
+
+    def rows(self) -> list[np.ndarray]:
+        """Each group's row positions, in row order."""
+        return [self._order[self._bounds[i]:self._bounds[i + 1]] for i in range(self.count)]
+
+    def _present(self, values: np.ndarray):
+        """Rows in a group with a value: their group and value, by group."""
+        rows = self._order[~missing(values[self._order])]
+        return self.codes[rows], values[rows]
+
+    def sum(self, values: np.ndarray) -> np.ndarray:
+        group, v = self._present(values)
+        return np.bincount(group, weights=v, minlength=self.count)
+
+    def valid(self, values: np.ndarray) -> np.ndarray:
+        """How many values each group has (missing ones not counted)."""
+        return np.bincount(self._present(values)[0], minlength=self.count)
+
+    def mean(self, values: np.ndarray) -> np.ndarray:
+        n = self.valid(values)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(n > 0, self.sum(values) / n, np.nan)
+
+    def _sorted(self, values: np.ndarray):
+        """The values in a group, sorted by group then value: (values, per-group count, start)."""
+        group, v = self._present(values)
+        rank = factorize(v)[0] if v.dtype == object else v
+        v = v[np.lexsort((rank, group))]
+        n = np.bincount(group, minlength=self.count)
+        return v, n, np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int64)
+
+    def _empty(self, values: np.ndarray) -> np.ndarray:
+        if values.dtype.kind == "M":
+            return np.full(self.count, np.datetime64("NaT"), dtype=values.dtype)
+        if values.dtype.kind == "f":
+            return np.full(self.count, np.nan)
+        return np.full(self.count, None, dtype=object)
+
+    def min(self, values: np.ndarray) -> np.ndarray:
+        v, n, start = self._sorted(values)
+        out = self._empty(values)
+        out[n > 0] = v[start[n > 0]]
+        return out
+
+    def max(self, values: np.ndarray) -> np.ndarray:
+        v, n, start = self._sorted(values)
+        out = self._empty(values)
+        out[n > 0] = v[(start + n - 1)[n > 0]]
+        return out
+
+    def median(self, values: np.ndarray) -> np.ndarray:
+        """Each group's median of its values (NaN for a group with none)."""
+        v, n, start = self._sorted(values)
+        out = np.full(self.count, np.nan)
+        has = n > 0
+        out[has] = (v[start[has] + (n[has] - 1) // 2] + v[start[has] + n[has] // 2]) / 2
+        return out
+
+    def first(self, values: np.ndarray) -> np.ndarray:
+        """Each group's first value (missing ones skipped, as pandas' first)."""
+        group, v = self._present(values)
+        out = np.full(self.count, None, dtype=object) if values.dtype == object else \
+            np.full(self.count, np.nan)
+        seen = np.unique(group, return_index=True)
+        out[seen[0]] = v[seen[1]]
+        return out
+
+    def nunique(self, values: np.ndarray) -> np.ndarray:
+        """How many distinct values each group has (missing ones not counted)."""
+        group, v = self._present(values)
+        if not len(v):
+            return np.zeros(self.count, dtype=np.int64)
+        pairs = np.unique(np.stack([group, factorize(v)[0]]), axis=1)
+        return np.bincount(pairs[0], minlength=self.count)
+
+    def spread(self, per_group: np.ndarray) -> np.ndarray:
+        """A value per group spread to each row of it (NaN or None for rows in no group)."""
+        fill = np.nan if per_group.dtype.kind == "f" else None
+        out = np.full(len(self.codes), fill, dtype=per_group.dtype if fill is not None or
+                      per_group.dtype == object else float)
+        inside = self.codes >= 0
+        out[inside] = per_group[self.codes[inside]]
+        return out
+
+    def shift(self, values: np.ndarray) -> np.ndarray:
+        """Each row's previous row's value within its group (in row order); missing at a
+        group's first row (pandas' groupby(...).shift(1))."""
+        empty = np.datetime64("NaT") if values.dtype.kind == "M" else (
+            np.nan if values.dtype.kind == "f" else None)
+        out = np.full(len(values), empty, dtype=values.dtype if values.dtype.kind in "fM" else object)
+        rows = self._order
+        follows = np.flatnonzero(self.codes[rows][1:] == self.codes[rows][:-1]) + 1
+        out[rows[follows]] = values[rows[follows - 1]]
+        return out
