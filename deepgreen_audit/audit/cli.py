@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -11,11 +12,10 @@ from deepgreen_audit.errors import UserError
 
 
 def cmd_audit(args) -> int:
-    from deepgreen_audit.audit import docs
-    from deepgreen_audit.audit.driver import audit_with_context
-    from deepgreen_audit.registry import registered_checks
-
     if args.list:
+        from deepgreen_audit.audit import docs
+        from deepgreen_audit.registry import registered_checks
+
         if args.markdown:
             if args.check:
                 current = docs.doc_path().is_file() and \
@@ -27,34 +27,45 @@ def cmd_audit(args) -> int:
         for c in registered_checks():
             print(f"{c.id:<30} {c.section:<9} {c.severity:<7} {c.doc}")
         return 0
-    from deepgreen_audit.audit.driver import resolve_package
-    from deepgreen_audit.codecarbon import audit as codecarbon_audit
-    from deepgreen_audit.package.dispatch import check_verb
+    from deepgreen_audit.audit.driver import resolve_package, start_round_trip
+    from deepgreen_audit.package.dispatch import check_verb, is_codecarbon_log
 
     location = resolve_package(args.package)
     check_verb(location, "audit")
     files = report_files(args, location)
     ctx: Any  # the suite's context: a LogContext or an AuditContext (None when validation failed)
-    if codecarbon_audit.is_codecarbon_log(location):  # the audit of anyone's CodeCarbon logs
+    if is_codecarbon_log(location):  # the audit of anyone's CodeCarbon logs
+        from deepgreen_audit.codecarbon import audit as codecarbon_audit
         from deepgreen_audit.spec import load_spec
 
         report, ctx = codecarbon_audit.audit_log(
             location, spec=load_spec(args.spec) if args.spec else None, select=args.select)
         page, evidence_rows = codecarbon_audit.render_log_page, 3
     else:
+        # the program's round-trip proof starts first, in a child, before the imports below
+        round_trip = start_round_trip(location, args.select) if args.owns_process else None
         from deepgreen_audit.audit.driver import audit_with_context
-        from deepgreen_audit.audit.html import render_page
+        from deepgreen_audit.package import arrays
 
-        report, ctx = audit_with_context(location, spec_path=args.spec, select=args.select,
-                                         sources_root=Path(args.sources) if args.sources else None,
-                                         beside=args.owns_process)
-        page, evidence_rows = render_page, 0
+        with arrays.pandas_hidden() if args.owns_process and not args.html \
+                else contextlib.nullcontext():
+            report, ctx = audit_with_context(
+                location, spec_path=args.spec, select=args.select, round_trip=round_trip,
+                sources_root=Path(args.sources) if args.sources else None)
+        page, evidence_rows = _campaign_page, 0
     print(report.to_json() if args.json else report.format_text(evidence_rows=evidence_rows),
           end="" if args.json else "\n")
     if args.strict and not args.json and report.strict_verdict():
         print(report.strict_verdict())
     write_report_files(files, report, lambda: page(report, ctx))
     return report.exit_status(args.strict)
+
+
+def _campaign_page(report, ctx) -> str:
+    """The campaign audit's HTML page (its module is imported only when a page is asked for)."""
+    from deepgreen_audit.audit.html import render_page
+
+    return render_page(report, ctx)
 
 
 def report_files(args, location) -> dict[str, Path]:
@@ -85,10 +96,14 @@ def report_files(args, location) -> dict[str, Path]:
 def write_report_files(files: dict[str, Path], report, page) -> None:
     """Write each asked-for report file atomically and say so (on stderr: stdout is the
     report, which --json keeps parseable); `page` renders the HTML only when it is asked for."""
-    from deepgreen_audit.audit.html import render_junit
     from deepgreen_audit.package import atomic
 
-    render = {"json": report.to_json, "html": page, "junit": lambda: render_junit(report)}
+    def junit() -> str:
+        from deepgreen_audit.audit.html import render_junit
+
+        return render_junit(report)
+
+    render = {"json": report.to_json, "html": page, "junit": junit}
     for kind, path in files.items():
         atomic.write_text(path, render[kind]())
         print(f"wrote {path}", file=sys.stderr)

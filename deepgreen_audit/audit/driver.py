@@ -13,15 +13,18 @@ import time
 from functools import partial
 from pathlib import Path
 
-from deepgreen_audit.audit.context import AuditContext
+from typing import TYPE_CHECKING
+
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.beside import Beside
 from deepgreen_audit.package.descriptor import DESCRIPTOR_NAME, Package
 from deepgreen_audit.package.rundirs import RoundTrip, prove_round_trip
-from deepgreen_audit.package.validate import validate_tables
 from deepgreen_audit.registry import registered_checks, run_check, select_checks
 from deepgreen_audit.report import Report
 from deepgreen_audit.spec import load_spec, scoped
+
+if TYPE_CHECKING:
+    from deepgreen_audit.audit.context import AuditContext
 
 INTEGRITY_ID = "integrity.validate"
 ROUND_TRIP_ID = "integrity.round-trip"
@@ -35,7 +38,8 @@ def audit(location: str | Path | None = None, **options) -> Report:
 def audit_with_context(location: str | Path | None = None, *, spec: dict | None = None,
                        spec_path: str | Path | None = None, select: list[str] | None = None,
                        sources_root: Path | None = None,
-                       beside: bool = False) -> tuple[Report, AuditContext | None]:
+                       round_trip: Beside[RoundTrip] | None = None
+                       ) -> tuple[Report, AuditContext | None]:
     """Audit the package at `location` against the specification; never raises for bad data.
     Returns the report and the context its checks read (None when the package does not
     validate), from which the HTML page draws its figures.
@@ -44,23 +48,32 @@ def audit_with_context(location: str | Path | None = None, *, spec: dict | None 
     is held to that scope: its repetitions, epochs and levels replace the full design's.
 
     `spec` (or `spec_path`) replaces collect/experiment.toml; `select` keeps
-    only the checks whose id starts with one of its prefixes.  `beside` proves the round trip
-    in a forked child process beside the other checks (package/beside.py): for the `deepgreen`
-    program, whose process holds nothing else; a library caller's process may run threads of
-    its own (a framework's), which a fork would copy in whatever state they are in.
+    only the checks whose id starts with one of its prefixes.  `round_trip` is the proof
+    already started beside the audit (`start_round_trip`), which the audit collects or stops.
     """
-    registered = select_checks(registered_checks(), select, keep=(INTEGRITY_ID,))
-    spec = spec or load_spec(str(spec_path) if spec_path else None)
-    location = resolve_package(location)
-    # The round-trip proof reads the tables on its own: it can run beside validation and the
-    # other checks (package/beside.py), which is why its finding is collected last.
-    round_trip = Beside(partial(_prove_round_trip, location)) \
-        if beside and any(c.id == ROUND_TRIP_ID for c in registered) else None
     try:
-        return _audit(location, registered, spec, sources_root, round_trip)
+        registered = select_checks(registered_checks(), select, keep=(INTEGRITY_ID,))
+        spec = spec or load_spec(str(spec_path) if spec_path else None)
+        return _audit(resolve_package(location), registered, spec, sources_root, round_trip)
     finally:
         if round_trip is not None:
             round_trip.cancel()
+
+
+def start_round_trip(location, select: list[str] | None = None) -> Beside[RoundTrip] | None:
+    """The round-trip proof of the package at `location` started in a forked child process
+    (package/beside.py), when `select` keeps it; for `audit_with_context(round_trip=...)`.
+
+    The proof reads the tables on its own, as text, and needs nothing else the audit
+    computes: the program starts it first, before it imports numpy and pyarrow (which the
+    proof does not use), so that it runs on the second core from the start, beside
+    validation and the other checks; its finding is collected last.  Only for the
+    `deepgreen` program, whose process holds nothing else: a library caller's process may
+    run threads of its own (a framework's), which a fork would copy in whatever state they
+    are in."""
+    if select and not any(ROUND_TRIP_ID.startswith(prefix) for prefix in select):
+        return None
+    return Beside(partial(_prove_round_trip, resolve_package(location)))
 
 
 def _prove_round_trip(location) -> RoundTrip:
@@ -69,6 +82,9 @@ def _prove_round_trip(location) -> RoundTrip:
 
 def _audit(location, registered, spec: dict, sources_root: Path | None,
            round_trip: Beside | None) -> tuple[Report, AuditContext | None]:
+    from deepgreen_audit.audit.context import AuditContext
+    from deepgreen_audit.package.validate import validate_tables
+
     started = time.perf_counter()
     integrity, typed_tables = validate_tables(location)
     validated_in = time.perf_counter() - started  # integrity.validate's time: it reads the result

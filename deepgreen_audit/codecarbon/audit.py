@@ -29,13 +29,6 @@ RUNS_SHOWN = 12
 _RENAMED = {"ecosystem": "source_file", "epoch": "source_line", "phase": "row", "run_id": "run"}
 
 
-def is_codecarbon_log(location) -> bool:
-    try:
-        return Package.open(location).kind is CODECARBON_LOG
-    except UserError:
-        return False
-
-
 def _in_log_terms(finding):
     """A reused campaign check's finding in a log's words: rows, not blocks."""
     message = (finding.message.replace("block(s)", "row(s)").replace("blocks", "rows")

@@ -4,8 +4,8 @@ pyarrow's `to_numpy`, `pa.array`, its compute functions' conversion of Python sc
 more import pandas (0.2-0.4 s, more than reading and hashing a package) only to ask whether
 their argument is a pandas object (apache/arrow#34994).  Validation hands pyarrow no pandas
 object, so it reads and builds the few arrays it needs here (fixed-width values, validity and
-boolean bitmaps, dictionary codes), and a process that only validates runs it with pandas
-hidden (`pandas_hidden`).
+boolean bitmaps, dictionary codes), and the `validate` and `audit` programs, which use no
+pandas, run with pandas hidden (`pandas_hidden`).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class _HidePandas(importlib.abc.MetaPathFinder):
 
     def find_spec(self, name, path=None, target=None):
         if name == "pandas" or name.startswith("pandas."):
-            raise ModuleNotFoundError(f"{name} is hidden while a package is validated",
+            raise ModuleNotFoundError(f"{name} is hidden: this program does not use it",
                                       name=name)
         return None
 
@@ -104,7 +104,8 @@ def pandas_hidden() -> Iterator[None]:
     pyarrow remembers the answer for the rest of the process: it then takes a pandas object
     handed to `pa.array` for a plain sequence (a categorical becomes text) until a call that
     needs pandas (`to_pandas`, `from_pandas`) imports it.  So only a process that ends after
-    the block may use this (`deepgreen validate`, `cli.main(owns_process=True)`)."""
+    the block may use this (`deepgreen validate` and `deepgreen audit` as the program:
+    `cli.main(owns_process=True)`)."""
     if "pandas" in sys.modules:
         yield
         return

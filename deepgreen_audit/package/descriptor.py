@@ -17,14 +17,16 @@ import sys
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path, PurePosixPath
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import paths, tables as _tables
 from deepgreen_audit.package.checksums import FILENAME as SUMS_NAME
 from deepgreen_audit.package.kinds import KIND_KEY, REPLICATION, Kind, kind_of
 from deepgreen_audit.package.schema import TABLES, load_schema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 DESCRIPTOR_NAME = "datapackage.json"
 PACKAGE_PROFILE = "https://datapackage.org/profiles/2.0/datapackage.json"

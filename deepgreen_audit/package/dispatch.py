@@ -12,10 +12,8 @@ import contextlib
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package import arrays, validate as _validate
 from deepgreen_audit.package.descriptor import Package
-from deepgreen_audit.package.foreign import validate_foreign
-from deepgreen_audit.package.kinds import FOREIGN, require_verb
+from deepgreen_audit.package.kinds import CODECARBON_LOG, FOREIGN, require_verb
 from deepgreen_audit.report import Report
 
 
@@ -25,6 +23,9 @@ def validate_package(location: str | Path | None = None, *, hide_pandas: bool = 
     The report's stats name the kind (`kind`) and the tables checked (`tables`).
     `hide_pandas` validates a package of ours with pandas hidden from pyarrow, which would
     otherwise import it (`arrays.pandas_hidden`: only for a process that ends afterwards)."""
+    from deepgreen_audit.package import arrays, validate as _validate
+    from deepgreen_audit.package.foreign import validate_foreign
+
     try:
         package = Package.open(location)
     except UserError:
@@ -54,3 +55,12 @@ def check_verb(location: str | Path | None, verb: str) -> None:
     except UserError:
         return
     require_verb(package.kind, verb, package.descriptor_path)
+
+
+def is_codecarbon_log(location: str | Path | None) -> bool:
+    """Whether `location` is a package of CodeCarbon logs (`deepgreen import codecarbon`),
+    which the audit hands to its own suite."""
+    try:
+        return Package.open(location).kind is CODECARBON_LOG
+    except UserError:
+        return False

@@ -12,8 +12,10 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.resources import project_file
@@ -21,13 +23,18 @@ from deepgreen_audit.resources import project_file
 #: The four tables of a replication package, in the order they are written.
 TABLES: tuple[str, ...] = ("runs", "blocks", "samples", "environment")
 
-_ARROW_TYPES = {
-    "string": pa.string(),
-    "integer": pa.int64(),
-    "number": pa.float64(),
-    "boolean": pa.bool_(),
-    "datetime": pa.timestamp("us", tz="UTC"),
-}
+#: The Table Schema types a field may have.
+TYPES = ("string", "integer", "number", "boolean", "datetime")
+
+
+@cache
+def _arrow_types() -> dict[str, pa.DataType]:
+    """The pyarrow type of each Table Schema type (pyarrow imported only by the typed readers:
+    the text-level readers, e.g. the audit's round-trip proof, start without it)."""
+    import pyarrow as pa
+
+    return dict(zip(TYPES, (pa.string(), pa.int64(), pa.float64(), pa.bool_(),
+                            pa.timestamp("us", tz="UTC")), strict=True))
 
 
 def schema_dir() -> Path:
@@ -57,7 +64,7 @@ class Field:
 
     @property
     def arrow_type(self) -> pa.DataType:
-        return _ARROW_TYPES[self.type]
+        return _arrow_types()[self.type]
 
     @property
     def allowed(self) -> tuple[str, ...]:
@@ -94,6 +101,8 @@ class TableSchema:
 
     @property
     def arrow_schema(self) -> pa.Schema:
+        import pyarrow as pa
+
         return pa.schema([(f.name, f.arrow_type) for f in self.fields])
 
 
@@ -101,7 +110,7 @@ def _parse(name: str, descriptor: dict) -> TableSchema:
     fields = []
     for raw in descriptor["fields"]:
         cons = raw.get("constraints", {})
-        if raw["type"] not in _ARROW_TYPES:
+        if raw["type"] not in TYPES:
             raise UserError(f"field {raw['name']!r} has unsupported type {raw['type']!r}",
                             path=f"schemas/{name}.json")
         fields.append(Field(

@@ -15,14 +15,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import paths
 from deepgreen_audit.package.canonical import format_value
 from deepgreen_audit.package.schema import TableSchema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass
@@ -278,6 +279,9 @@ def rows_from_columns(schema: TableSchema, columns: dict[str, list]) -> list[lis
 
 def typed(schema: TableSchema, table: TextTable) -> pa.Table:
     """The typed pyarrow Table of a text table that has passed validation."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     arrays = []
     for i, f in enumerate(schema.fields):
         text = pa.array([r[i] for r in table.rows], type=pa.string())
