@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 
 import numpy as np
@@ -58,11 +58,8 @@ class AuditContext:
 
     def of_runs(self, column: str, run_ids) -> np.ndarray:
         """The runs table's `column` for each of `run_ids` (None or NaN for a run it lacks)."""
-        rows = np.fromiter((self._run_row.get(r, -1) for r in run_ids), dtype=np.intp)
-        values = self.runs[column]
-        padded = np.concatenate([values, np.full(1, None if values.dtype == object else np.nan,
-                                                 dtype=values.dtype)])
-        return padded[rows]
+        return _at(self.runs[column], np.fromiter((self._run_row.get(r, -1) for r in run_ids),
+                                                  dtype=np.intp))
 
     @cached_property
     def config_of_run(self) -> dict[str, str]:
@@ -83,13 +80,18 @@ class AuditContext:
             rows = np.fromiter((row_of.get(r, -1) for r in blocks["run_id"]), dtype=np.intp,
                                count=len(blocks))
             for column in columns:
-                values = table[column]
-                empty = None if values.dtype == object else np.nan
-                added[column] = np.where(rows >= 0, values[np.maximum(rows, 0)], empty) \
-                    if len(values) else np.full(len(rows), empty)
+                added[column] = _at(table[column], rows)
         integer = set(blocks.integer) | {"repetition", "gpu_count"}
-        return Frame({**{n: (lambda n=n: blocks[n]) for n in blocks.columns}, **added},
+        return Frame({**{n: partial(blocks.__getitem__, n) for n in blocks.columns}, **added},
                      len(blocks), integer)
+
+
+def _at(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """values[rows], empty (None, NaN or NaT) where a row is -1."""
+    empty = np.array([None if values.dtype == object else
+                      np.datetime64("NaT") if values.dtype.kind == "M" else np.nan],
+                     dtype=values.dtype)
+    return np.concatenate([values, empty])[rows]
 
 
 def rows_by_run(frame: Frame) -> list[np.ndarray]:

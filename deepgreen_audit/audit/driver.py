@@ -12,7 +12,6 @@ import os
 import time
 from functools import partial
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from deepgreen_audit.errors import UserError

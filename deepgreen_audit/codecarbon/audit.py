@@ -15,7 +15,6 @@ import numpy as np
 from deepgreen_audit.codecarbon import checks as cc_checks
 from deepgreen_audit.codecarbon.context import LogContext
 from deepgreen_audit.codecarbon.verdict import log_verdicts, run_verdicts
-from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.kinds import CODECARBON_LOG
 from deepgreen_audit.package.validate import validate_tables
