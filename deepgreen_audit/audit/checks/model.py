@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from deepgreen_audit.audit.context import AuditContext, evidence, labels_in_spec
+from deepgreen_audit.audit.context import CONFIG_COLUMNS, AuditContext, evidence, labels_in_spec
+from deepgreen_audit.audit.frame import Frame, Groups
 from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 
 FEATURES = {"time": "train seconds per sample", "power": "train GPU power"}
+
+#: (ecosystem, architecture, dataset) -> its profile, one value per FEATURES (in order)
+Profiles = dict[tuple[str, str, str], np.ndarray]
+#: (ecosystem, dataset) -> profile of the second architecture minus the first's
+Contrasts = dict[tuple[str, str], np.ndarray]
 
 
 @check("S1.architectures", "S1", table="runs")
@@ -23,78 +28,108 @@ def initial_weights(ctx: AuditContext) -> Outcome:
     """Every run records the SHA-256 of the canonical initial-weight export it loaded, and
     runs of different (architecture, classes) never share one export."""
     runs = ctx.runs
-    missing = runs["initial_weights_sha256"].isna()
-    classes = runs["dataset"].map(ctx.spec["S3_data"]["classes"])
-    shape = runs["architecture"] + "/" + classes.astype(str)
-    recorded = runs[~missing].assign(shape=shape[~missing])
-    shared = recorded.groupby("initial_weights_sha256")["shape"].transform("nunique") > 1
+    unhashed = runs.missing("initial_weights_sha256")
+    classes = ctx.spec["S3_data"]["classes"]
+    # a run without an architecture has no shape (and shares no export)
+    shape = np.array([None if arch is None else f"{arch}/{classes.get(ds)}"
+                      for arch, ds in zip(runs["architecture"], runs["dataset"])], dtype=object)
+    exports = Groups(runs["initial_weights_sha256"])
+    shared = exports.spread(exports.nunique(shape)) > 1
     problems = []
-    if missing.any():
-        problems.append(f"{int(missing.sum())} run(s) record no initial-weight hash")
+    if unhashed.any():
+        problems.append(f"{int(unhashed.sum())} run(s) record no initial-weight hash")
     if shared.any():
         problems.append(f"{int(shared.sum())} run(s) share one export across different "
                         "(architecture, classes)")
     if problems:
-        return Outcome.failed("; ".join(problems), rows=int(missing.sum() + shared.sum()),
-                              unrecorded=int(missing.sum()),
-                              details=evidence(runs.loc[missing | shared.reindex(runs.index, fill_value=False),
-                                                        ["run_id", "architecture", "dataset",
-                                                         "initial_weights_sha256"]]))
+        return Outcome.failed("; ".join(problems), rows=int(unhashed.sum() + shared.sum()),
+                              unrecorded=int(unhashed.sum()),
+                              details=evidence(runs.take(unhashed | shared).select(
+                                  ["run_id", "architecture", "dataset", "initial_weights_sha256"])))
     return Outcome.passed(f"{len(runs):,} runs record their initial-weight export")
 
 
-def config_profiles(ctx) -> pd.DataFrame:
+def per_dataset(datasets: np.ndarray, figures: dict) -> np.ndarray:
+    """Each row's dataset's figure in `figures` (a specification table such as S3
+    train_samples), NaN where the dataset is missing or the table lacks it."""
+    return np.fromiter((figures.get(ds, np.nan) for ds in datasets), dtype=float,
+                       count=len(datasets))
+
+
+def config_profiles(ctx) -> Frame:
     """Per configuration, the median log train time per sample and log GPU power.
 
     Training blocks after the first epoch (warm-up) are used.  Time per sample
     uses samples_processed, or the dataset's S3 train size when the source
     recorded none; GPU power the counter energy, or CodeCarbon's when there are
-    no counters.
+    no counters.  One row per configuration, in key order; NaN where a figure is
+    undefined (the callers drop what they need).
     """
     b = ctx.block_runs
-    train = b[b["phase"] == "train"]
-    if (train["epoch"] >= 2).any():
-        train = train[train["epoch"] >= 2]
-    sizes = train["dataset"].map(ctx.spec["S3_data"].get("train_samples", {}))
-    samples = train["samples_processed"].astype("Float64").fillna(sizes.astype("Float64"))
-    gpus = train["gpu_count"].astype("Float64").where(train["gpu_count"].astype("Float64") > 0)
-    counter_w = train["gpu_energy_j"] / train["duration_s"] / gpus
-    cc_w = train["codecarbon_gpu_energy_kwh"] * J_PER_KWH / train["codecarbon_duration_s"] / gpus
+    train = b["phase"] == "train"
+    after_warmup = train & (b["epoch"] >= 2)
+    rows = np.flatnonzero(after_warmup if after_warmup.any() else train)
+
+    def column(name: str) -> np.ndarray:
+        return b[name][rows]
+
+    sizes = per_dataset(column("dataset"), ctx.spec["S3_data"].get("train_samples", {}))
+    recorded = column("samples_processed")
+    samples = np.where(np.isnan(recorded), sizes, recorded)
+    gpu_count = column("gpu_count")
+    gpus = np.where(gpu_count > 0, gpu_count, np.nan)
+    duration = column("duration_s")
     with np.errstate(divide="ignore", invalid="ignore"):
-        frame = pd.DataFrame({
-            "ecosystem": train["ecosystem"], "architecture": train["architecture"],
-            "dataset": train["dataset"],
-            "time": np.log((train["duration_s"] / samples).astype(float)),
-            "power": np.log(counter_w.fillna(cc_w).astype(float))})
-    frame = frame.replace([np.inf, -np.inf], np.nan)
-    return frame.groupby(["ecosystem", "architecture", "dataset"])[list(FEATURES)].median()
+        counter_w = column("gpu_energy_j") / duration / gpus
+        cc_w = column("codecarbon_gpu_energy_kwh") * J_PER_KWH / column("codecarbon_duration_s") / gpus
+        figures = {"time": np.log(duration / samples),
+                   "power": np.log(np.where(np.isnan(counter_w), cc_w, counter_w))}
+    # a block's configuration is its run's: the runs are grouped by their labels and the
+    # blocks by their run's group, as sorting the blocks' labels would cost ten times more
+    runs = ctx.runs
+    configs = Groups(*(runs[c] for c in CONFIG_COLUMNS))
+    config_of_run = dict(zip(runs["run_id"], np.where(configs.codes >= 0, configs.codes, np.nan)))
+    in_config = Groups(np.fromiter((config_of_run.get(r, np.nan) for r in column("run_id")),
+                                   dtype=float, count=len(rows)))
+    present = in_config.keys[0].astype(np.intp)
+    columns = {name: labels[present] for name, labels in zip(CONFIG_COLUMNS, configs.keys)}
+    for name, values in figures.items():
+        columns[name] = in_config.median(np.where(np.isinf(values), np.nan, values))
+    return Frame.of(columns)
 
 
-def _contrasts(prof: pd.DataFrame, archs: list[str]) -> pd.DataFrame:
+def _profiles(ctx) -> Profiles:
+    """The configurations whose every feature is defined, with their profile."""
+    prof = config_profiles(ctx)
+    figures = np.column_stack([prof[f] for f in FEATURES])
+    defined = ~np.isnan(figures).any(axis=1)
+    keys = zip(prof["ecosystem"][defined], prof["architecture"][defined], prof["dataset"][defined])
+    return dict(zip(keys, figures[defined]))
+
+
+def _contrasts(prof: Profiles, archs: list[str]) -> Contrasts:
     """Per (ecosystem, dataset) that ran both architectures: profile(a1) - profile(a0)."""
     a0, a1 = archs
-    rows = {}
-    for (eco, ds), group in prof.groupby(level=["ecosystem", "dataset"]):
-        by_arch = group.droplevel(["ecosystem", "dataset"])
-        if a0 in by_arch.index and a1 in by_arch.index:
-            rows[(eco, ds)] = by_arch.loc[a1] - by_arch.loc[a0]
-    frame = pd.DataFrame(rows).T
-    if not frame.empty:
-        frame.index.names = ["ecosystem", "dataset"]
-    return frame
+    pairs = sorted({(eco, ds) for eco, _, ds in prof})
+    return {(eco, ds): prof[(eco, a1, ds)] - prof[(eco, a0, ds)] for eco, ds in pairs
+            if (eco, a0, ds) in prof and (eco, a1, ds) in prof}
 
 
-def _predicted(prof: pd.DataFrame, eco: str, arch: str, ds: str, references: list[str]) -> pd.Series:
+def _median(profiles) -> np.ndarray:
+    """The median of each feature over `profiles`."""
+    return np.median(np.asarray(list(profiles)), axis=0)
+
+
+def _predicted(prof: Profiles, eco: str, arch: str, ds: str, references: list[str]) -> np.ndarray:
     """The profile `arch` would have in (eco, ds), from the same ecosystem's `arch` on its
     reference datasets moved by how the dataset changes `arch` in the other ecosystems."""
     preds = []
-    others = [e for e in prof.index.get_level_values("ecosystem").unique() if e != eco]
+    others = sorted({e for e, _, _ in prof} - {eco})
     for ref in references:
-        shifts = [prof.loc[(e, arch, ds)] - prof.loc[(e, arch, ref)] for e in others
-                  if (e, arch, ds) in prof.index and (e, arch, ref) in prof.index]
-        shift = pd.concat(shifts, axis=1).median(axis=1) if shifts else 0.0
-        preds.append(prof.loc[(eco, arch, ref)] + shift)
-    return pd.concat(preds, axis=1).median(axis=1)
+        shifts = [prof[(e, arch, ds)] - prof[(e, arch, ref)] for e in others
+                  if (e, arch, ds) in prof and (e, arch, ref) in prof]
+        preds.append(prof[(eco, arch, ref)] + (_median(shifts) if shifts else 0.0))
+    return _median(preds)
 
 
 @check("S1.architecture-identity", "S1", table="blocks")
@@ -113,46 +148,53 @@ def architecture_identity(ctx: AuditContext) -> Outcome:
     archs = list(ctx.spec["S1_model"]["architectures"])
     if len(archs) != 2:
         raise Skip("the identity check compares exactly two architectures")
-    prof = config_profiles(ctx).dropna()
+    prof = _profiles(ctx)
     contrast = _contrasts(prof, archs)
-    if contrast.empty:
+    if not contrast:
         raise Skip("no (ecosystem, dataset) ran both architectures: nothing to compare")
     t = ctx.tolerances
     collapse_tol = float(t["architecture_collapse_log_tolerance"])
     tol = float(t["architecture_profile_log_tolerance"])
     a0, a1 = archs
-    collapsed = (contrast.abs() < collapse_tol).all(axis=1)
+    collapsed = {pair: bool((np.abs(c) < collapse_tol).all()) for pair, c in contrast.items()}
+    by_ecosystem: dict[str, dict[str, np.ndarray]] = {}
+    for (eco, ds), c in contrast.items():
+        by_ecosystem.setdefault(eco, {})[ds] = c
+    eco_medians = {eco: _median(group.values()) for eco, group in by_ecosystem.items()}
     flagged, explained = [], []
-    for eco, group in contrast.groupby(level="ecosystem"):
-        datasets = list(group.index.get_level_values("dataset"))
-        intact = [ds for ds in datasets if not collapsed[(eco, ds)]]
-        for ds in datasets:
+    for eco, group in by_ecosystem.items():
+        intact = [ds for ds in group if not collapsed[(eco, ds)]]
+        for ds in group:
             if not collapsed[(eco, ds)] or not intact:
                 continue
-            reference = contrast.loc[[(eco, d) for d in intact]].median()
-            obs = {a: prof.loc[(eco, a, ds)] for a in archs}
+            reference = _median(group[d] for d in intact)
+            obs = {a: prof[(eco, a, ds)] for a in archs}
             pred = {a: _predicted(prof, eco, a, ds, intact) for a in archs}
             # hypothesis "label a is wrong": both configurations ran the other architecture
-            score = {a: float(sum((obs[x] - pred[b]).abs().sum() for x in archs))
+            score = {a: float(sum(np.abs(obs[x] - pred[b]).sum() for x in archs))
                      for a, b in ((a0, a1), (a1, a0))}
             wrong = min(score, key=score.__getitem__)
             ran = a1 if wrong == a0 else a0
             flagged.append({
                 "configuration": f"{eco}/{wrong}/{ds}", "ran": ran,
-                "time_ratio": round(float(np.exp(contrast.loc[(eco, ds), "time"])), 3),
-                "power_ratio": round(float(np.exp(contrast.loc[(eco, ds), "power"])), 3),
-                "reference_time_ratio": round(float(np.exp(reference["time"])), 3),
-                "reference_power_ratio": round(float(np.exp(reference["power"])), 3),
+                "time_ratio": round(float(np.exp(group[ds][0])), 3),
+                "power_ratio": round(float(np.exp(group[ds][1])), 3),
+                "reference_time_ratio": round(float(np.exp(reference[0])), 3),
+                "reference_power_ratio": round(float(np.exp(reference[1])), 3),
                 "reference_datasets": ",".join(intact),
                 f"score_{a0}_label_wrong": round(score[a0], 3),
                 f"score_{a1}_label_wrong": round(score[a1], 3)})
-        explained += _explained(eco, group, contrast, collapsed, tol)
+        others = [m for e, m in eco_medians.items() if e != eco]
+        # the campaign's contrast: the median over the other ecosystems' own medians
+        consensus = _median(others) if others else eco_medians[eco]
+        explained += _explained(eco, group, eco_medians[eco], consensus, collapsed, tol)
     details = {"evidence": flagged, "evidence_total": len(flagged), "explained": explained}
-    b = ctx.block_runs
-    key = b["ecosystem"] + "/" + b["architecture"] + "/" + b["dataset"]
     note = ("; not flagged: " + "; ".join(e["why"] for e in explained)) if explained else ""
     if flagged:
-        rows = int(key.isin([f["configuration"] for f in flagged]).sum())
+        b = ctx.block_runs
+        wrong_labels = {f["configuration"] for f in flagged}
+        rows = sum(f"{e}/{a}/{d}" in wrong_labels
+                   for e, a, d in zip(b["ecosystem"], b["architecture"], b["dataset"]))
         found = "; ".join(
             f"{f['configuration']} ran {f['ran']} (its {a1}/{a0} ratios on that dataset: time "
             f"x{f['time_ratio']}, GPU power x{f['power_ratio']}; on {f['reference_datasets']}: "
@@ -160,39 +202,38 @@ def architecture_identity(ctx: AuditContext) -> Outcome:
             f"{f[f'score_{a0}_label_wrong']} vs {f[f'score_{a1}_label_wrong']})" for f in flagged)
         return Outcome.failed(f"{len(flagged)} label(s) name the wrong architecture: {found}{note}",
                               rows=rows, details=details)
-    consensus = contrast.median()
+    consensus = _median(contrast.values())
     return Outcome.passed(f"{len(contrast)} (ecosystem, dataset) pairs: no two labels measured "
-                          f"one network (campaign {a1}/{a0}: time x{np.exp(consensus['time']):.2f}, "
-                          f"GPU power x{np.exp(consensus['power']):.2f}){note}", details=details)
+                          f"one network (campaign {a1}/{a0}: time x{np.exp(consensus[0]):.2f}, "
+                          f"GPU power x{np.exp(consensus[1]):.2f}){note}", details=details)
 
 
-def _explained(eco: str, group: pd.DataFrame, contrast: pd.DataFrame, collapsed: pd.Series,
+def _explained(eco: str, group: dict[str, np.ndarray], eco_median: np.ndarray,
+               consensus: np.ndarray, collapsed: dict[tuple[str, str], bool],
                tol: float) -> list[dict]:
-    """Contrast anomalies of one ecosystem that another explanation than a label accounts for."""
+    """Contrast anomalies of one ecosystem (its contrast per dataset: `group`) that another
+    explanation than a label accounts for."""
     out = []
-    eco_median = group.median()
-    others = contrast.drop(index=eco, level="ecosystem")
-    # the campaign's contrast: the median over the other ecosystems' own medians
-    consensus = others.groupby(level="ecosystem").median().median() if not others.empty else eco_median
-    spread = (group - eco_median).abs().max()
-    reversed_ = [f for f in FEATURES if abs(consensus[f]) >= tol / 2
-                 and np.sign(consensus[f]) * eco_median[f] <= -tol / 2]
-    if reversed_ and (spread[reversed_] <= tol).all():
+    spread = np.abs(np.asarray(list(group.values())) - eco_median).max(axis=0)
+    reversed_ = [i for i in range(len(FEATURES)) if abs(consensus[i]) >= tol / 2
+                 and np.sign(consensus[i]) * eco_median[i] <= -tol / 2]
+    if reversed_ and all(spread[i] <= tol for i in reversed_):
+        names = list(FEATURES.values())
         out.append({"ecosystem": eco, "kind": "stack-wide", "why": (
             f"{eco}: its contrast is reversed against the campaign's alike on every dataset ("
-            + ", ".join(f"{FEATURES[f]} x{np.exp(eco_median[f]):.2f} vs x{np.exp(consensus[f]):.2f}"
-                        for f in reversed_) + "): a property of the stack (implementation, "
+            + ", ".join(f"{names[i]} x{np.exp(eco_median[i]):.2f} vs x{np.exp(consensus[i]):.2f}"
+                        for i in reversed_) + "): a property of the stack (implementation, "
             "hardware or time window), not of one label")})
     if len(group) >= 3:
-        for (_, ds), row in group.iterrows():
+        for ds, row in group.items():
             if collapsed[(eco, ds)]:
                 continue
-            siblings = group.drop(index=(eco, ds)).median()
-            off = (row - siblings).abs()
-            if off["time"] > tol and off["power"] <= tol:
+            siblings = _median(c for d, c in group.items() if d != ds)
+            off = np.abs(row - siblings)
+            if off[0] > tol and off[1] <= tol:
                 out.append({"ecosystem": eco, "dataset": ds, "kind": "work", "why": (
-                    f"{eco}/{ds}: time contrast x{np.exp(row['time']):.2f} against "
-                    f"x{np.exp(siblings['time']):.2f} on its other datasets while its GPU-power "
-                    f"contrast holds (x{np.exp(row['power']):.2f}): one configuration's work per "
+                    f"{eco}/{ds}: time contrast x{np.exp(row[0]):.2f} against "
+                    f"x{np.exp(siblings[0]):.2f} on its other datasets while its GPU-power "
+                    f"contrast holds (x{np.exp(row[1]):.2f}): one configuration's work per "
                     "sample changed (a stale dataset or a drifting window), not its identity")})
     return out

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
+from deepgreen_audit.audit.checks.model import per_dataset
 from deepgreen_audit.audit.context import AuditContext, describe_counts, evidence, labels_in_spec
+from deepgreen_audit.audit.frame import Frame, Groups
 from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.spec import RECIPE_SECTIONS, declared_device, dl4j_backend, recipe
+
+
+def _cell_text(value, whole: bool) -> str:
+    """A recorded cell as the message writes it (an integer column's values as integers)."""
+    return str(int(value)) if whole else str(value)
 
 
 def _recipe_outcome(ctx, section: str) -> Outcome:
@@ -20,24 +26,25 @@ def _recipe_outcome(ctx, section: str) -> Outcome:
     problems = []
     for col in RECIPE_SECTIONS[section]:
         values = runs[col]
-        missing = values.isna().to_numpy()
+        missing = runs.missing(col)
         if isinstance(wanted[col], float):
-            differs = ~np.isclose(values.astype("Float64").to_numpy(dtype=float, na_value=np.nan),
-                                  wanted[col], rtol=rtol, atol=0) & ~missing
+            differs = ~np.isclose(values.astype(float), wanted[col], rtol=rtol, atol=0) & ~missing
         else:
-            differs = (values.astype(object) != wanted[col]).to_numpy() & ~missing
+            differs = np.asarray(values != wanted[col], dtype=bool) & ~missing
         if missing.any():
             problems.append(f"{col} not recorded in {int(missing.sum())}")
         if differs.any():
+            whole = col in runs.integer
+            labels = [None if eco is None else f"{eco}: {_cell_text(value, whole)}"
+                      for eco, value in zip(runs["ecosystem"][differs], values[differs])]
             problems.append(f"{col} differs in {int(differs.sum())} ("
-                            + describe_counts(runs.loc[differs, "ecosystem"] + ": "
-                                              + values[differs].astype(str)) + f"; spec {wanted[col]})")
+                            + describe_counts(labels) + f"; spec {wanted[col]})")
         bad |= missing | differs
         contradicted |= differs
     if bad.any():
         cols = ["run_id", "ecosystem", *RECIPE_SECTIONS[section]]
         return Outcome.failed("; ".join(problems), rows=int(bad.sum()),
-                              details=evidence(runs.loc[bad, cols]),
+                              details=evidence(runs.take(bad).select(cols)),
                               unrecorded=int((bad & ~contradicted).sum()))
     used = ", ".join(f"{c}={wanted[c]}" for c in RECIPE_SECTIONS[section])
     return Outcome.passed(f"all {len(runs):,} runs used {used}")
@@ -67,14 +74,13 @@ def datasets(ctx: AuditContext) -> Outcome:
 def samples_processed(ctx: AuditContext) -> Outcome:
     """Every block processed the dataset's specified number of samples (train or eval split)."""
     b = ctx.block_runs
-    recorded = b["samples_processed"].notna()
+    recorded = ~b.missing("samples_processed")
     if not recorded.any():
         raise Skip("no block records samples_processed")
     s3 = ctx.spec["S3_data"]
-    expected = np.where(b["phase"] == "train", b["dataset"].map(s3["train_samples"]),
-                        b["dataset"].map(s3["eval_samples"]))
-    expected = pd.Series(expected, index=b.index, dtype="Float64")
-    differs = recorded & expected.notna() & (b["samples_processed"].astype("Float64") != expected)
+    expected = np.where(b["phase"] == "train", per_dataset(b["dataset"], s3["train_samples"]),
+                        per_dataset(b["dataset"], s3["eval_samples"]))
+    differs = recorded & ~np.isnan(expected) & (b["samples_processed"] != expected)
     missing = ~recorded
     bad = differs | missing
     if bad.any():
@@ -100,20 +106,22 @@ def device(ctx: AuditContext) -> Outcome:
     runs = ctx.runs
     wanted = declared_device(ctx.spec)
     recorded = runs["device"]
-    missing = recorded.isna().to_numpy()
-    other = ~missing & (recorded.astype(object) != wanted).to_numpy()
+    missing = runs.missing("device")
+    other = ~missing & np.asarray(recorded != wanted, dtype=bool)
+    elsewhere = Groups(runs["ecosystem"][other], recorded[other])
     problems = [f"{eco}: {n} run(s) on {dev}, the campaign declares {wanted}"
-                for (eco, dev), n in runs[other].groupby(["ecosystem", "device"]).size().items()]
+                for eco, dev, n in zip(*elsewhere.keys, elsewhere.size)]
     if missing.any():
         problems.append(f"{int(missing.sum())} run(s) record no device ("
-                        + describe_counts(runs.loc[missing, "ecosystem"]) + ")")
+                        + describe_counts(runs["ecosystem"][missing]) + ")")
     bad = other | missing
     if bad.any():
         return Outcome.failed("; ".join(problems), rows=int(bad.sum()), details=evidence(
-            runs.loc[bad, ["run_id", "ecosystem", "device", "device_name"]]),
+            runs.take(bad).select(["run_id", "ecosystem", "device", "device_name"])),
             unrecorded=int(missing.sum()))
+    names = ["unnamed" if name is None else name for name in runs["device_name"]]
     return Outcome.passed(f"all {len(runs):,} runs placed their work on {wanted} "
-                          f"({describe_counts(runs['device_name'].fillna('unnamed'))})")
+                          f"({describe_counts(names)})")
 
 
 @check("S4.pinned-versions", "S4", table="environment")
@@ -123,33 +131,48 @@ def pinned_versions(ctx: AuditContext) -> Outcome:
     compared: the pin is the release."""
     env = ctx.environment
     pins = ctx.spec["S4_backend"].get("pinned_versions", {})
-    if env["framework"].isna().all():
+    framework, version = env["framework"], env["framework_version"]
+    if env.missing("framework").all():
         raise Skip("no run records its framework")
-    pinned = env["framework"].map(pins)
-    unknown = env["framework"].notna() & pinned.isna()
-    missing = env["framework"].isna() | env["framework_version"].isna()
-    release = env["framework_version"].astype("string").str.split("+").str[0]
-    differs = ~missing & ~unknown & (release != pinned)
-    bad = missing | unknown | differs
+    pinned = np.array([None if fw is None else pins.get(fw) for fw in framework], dtype=object)
+    unknown = ~env.missing("framework") & np.array([pin is None for pin in pinned], dtype=bool)
+    unrecorded = env.missing("framework") | env.missing("framework_version")
+    differs = np.array([not (gone or unpinned) and str(v).split("+")[0] != pin
+                        for gone, unpinned, v, pin in zip(unrecorded, unknown, version, pinned)],
+                       dtype=bool)
+    bad = unrecorded | unknown | differs
     if bad.any():
         parts = []
         if differs.any():
             parts.append(f"{int(differs.sum())} run(s) on unpinned versions ("
-                         + describe_counts(env.loc[differs, "framework"] + " "
-                                           + env.loc[differs, "framework_version"]) + ")")
+                         + describe_counts([f"{fw} {v}" for fw, v in
+                                            zip(framework[differs], version[differs])]) + ")")
         if unknown.any():
             parts.append(f"{int(unknown.sum())} run(s) of frameworks without a pin ("
-                         + describe_counts(env.loc[unknown, "framework"]) + ")")
-        if missing.any():
-            parts.append(f"{int(missing.sum())} run(s) record no framework version")
+                         + describe_counts(framework[unknown]) + ")")
+        if unrecorded.any():
+            parts.append(f"{int(unrecorded.sum())} run(s) record no framework version")
         return Outcome.failed("; ".join(parts), rows=int(bad.sum()), details=evidence(
-            env.loc[bad, ["run_id", "framework", "framework_version"]].assign(pinned=pinned[bad])),
-            unrecorded=int((missing & ~unknown).sum()))
+            env.take(bad).select(["run_id", "framework", "framework_version"])
+            .assign(pinned=pinned[bad])),
+            unrecorded=int((unrecorded & ~unknown).sum()))
     return Outcome.passed(f"all {len(env):,} runs used their framework's pinned version")
 
 
 #: The ecosystem whose framework has a backend of its own per device (S4_backend.dl4j_backend).
 DL4J = "java-dl4j"
+
+
+def _left_join(run_ids: np.ndarray, table: Frame, column: str) -> Frame:
+    """`run_ids` with `table`'s `column` of each (pandas' left merge on run_id: a run the table
+    lacks once, with an empty cell; one it holds several times once per row, in its order)."""
+    rows_of: dict[str, list[int]] = {}
+    for i, run_id in enumerate(table["run_id"]):
+        rows_of.setdefault(run_id, []).append(i)
+    pairs = [(run_id, row) for run_id in run_ids for row in rows_of.get(run_id, [-1])]
+    values = table[column]
+    return Frame.of({"run_id": [run_id for run_id, _ in pairs],
+                     column: [values[row] if row >= 0 else None for _, row in pairs]})
 
 
 @check("S4.dl4j-backend", "S4", table="environment")
@@ -159,18 +182,19 @@ def dl4j_backend_of_device(ctx: AuditContext) -> Outcome:
     backend is a build choice, not the host's: a CPU build on a GPU host trains on the CPU, a
     different treatment from the other stacks'.  The backend is what the run reported loading
     (environment.framework_backend); an empty cell fails (unverifiable)."""
-    runs = ctx.runs.loc[ctx.runs["ecosystem"] == DL4J, ["run_id"]]
-    if runs.empty:
+    run_ids = ctx.runs["run_id"][ctx.runs["ecosystem"] == DL4J]
+    if not len(run_ids):
         raise Skip(f"no {DL4J} runs")
     device = declared_device(ctx.spec)
     wanted = dl4j_backend(device, ctx.spec)
-    env = runs.merge(ctx.environment[["run_id", "framework_backend"]], on="run_id", how="left")
+    env = _left_join(run_ids, ctx.environment, "framework_backend")
     recorded = env["framework_backend"]
-    bad = recorded.isna() | (recorded.astype(object) != wanted)
+    unrecorded = env.missing("framework_backend")
+    bad = unrecorded | np.asarray(recorded != wanted, dtype=bool)
     if bad.any():
-        named = describe_counts(recorded[bad].astype(object).fillna("not recorded"))
+        named = describe_counts(["not recorded" if v is None else v for v in recorded[bad]])
         return Outcome.failed(f"{int(bad.sum())} of {len(env):,} {DL4J} run(s) did not load {wanted}, the "
                               f"backend for the declared device {device} ({named})", rows=int(bad.sum()),
-                              details=evidence(env.loc[bad].assign(expected=wanted)),
-                              unrecorded=int(recorded.isna().sum()))
+                              details=evidence(env.take(bad).assign(expected=wanted)),
+                              unrecorded=int(unrecorded.sum()))
     return Outcome.passed(f"all {len(env):,} {DL4J} runs loaded {wanted} (declared device {device})")
