@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 
 import numpy as np
-import pandas as pd
 
 from deepgreen_audit.audit.checks.measurement import (
     RAPL_COLUMNS,
@@ -14,17 +13,21 @@ from deepgreen_audit.audit.checks.measurement import (
     counter_cells,
     rapl_readings,
 )
+from deepgreen_audit.audit.frame import Frame
 
 
-def _cells(values: list[str | None]) -> pd.Series:
-    return pd.Series(values, dtype="string[pyarrow]")
+def _cells(values: list[str | None]) -> np.ndarray:
+    """A counter column as the audit reads it: an object array of str or None."""
+    cells = np.empty(len(values), dtype=object)
+    cells[:] = values
+    return cells
 
 
 def _plain(cell: str | None) -> list[int] | None:
-    return None if cell is None or cell is pd.NA else [int(x) for x in cell.split(";")]
+    return None if cell is None else [int(x) for x in cell.split(";")]
 
 
-def _random_blocks(seed: int, n: int = 300, big: bool = False) -> pd.DataFrame:
+def _random_blocks(seed: int, n: int = 300, big: bool = False) -> Frame:
     """RAPL cells of `n` blocks: 1-3 domains, some cells missing, some with another number of
     domains, wraps recorded or not, counters that went down; readings past 2^63 with `big`."""
     rng = random.Random(seed)
@@ -44,7 +47,7 @@ def _random_blocks(seed: int, n: int = 300, big: bool = False) -> pd.DataFrame:
         if rng.random() < 0.1:
             cells[rng.randrange(4)] = None
         rows.append(cells)
-    return pd.DataFrame({c: _cells([r[i] for r in rows]) for i, c in enumerate(RAPL_COLUMNS)})
+    return Frame.of({c: _cells([r[i] for r in rows]) for i, c in enumerate(RAPL_COLUMNS)})
 
 
 def test_cells_parse_into_flat_readings_with_offsets():
@@ -61,7 +64,7 @@ def test_a_reading_past_64_bits_is_kept_exact():
     assert parsed.values.dtype == object
 
 
-def _reference(b: pd.DataFrame) -> dict[int, tuple[list[int], ...]]:
+def _reference(b: Frame) -> dict[int, tuple[list[int], ...]]:
     """Block -> (start, end, range, wraps used, recorded?) of each complete block, read cell by cell."""
     out = {}
     for i, (s, e, r, w) in enumerate(zip(*([_plain(c) for c in b[col].tolist()]
