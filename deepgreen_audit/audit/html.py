@@ -20,14 +20,15 @@ finding that is only not recorded has no values, so no figure.
 from __future__ import annotations
 
 import base64
+import csv
 import html
 import io
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
 import numpy as np
-import pandas as pd
 
+from deepgreen_audit.audit.frame import seconds
 from deepgreen_audit.report import CODES, Finding, Report
 
 #: Evidence rows shown under a finding; all of them are in its CSV and in the JSON report.
@@ -89,24 +90,27 @@ def _flagged_of(report: Report, check_id: str, column: str) -> set:
 def timeline(ctx, report) -> tuple[str, str] | None:
     """Every run as a bar from start to end, one row per ecosystem: interleaving, gaps and
     windows at a glance; the runs S6.schedule-gaps and S6.contemporaneous flag in red."""
-    runs = ctx.runs.sort_values("started_at_utc")
+    runs = ctx.runs
     if runs.empty:
         return None
+    # by start (a required cell); of runs that start together, quicksort's order (pandas' too)
+    # decides which bar is drawn over the other, as it always did
+    runs = runs.take(np.argsort(runs["started_at_utc"].view(np.int64), kind="quicksort"))
+    run_ids, ecosystem = runs["run_id"], runs["ecosystem"]
+    started, ended = runs["started_at_utc"], runs["ended_at_utc"]
+    contemporaneous = _flagged_of(report, "S6.contemporaneous", "ecosystem")
     flagged = (_flagged_of(report, "S6.schedule-gaps", "run_id")
-               | set(runs.loc[runs["ecosystem"].isin(_flagged_of(report, "S6.contemporaneous",
-                                                                 "ecosystem")), "run_id"]))
-    fig, axes = _figure(width=10, height=0.4 * runs["ecosystem"].nunique() + 1.4)
+               | {r for r, eco in zip(run_ids, ecosystem) if eco in contemporaneous})
+    ecosystems = sorted(set(ecosystem))
+    fig, axes = _figure(width=10, height=0.4 * len(ecosystems) + 1.4)
     ax = axes[0][0]
-    ecosystems = sorted(runs["ecosystem"].unique())
     # a campaign of weeks would draw hour-long runs as nothing: each bar is at least 0.2 % of it
-    span_days = (runs["ended_at_utc"].max() - runs["started_at_utc"].min()).total_seconds() / 86400
+    span_days = float(seconds(ended.max() - started.min())) / 86400
+    widths = np.maximum(seconds(ended - started) / 86400, 0.004 * span_days)
     for y, eco in enumerate(ecosystems):
-        part = runs[runs["ecosystem"] == eco]
-        starts = part["started_at_utc"].dt.tz_localize(None)
-        widths = ((part["ended_at_utc"] - part["started_at_utc"]).dt.total_seconds() / 86400
-                  ).clip(lower=0.004 * span_days)
-        colours = [FLAGGED if r in flagged else "#1a73e8" for r in part["run_id"]]
-        ax.barh([y] * len(part), widths.to_numpy(), left=starts.to_numpy(), height=0.6, color=colours)
+        mine = ecosystem == eco
+        colours = [FLAGGED if r in flagged else "#1a73e8" for r in run_ids[mine]]
+        ax.barh([y] * int(mine.sum()), widths[mine], left=started[mine], height=0.6, color=colours)
     ax.set_yticks(range(len(ecosystems)), ecosystems)
     ax.set_xlabel("time (UTC, as recorded)")
     title = "Runs by ecosystem" + (" (red: runs flagged by S6.schedule-gaps or "
@@ -116,30 +120,37 @@ def timeline(ctx, report) -> tuple[str, str] | None:
     return _png(fig), title
 
 
-def _strip(ax, b: pd.DataFrame, values: pd.Series, ecosystems: list[str],
-           flagged: pd.Series | None = None) -> None:
-    """One jittered column of points per ecosystem; `flagged` points in red, drawn last."""
-    flagged = pd.Series(False, index=values.index) if flagged is None else flagged
+def _strip(ax, ecosystem: np.ndarray, values: np.ndarray, ecosystems: list[str],
+           flagged: np.ndarray | None = None) -> None:
+    """One jittered column of points per ecosystem (`ecosystem`: each value's); `flagged`
+    points in red, drawn last."""
+    flagged = np.zeros(len(values), dtype=bool) if flagged is None else flagged
     for x, eco in enumerate(ecosystems):
-        mine = (b["ecosystem"] == eco).to_numpy()
-        for mask, colour, size in ((~flagged.to_numpy(), FINE, 2), (flagged.to_numpy(), FLAGGED, 3)):
-            points = values[mine & mask].dropna().astype(float)
+        mine = ecosystem == eco
+        for mask, colour, size in ((~flagged, FINE, 2), (flagged, FLAGGED, 3)):
+            points = values[mine & mask]
+            points = points[~np.isnan(points)]
             jitter = np.random.default_rng(x).uniform(-0.25, 0.25, len(points))
             ax.plot(x + jitter, points, ".", ms=size, alpha=0.6, color=colour)
     ax.set_xticks(range(len(ecosystems)), ecosystems, rotation=35, ha="right")
+
+
+def _is_in(values: np.ndarray, found: set) -> np.ndarray:
+    """True where the value is one of `found`."""
+    return np.fromiter((v in found for v in values), dtype=bool, count=len(values))
 
 
 def codecarbon_power(ctx, report) -> tuple[str, str] | None:
     """CodeCarbon's reported CPU power per block, by ecosystem, the runs S5.modelled-cpu-power
     flags in red: a modelled constant is a flat line of one value."""
     b = ctx.block_runs
-    power = b["codecarbon_cpu_power_w"].astype("Float64").astype(float)
-    if power.dropna().empty:
+    power = b["codecarbon_cpu_power_w"]
+    if np.isnan(power).all():
         return None
     fig, axes = _figure(width=8, height=3.6)
     ax = axes[0][0]
-    flagged = b["run_id"].isin(_flagged_of(report, "S5.modelled-cpu-power", "run_id"))
-    _strip(ax, b, power, sorted(b["ecosystem"].unique()), flagged)
+    flagged = _is_in(b["run_id"], _flagged_of(report, "S5.modelled-cpu-power", "run_id"))
+    _strip(ax, b["ecosystem"], power, sorted(set(b["ecosystem"])), flagged)
     ax.set_ylabel("CPU power (W)")
     title = "CodeCarbon's reported CPU power per block (red: runs with a modelled power)"
     ax.set_title(title)
@@ -155,11 +166,12 @@ def power_plausible(ctx, report) -> tuple[str, str] | None:
     bounds = power_bounds(ctx)
     failed = {name.split()[0] for name, (_, _, _, low, high) in bounds.items() if (low | high).any()}
     shown = [name for name, (power, *_rest) in bounds.items()
-             if name.split()[0] in failed and power.notna().any()]
+             if name.split()[0] in failed and not np.isnan(power).all()]
     if not shown:
         return None
     b = ctx.block_runs
-    ecosystems = sorted(b["ecosystem"].unique())
+    ecosystem = b["ecosystem"]
+    ecosystems = sorted(set(ecosystem))
     ncols = min(2, len(shown))
     nrows = -(-len(shown) // ncols)
     fig, axes = _figure(width=11, height=3.4 * nrows, ncols=ncols, nrows=nrows)
@@ -173,11 +185,12 @@ def power_plausible(ctx, report) -> tuple[str, str] | None:
         positive = power[np.isfinite(power) & (power > 0)]
         log = len(positive) and positive.max() / max(min(positive.min(), lo or positive.min()), 1e-9) > 50
         # a log scale cannot show 0 W, the commonest broken reading: it sits on the panel's floor
-        floor = min(positive.min(), lo or positive.min()) / 3 if log else None
-        _strip(ax, b, power.where(power > 0, floor) if log else power, ecosystems, low | high)
+        floor = min(positive.min(), lo or positive.min()) / 3 if log else np.nan
+        _strip(ax, ecosystem, np.where(power > 0, power, floor) if log else power, ecosystems,
+               low | high)
         ax.axhline(lo, color=FLAGGED, lw=1, ls="--")
-        highs = [hi] if np.isscalar(hi) else sorted(set(pd.Series(hi).dropna()))
-        for limit in highs:
+        limits = np.atleast_1d(hi)  # one bound, or each block's (its board's limit)
+        for limit in np.unique(limits[~np.isnan(limits)]):
             ax.axhline(limit, color=FLAGGED, lw=1)
         if log:
             ax.set_yscale("log")
@@ -198,17 +211,25 @@ def power_plausible(ctx, report) -> tuple[str, str] | None:
 def power_duration(ctx, report) -> tuple[str, str] | None:
     """The energy CodeCarbon reported against constant power x duration for every reading
     S5.power-duration flags, on the identity line and between the tolerance's."""
-    rows = _evidence_frame(report, "S5.power-duration")
-    if rows is None or not {"found", "expected"} <= set(rows):
+    rows = _evidence_rows(report, "S5.power-duration")
+    if not rows or not {"found", "expected"} <= {k for row in rows for k in row}:
         return None
-    rows = rows[(rows["found"] > 0) & (rows["expected"] > 0)]
-    if rows.empty:
+    found, expected = (np.array([row.get(k) for row in rows], dtype=float) for k in ("found", "expected"))
+    kept = (found > 0) & (expected > 0)
+    if not kept.any():
         return None
+    found, expected = found[kept], expected[kept]
+    by_ecosystem = any("ecosystem" in row for row in rows)
     fig, axes = _figure(width=7, height=4.6)
     ax = axes[0][0]
-    for eco, part in rows.groupby("ecosystem") if "ecosystem" in rows else [("", rows)]:
-        ax.loglog(part["expected"], part["found"], ".", ms=4, alpha=0.7, label=eco or None)
-    lo, hi = rows[["found", "expected"]].min().min(), rows[["found", "expected"]].max().max()
+    if by_ecosystem:
+        ecosystem = np.array([row.get("ecosystem") for row in rows], dtype=object)[kept]
+        for eco in sorted({e for e in ecosystem if e is not None}):
+            mine = ecosystem == eco
+            ax.loglog(expected[mine], found[mine], ".", ms=4, alpha=0.7, label=eco or None)
+    else:
+        ax.loglog(expected, found, ".", ms=4, alpha=0.7, label=None)
+    lo, hi = min(found.min(), expected.min()), max(found.max(), expected.max())
     ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
     tol = float(ctx.tolerances["power_duration_relative_tolerance"])
     for factor in (1 - tol, 1 + tol):
@@ -218,17 +239,17 @@ def power_duration(ctx, report) -> tuple[str, str] | None:
     title = (f"Readings that break energy = power x duration (line: equality; dashed: the "
              f"tolerance, ±{tol:.0%})")
     ax.set_title(title)
-    if "ecosystem" in rows:
+    if by_ecosystem:
         ax.legend(fontsize=8, markerscale=2)
     return _png(fig), title
 
 
-def _evidence_frame(report: Report, check_id: str) -> pd.DataFrame | None:
+def _evidence_rows(report: Report, check_id: str) -> list[dict]:
+    """The evidence rows of `check_id`'s finding (none when the report lacks it)."""
     try:
-        rows = (report.finding(check_id).details or {}).get("evidence") or []
+        return (report.finding(check_id).details or {}).get("evidence") or []
     except KeyError:
-        return None
-    return pd.DataFrame(rows) if rows else None
+        return []
 
 
 def time_per_sample(ctx, report) -> tuple[str, str] | None:
@@ -237,28 +258,32 @@ def time_per_sample(ctx, report) -> tuple[str, str] | None:
     place (the ones S1.architecture-identity flags ringed in red)."""
     from deepgreen_audit.audit.checks.model import config_profiles
 
-    prof = config_profiles(ctx).dropna(subset=["time"]).reset_index()
+    prof = config_profiles(ctx)
+    prof = prof.take(~np.isnan(prof["time"]))
     if prof.empty:
         return None
-    prof["label"] = prof["ecosystem"] + " / " + prof["dataset"]
-    labels = sorted(prof["label"].unique())
+    ecosystem, architecture, dataset = prof["ecosystem"], prof["architecture"], prof["dataset"]
+    time = prof["time"]
+    label = np.array([f"{e} / {d}" for e, d in zip(ecosystem, dataset)], dtype=object)
+    labels = sorted(set(label))
     flagged = _flagged_of(report, "S1.architecture-identity", "configuration")
     fig, axes = _figure(width=max(9.0, 0.32 * len(labels)), height=4.6)
     ax = axes[0][0]
-    for marker, (arch, part) in zip("os^D", prof.groupby("architecture")):
-        xs = [labels.index(label) for label in part["label"]]
-        ax.plot(xs, np.exp(part["time"]) * 1e3, marker, label=arch, ms=6, alpha=0.8)
-    key = prof["ecosystem"] + "/" + prof["architecture"] + "/" + prof["dataset"]
-    ringed = prof[key.isin(flagged)]
-    if len(ringed):
-        ax.plot([labels.index(label) for label in ringed["label"]], np.exp(ringed["time"]) * 1e3,
+    for marker, arch in zip("os^D", sorted({a for a in architecture if a is not None})):
+        mine = architecture == arch
+        xs = [labels.index(x) for x in label[mine]]
+        ax.plot(xs, np.exp(time[mine]) * 1e3, marker, label=arch, ms=6, alpha=0.8)
+    ringed = _is_in(np.array([f"{e}/{a}/{d}" for e, a, d in zip(ecosystem, architecture, dataset)],
+                             dtype=object), flagged)
+    if ringed.any():
+        ax.plot([labels.index(x) for x in label[ringed]], np.exp(time[ringed]) * 1e3,
                 "o", ms=14, mfc="none", mec=FLAGGED, mew=2, label="flagged label")
     ax.set_yscale("log")
     ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right")
     ax.set_ylabel("train ms per sample")
     ax.legend()
     title = "Time per sample by configuration and architecture" + (
-        f" (ringed: {', '.join(sorted(flagged))}, flagged by S1.architecture-identity)" if len(ringed) else "")
+        f" (ringed: {', '.join(sorted(flagged))}, flagged by S1.architecture-identity)" if ringed.any() else "")
     ax.set_title("Time per sample by configuration and architecture")
     return _png(fig), title
 
@@ -267,13 +292,14 @@ def instruments(ctx, report) -> tuple[str, str] | None:
     """CodeCarbon's energy against the counters' for every block that has both, on the
     identity line."""
     b = ctx.blocks
-    both = b["energy_j"].notna() & b["codecarbon_energy_j"].notna()
+    both = ~np.isnan(b["energy_j"]) & ~np.isnan(b["codecarbon_energy_j"])
     if not both.any():
         return None
+    counters, codecarbon = b["energy_j"][both], b["codecarbon_energy_j"][both]
     fig, axes = _figure(width=5, height=4)
     ax = axes[0][0]
-    ax.loglog(b.loc[both, "energy_j"], b.loc[both, "codecarbon_energy_j"], ".", ms=2, alpha=0.4)
-    lo, hi = b.loc[both, "energy_j"].min(), b.loc[both, "energy_j"].max()
+    ax.loglog(counters, codecarbon, ".", ms=2, alpha=0.4)
+    lo, hi = counters.min(), counters.max()
     ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
     ax.set_xlabel("counters (J)")
     ax.set_ylabel("CodeCarbon (J)")
@@ -349,8 +375,24 @@ def _esc(value) -> str:
 
 def _csv_uri(rows: list[dict]) -> str:
     """All the evidence rows as a CSV data: URI (a download that needs no fetch)."""
-    text = pd.DataFrame(rows).to_csv(index=False, lineterminator="\n")
-    return "data:text/csv;charset=utf-8;base64," + base64.b64encode(text.encode("utf-8")).decode("ascii")
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    cells = [_csv_column([row.get(c) for row in rows]) for c in columns]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(zip(*cells))
+    return "data:text/csv;charset=utf-8;base64," + base64.b64encode(buffer.getvalue().encode("utf-8")).decode("ascii")
+
+
+def _csv_column(values: list) -> list[str]:
+    """One evidence column's CSV cells, typed as a table's column (so the file is the one pandas
+    wrote before): numbers with an empty cell or a fraction among them are floats (3 as 3.0),
+    anything else is text, an empty cell is empty."""
+    present = [v for v in values if v is not None]
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
+    floats = numbers and bool(present) and (len(present) < len(values)
+                                      or any(isinstance(v, float) for v in present))
+    return ["" if v is None else repr(float(v)) if floats else str(v) for v in values]
 
 
 def _evidence_table(finding: Finding) -> str:

@@ -48,10 +48,9 @@ def _rate_unit(ctx: LogContext) -> str:
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = b["codecarbon_emissions_rate_kg_per_s"] / (b["codecarbon_emissions_kg"]
                                                           / b["codecarbon_duration_s"])
-    ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
-    thousand = ((ratio - 1000).abs() < 1.0)
+        thousand = np.isfinite(ratio) & (ratio > 0) & (np.abs(ratio - 1000) < 1.0)
     if thousand.any():
-        logs = ", ".join(sorted(set(b.loc[thousand[thousand].index, "ecosystem"])))
+        logs = ", ".join(sorted(set(b["ecosystem"][thousand])))
         return (f"; in {int(thousand.sum())} row(s) ({logs}) the rate is 1000 x emissions / "
                 "duration: grams per second under CodeCarbon's kg/s label")
     return ""

@@ -1,6 +1,7 @@
 """What the checks of a CodeCarbon log read: its rows (typed once), how each component's power
-of each row was obtained (`components`), and the frames under the campaign audit's column names
-that let its S5 checks run unchanged (`blocks`, `block_runs`)."""
+of each row was obtained (`components`), and the frame under the campaign audit's column names
+that lets its S5 checks run unchanged (`blocks`, `block_runs`: a `Frame`, as the campaign
+audit's; the log's own checks read pandas, being off the audit's fast path)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from deepgreen_audit.audit.frame import Frame
 from deepgreen_audit.codecarbon import hardware
 from deepgreen_audit.codecarbon.layout import COMPONENTS, major, version_tuple
 from deepgreen_audit.errors import UserError
@@ -50,6 +52,7 @@ class LogContext:
         self.spec = spec or load_spec()
         self.integrity = integrity
         typed = (typed_tables or {}).get(TABLE) or package.table(TABLE)
+        self._typed = typed
         rows = typed.to_pandas(types_mapper=_NULLABLE.get)
         rows["final_row"] = rows["final_row"].astype(bool)
         rows["major"] = [major(v) if isinstance(v, str) else
@@ -164,34 +167,42 @@ class LogContext:
     # ------------------------------------------------ the campaign audit's column names
 
     @cached_property
-    def blocks(self) -> pd.DataFrame:
+    def blocks(self) -> Frame:
         """The rows under the names the campaign audit's S5 checks read: a row is a 'block',
         its log the 'ecosystem', its line the 'epoch' (the reused checks' evidence is renamed
         back by the driver)."""
-        r = self.rows
-        nan = pd.Series(np.nan, index=r.index)
-        frame = pd.DataFrame({
-            "run_id": r["source_file"] + ":" + r["run_key"], "ecosystem": r["source_file"],
-            "epoch": r["source_line"].astype(int), "phase": np.where(r["final_row"], "final", "flush"),
-            "energy_j": nan, "gpu_energy_j": nan, "cpu_energy_j": nan,
-            "duration_s": r["duration_s"].astype(float),
-            "codecarbon_duration_s": r["duration_s"].astype(float),
-            "codecarbon_energy_kwh": r["energy_consumed_kwh"].astype(float),
-            "codecarbon_energy_j": r["energy_consumed_kwh"].astype(float) * J_PER_KWH,
-            "codecarbon_emissions_kg": r["emissions_kg"].astype(float),
-            "codecarbon_emissions_rate_kg_per_s": r["emissions_rate_kg_per_s"].astype(float),
+        r = Frame.from_arrow(self._typed)
+        source, kwh = r["source_file"], r["energy_consumed_kwh"]
+        columns = {
+            "run_id": _joined(source, r["run_key"]), "ecosystem": source,
+            "epoch": r["source_line"], "phase": np.where(r["final_row"].astype(bool), "final",
+                                                         "flush").astype(object),
+            **{name: np.full(len(r), np.nan) for name in ("energy_j", "gpu_energy_j", "cpu_energy_j")},
+            "duration_s": r["duration_s"], "codecarbon_duration_s": r["duration_s"],
+            "codecarbon_energy_kwh": kwh, "codecarbon_energy_j": kwh * J_PER_KWH,
+            "codecarbon_emissions_kg": r["emissions_kg"],
+            "codecarbon_emissions_rate_kg_per_s": r["emissions_rate_kg_per_s"],
             # one intensity per location of one log: logs of other years and versions use
             # other intensity data for the same place
-            "codecarbon_country_iso_code": r["source_file"] + ":" + r["country_iso_code"].fillna("?"),
-            "codecarbon_region": r["region"].str.lower(),
-            "codecarbon_version": r["codecarbon_version"].astype(object).fillna(r["layout"] + " (no version column)"),
-        })
+            "codecarbon_country_iso_code": _joined(source, np.array(
+                ["?" if c is None else c for c in r["country_iso_code"]], dtype=object)),
+            "codecarbon_region": np.array([None if v is None else v.lower() for v in r["region"]],
+                                          dtype=object),
+            "codecarbon_version": np.array(
+                [lay + " (no version column)" if v is None else v
+                 for v, lay in zip(r["codecarbon_version"], r["layout"])], dtype=object),
+        }
         for comp in COMPONENTS:
-            frame[f"codecarbon_{comp}_energy_kwh"] = r[f"{comp}_energy_kwh"].astype(float)
-            frame[f"codecarbon_{comp}_power_w"] = r[f"{comp}_power_w"].astype(float)
-        return frame
+            columns[f"codecarbon_{comp}_energy_kwh"] = r[f"{comp}_energy_kwh"]
+            columns[f"codecarbon_{comp}_power_w"] = r[f"{comp}_power_w"]
+        return Frame.of(columns, integer=["epoch"])
 
     @property
-    def block_runs(self) -> pd.DataFrame:
+    def block_runs(self) -> Frame:
         """The same frame: a log has no runs table to join."""
         return self.blocks
+
+
+def _joined(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """'left:right' per row (strings)."""
+    return np.array([f"{a}:{b}" for a, b in zip(left, right)], dtype=object)
