@@ -12,6 +12,7 @@ the campaign.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from deepgreen_audit.analysis.data import CampaignTables
@@ -30,7 +31,10 @@ def slurm_energy(tables: CampaignTables) -> dict[str, float | int] | None:
     measured = runs.dropna(subset=[SLURM_COLUMN])
     if measured.empty:
         return None
-    complete = run_block_energy_j(tables.blocks).dropna()
+    blocks = tables.blocks
+    complete = pd.Series(run_block_energy_j(blocks["run_id"].to_numpy(dtype=object),
+                                            blocks["energy_j"].to_numpy(dtype=float, na_value=np.nan)),
+                         dtype=float).dropna()
     paired = measured.set_index("run_id")[SLURM_COLUMN].to_frame().join(
         complete.rename("blocks_j"), how="inner")
     if paired.empty:

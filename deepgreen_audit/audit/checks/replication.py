@@ -4,11 +4,23 @@ outlier blocks, and labels that mean the same thing in every stack."""
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import numpy as np
-import pandas as pd
 
 from deepgreen_audit.audit.context import CONFIG_COLUMNS, AuditContext, describe_counts, evidence
+from deepgreen_audit.audit.frame import (
+    Frame,
+    Groups,
+    counts,
+    factorize,
+    missing,
+    mode,
+    nunique,
+    order,
+    seconds,
+    utc,
+)
 from deepgreen_audit.registry import Outcome, Skip, check
 
 
@@ -19,22 +31,24 @@ def completeness_runs(ctx: AuditContext) -> Outcome:
     duplicate, surplus and failed runs."""
     runs = ctx.runs
     reps = int(ctx.spec["S6_replication"]["repetitions"])
-    levels = [sorted(runs[c].unique()) for c in CONFIG_COLUMNS]
+    levels = [sorted(set(runs[c])) for c in CONFIG_COLUMNS]
     expected = {(*cfg, r) for cfg in itertools.product(*levels) for r in range(1, reps + 1)}
-    keys = list(zip(*(runs[c] for c in CONFIG_COLUMNS), runs["repetition"]))
-    seen = pd.Series(keys).value_counts()
-    missing = expected - set(seen.index)
-    duplicate = int((seen[seen > 1] - 1).sum())
-    surplus = sum(int(n) for k, n in seen.items() if k not in expected)
+    # a repetition is a float of the integer column: it hashes and compares as the integer
+    seen = Counter(zip(*(runs[c] for c in CONFIG_COLUMNS), runs["repetition"]))
+    missing_runs = expected - set(seen)
+    duplicate = sum(n - 1 for n in seen.values() if n > 1)
+    surplus = sum(n for k, n in seen.items() if k not in expected)
     failed = int((runs["status"] != "completed").sum())
-    bad = len(missing) + duplicate + surplus + failed
+    bad = len(missing_runs) + duplicate + surplus + failed
     n_cfg = int(np.prod([len(x) for x in levels]))
     if bad:
-        return Outcome.failed(f"{n_cfg} configurations x {reps} repetitions: {len(missing)} "
+        names = [*CONFIG_COLUMNS, "repetition"]
+        rows = sorted(missing_runs)
+        return Outcome.failed(f"{n_cfg} configurations x {reps} repetitions: {len(missing_runs)} "
                               f"missing, {duplicate} duplicate, {surplus} beyond repetition "
                               f"{reps}, {failed} failed", rows=bad,
-                              details=evidence(pd.DataFrame(
-                                  sorted(missing), columns=[*CONFIG_COLUMNS, "repetition"])))
+                              details=evidence(Frame.of(
+                                  {name: [row[i] for row in rows] for i, name in enumerate(names)})))
     return Outcome.passed(f"{n_cfg} configurations x {reps} repetitions, all completed")
 
 
@@ -42,21 +56,22 @@ def completeness_runs(ctx: AuditContext) -> Outcome:
 def completeness_blocks(ctx: AuditContext) -> Outcome:
     """Every completed run has every epoch x phase block (epochs of S2, train and eval);
     rows_affected counts the missing and surplus blocks."""
-    runs = ctx.runs[ctx.runs["status"] == "completed"]
+    runs = ctx.runs
+    run_ids = runs["run_id"][runs["status"] == "completed"]
     epochs = int(ctx.spec["S2_optimisation"]["epochs"])
-    have = ctx.blocks.groupby("run_id").size()
+    have = Counter(ctx.blocks["run_id"])
     expected_per_run = epochs * 2
-    counts = have.reindex(runs["run_id"], fill_value=0)
-    over = ctx.blocks[ctx.blocks["epoch"] > epochs]
-    missing = int((expected_per_run - counts).clip(lower=0).sum())
-    surplus = len(over)
-    if missing or surplus:
-        short = counts[counts < expected_per_run]
-        return Outcome.failed(f"{missing:,} block(s) missing in {len(short)} run(s), "
-                              f"{surplus:,} beyond epoch {epochs}", rows=missing + surplus,
-                              details=evidence(short.rename("blocks").rename_axis("run_id")
-                                               .reset_index().assign(expected=expected_per_run)))
-    return Outcome.passed(f"{len(runs):,} runs x {epochs} epochs x 2 phases present")
+    found = np.fromiter((have[r] for r in run_ids), dtype=np.int64, count=len(run_ids))
+    missing_blocks = int(np.clip(expected_per_run - found, 0, None).sum())
+    surplus = int((ctx.blocks["epoch"] > epochs).sum())
+    if missing_blocks or surplus:
+        short = found < expected_per_run
+        return Outcome.failed(f"{missing_blocks:,} block(s) missing in {int(short.sum())} run(s), "
+                              f"{surplus:,} beyond epoch {epochs}", rows=missing_blocks + surplus,
+                              details=evidence(Frame.of({"run_id": run_ids[short],
+                                                         "blocks": found[short]})
+                                               .assign(expected=expected_per_run)))
+    return Outcome.passed(f"{len(run_ids):,} runs x {epochs} epochs x 2 phases present")
 
 
 @check("S6.distinct-seeds", "S6", table="runs")
@@ -75,14 +90,17 @@ def independent_processes(ctx: AuditContext) -> Outcome:
 def _one_per_run(ctx, column: str, what: str, passed: str):
     """Every run records `column`, and no two runs share a value of it."""
     runs = ctx.runs
-    missing = runs[column].isna()
-    shared = runs[column].notna() & runs[column].duplicated(keep=False)
-    bad = missing | shared
+    codes = factorize(runs[column])[0]
+    # bin 0 holds the runs without a value, bin v + 1 those with the v-th value
+    per_value = np.bincount(codes + 1, minlength=1)
+    absent = codes < 0
+    shared = ~absent & (per_value[codes + 1] > 1)
+    bad = absent | shared
     if bad.any():
-        return Outcome.failed(f"{int(missing.sum())} run(s) record no {what}, {int(shared.sum())} "
+        return Outcome.failed(f"{int(absent.sum())} run(s) record no {what}, {int(shared.sum())} "
                               f"share a {what} with another run", rows=int(bad.sum()),
-                              details=evidence(runs.loc[bad, ["run_id", "ecosystem", column]]),
-                              unrecorded=int(missing.sum()))
+                              details=evidence(runs.take(bad).select(["run_id", "ecosystem", column])),
+                              unrecorded=int(absent.sum()))
     return Outcome.passed(passed)
 
 
@@ -90,22 +108,25 @@ def _one_per_run(ctx, column: str, what: str, passed: str):
 def no_overlap(ctx: AuditContext) -> Outcome:
     """No two runs overlap in time on the host (a run measured beside another measures it too)."""
     runs = ctx.runs
-    order = runs.sort_values("started_at_utc")
-    overlap_next = order["ended_at_utc"] > order["started_at_utc"].shift(-1)
-    overlapping = (overlap_next | overlap_next.shift(1, fill_value=False)).reindex(runs.index)
+    by_start = runs.sort(runs["started_at_utc"])
+    started, ended = by_start["started_at_utc"], by_start["ended_at_utc"]
+    overlap_next = np.zeros(len(by_start), dtype=bool)
+    overlap_next[:-1] = ended[:-1] > started[1:]
+    overlapping = overlap_next.copy()
+    overlapping[1:] |= overlap_next[:-1]
     if overlapping.any():
         cols = ["run_id", "ecosystem", "started_at_utc", "ended_at_utc"]
         return Outcome.failed(f"{int(overlapping.sum())} run(s) overlap another run in time",
                               rows=int(overlapping.sum()),
-                              details=evidence(order.loc[overlapping.reindex(order.index), cols]))
+                              details=evidence(by_start.take(overlapping).select(cols)))
     return Outcome.passed(f"{len(runs):,} runs, none overlapping another in time")
 
 
-def _schedule(ctx) -> tuple[pd.DataFrame, str]:
+def _schedule(ctx) -> tuple[Frame, str]:
     runs = ctx.runs
-    if runs["schedule_position"].notna().all():
-        return runs.sort_values("schedule_position"), "schedule_position"
-    return runs.sort_values("started_at_utc"), "start times (schedule_position not recorded)"
+    if not runs.missing("schedule_position").any():
+        return runs.sort(runs["schedule_position"]), "schedule_position"
+    return runs.sort(runs["started_at_utc"]), "start times (schedule_position not recorded)"
 
 
 @check("S6.interleaving", "S6", table="runs")
@@ -113,13 +134,14 @@ def interleaving(ctx: AuditContext) -> Outcome:
     """Runs are interleaved: no configuration runs twice in a row, and no ecosystem's runs
     form one uninterrupted stretch of the schedule (which would confound the ecosystem with
     the time it ran)."""
-    order, basis = _schedule(ctx)
-    if len(order) < 2:
+    scheduled, basis = _schedule(ctx)
+    if len(scheduled) < 2:
         raise Skip("fewer than two runs")
-    cfg = ctx.config_of_run.reindex(order["run_id"]).to_numpy()
+    config_of_run = ctx.config_of_run
+    cfg = np.array([config_of_run[r] for r in scheduled["run_id"]], dtype=object)
     repeat = np.r_[False, cfg[1:] == cfg[:-1]]
-    eco = order["ecosystem"].to_numpy()
-    stretch = np.zeros(len(order), dtype=bool)
+    eco = scheduled["ecosystem"]
+    stretch = np.zeros(len(scheduled), dtype=bool)
     blocked = []
     if len(set(eco)) > 1:
         for e in sorted(set(eco)):
@@ -132,10 +154,11 @@ def interleaving(ctx: AuditContext) -> Outcome:
         return Outcome.failed(f"by {basis}: {int(repeat.sum())} run(s) follow a run of their own "
                               f"configuration; {len(blocked)} ecosystem(s) ran as one block "
                               f"({', '.join(blocked)})", rows=int(bad.sum()),
-                              details=evidence(order.loc[bad, ["run_id", "ecosystem", "started_at_utc"]]
+                              details=evidence(scheduled.take(bad)
+                                               .select(["run_id", "ecosystem", "started_at_utc"])
                                                .assign(follows_own_configuration=repeat[bad],
                                                        ecosystem_as_one_block=stretch[bad])))
-    return Outcome.passed(f"{len(order):,} runs interleaved (by {basis})")
+    return Outcome.passed(f"{len(scheduled):,} runs interleaved (by {basis})")
 
 
 @check("S6.schedule-gaps", "S6", table="runs")
@@ -145,56 +168,85 @@ def schedule_gaps(ctx: AuditContext) -> Outcome:
     max_block_gap_s between two of its blocks."""
     runs = ctx.runs
     t = ctx.tolerances
-    bad = pd.Series(False, index=runs.index)
+    bad = np.zeros(len(runs), dtype=bool)
     parts = []
     pos = runs["schedule_position"]
-    if pos.notna().all():
-        holes = set(range(1, len(runs) + 1)) - set(pos.astype(int))
-        by_pos = runs.sort_values("schedule_position")
-        misordered = by_pos["started_at_utc"].diff().dt.total_seconds() < 0
+    holes: set[int] = set()
+    if not np.isnan(pos).any():
+        holes = set(range(1, len(runs) + 1)) - set(pos.astype(int).tolist())
+        by_pos = order(pos)
+        started = runs["started_at_utc"][by_pos]
+        misordered = np.zeros(len(runs), dtype=bool)
+        misordered[1:] = started[1:] < started[:-1]
         if holes:
             parts.append(f"{len(holes)} schedule position(s) missing")
         if misordered.any():
             parts.append(f"{int(misordered.sum())} run(s) started before the previous position")
-            bad[misordered[misordered].index] = True
-    order = runs.sort_values("started_at_utc")
-    gap = (order["started_at_utc"] - order["ended_at_utc"].shift(1)).dt.total_seconds()
+            bad[by_pos[misordered]] = True
+    by_start = order(runs["started_at_utc"])
+    # each run's wait after the run that started before it (none for the first)
+    gap = np.full(len(runs), np.nan)
+    gap[by_start[1:]] = seconds(runs["started_at_utc"][by_start[1:]] - runs["ended_at_utc"][by_start[:-1]])
     long_gap = gap > float(t["max_run_gap_s"])
     if long_gap.any():
         parts.append(f"{int(long_gap.sum())} run(s) started over {t['max_run_gap_s']:.0f} s after "
-                     f"the previous one ended (longest {gap.max() / 3600:.1f} h)")
-        bad[long_gap[long_gap].index] = True
+                     f"the previous one ended (longest {_largest(gap) / 3600:.1f} h)")
+        bad |= long_gap
     b = ctx.blocks
-    start = b["started_at_utc"]
-    end = start + pd.to_timedelta(b["duration_s"], unit="s")
-    idle = (start - end.groupby(b["run_id"]).shift(1)).dt.total_seconds()
+    start = b["started_at_utc"].astype("datetime64[ns]")
+    end = start + _timedelta_ns(b["duration_s"])
+    per_run = Groups(b["run_id"])
+    idle = seconds(start - per_run.shift(end))
     idle_bad = idle > float(t["max_block_gap_s"])
     if idle_bad.any():
-        runs_hit = set(b.loc[idle_bad, "run_id"])
+        runs_hit = set(b["run_id"][idle_bad])
         parts.append(f"{len(runs_hit)} run(s) idled over {t['max_block_gap_s']:.0f} s between "
-                     f"blocks ({int(idle_bad.sum())} gap(s), longest {idle.max():.0f} s)")
-        bad |= runs["run_id"].isin(runs_hit)
+                     f"blocks ({int(idle_bad.sum())} gap(s), longest {_largest(idle):.0f} s)")
+        bad |= np.fromiter((r in runs_hit for r in runs["run_id"]), dtype=bool, count=len(runs))
     if parts:
-        gaps = runs.loc[bad, ["run_id", "ecosystem", "started_at_utc"]].assign(
-            wait_after_previous_run_s=gap.reindex(runs.index)[bad],
-            longest_idle_between_blocks_s=runs.loc[bad, "run_id"].map(idle.groupby(b["run_id"]).max()))
-        return Outcome.failed("; ".join(parts), rows=int(bad.sum()) + len(holes if pos.notna().all() else ()),
+        longest_idle = dict(zip(per_run.keys[0], per_run.max(idle)))
+        gaps = runs.take(bad).select(["run_id", "ecosystem", "started_at_utc"]).assign(
+            wait_after_previous_run_s=gap[bad],
+            longest_idle_between_blocks_s=np.array(
+                [longest_idle.get(r, np.nan) for r in runs["run_id"][bad]], dtype=float))
+        return Outcome.failed("; ".join(parts), rows=int(bad.sum()) + len(holes),
                               details=evidence(gaps))
-    return Outcome.passed(f"no gaps: longest wait between runs {gap.max():.0f} s, between "
-                          f"blocks {idle.max():.1f} s")
+    return Outcome.passed(f"no gaps: longest wait between runs {_largest(gap):.0f} s, between "
+                          f"blocks {_largest(idle):.1f} s")
 
 
-def _duration_ratio(ctx) -> pd.DataFrame:
+def _timedelta_ns(duration_s: np.ndarray) -> np.ndarray:
+    """Seconds as timedelta64[ns], converted as pandas' to_timedelta(unit="s") converts them
+    (the whole seconds, then the fraction rounded to the nanosecond), so that the idle time
+    between blocks is the same float the audit has always reported."""
+    whole = np.trunc(duration_s)
+    fraction_ns = (np.round(duration_s - whole, 9) * 1e9).astype(np.int64)
+    return (whole.astype(np.int64) * 1_000_000_000 + fraction_ns).astype("timedelta64[ns]")
+
+
+def _largest(values: np.ndarray) -> float:
+    """The largest of the values present, NaN when there is none (as pandas' max)."""
+    present = values[~np.isnan(values)]
+    return float(present.max()) if len(present) else np.nan
+
+
+def _median(values: np.ndarray) -> float:
+    """The median of the values present, NaN when there is none (as pandas' median)."""
+    present = values[~np.isnan(values)]
+    return float(np.median(present)) if len(present) else np.nan
+
+
+def _duration_ratio(ctx) -> Frame:
     """Each block's duration over its run's median for the phase after epoch 1 (a Skip
-    when there are no blocks: pandas cannot join onto an empty grouping's index)."""
-    b = ctx.block_runs[["run_id", "ecosystem", "epoch", "phase", "duration_s"]].copy()
-    if b.empty:
+    when there are no blocks)."""
+    blocks = ctx.block_runs
+    if blocks.empty:
         raise Skip("no blocks")
-    later = b[b["epoch"] >= 2]
-    median = later.groupby(["run_id", "phase"])["duration_s"].median().rename("median_s")
-    b = b.join(median, on=["run_id", "phase"])
-    b["ratio"] = b["duration_s"] / b["median_s"]
-    return b
+    b = blocks.select(["run_id", "ecosystem", "epoch", "phase", "duration_s"])
+    per_phase = Groups(b["run_id"], b["phase"])
+    median = per_phase.spread(per_phase.median(np.where(b["epoch"] >= 2, b["duration_s"], np.nan)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return b.assign(median_s=median, ratio=b["duration_s"] / median)
 
 
 @check("S6.warmup", "S6", severity="warning", table="blocks")
@@ -205,22 +257,22 @@ def warmup(ctx: AuditContext) -> Outcome:
     message says which. Warns when a run shows no warm-up where most do: its first epoch ran
     unlike its peers' (and, were the warm-up left out, a normal epoch would be dropped)."""
     b = _duration_ratio(ctx)
-    if b["median_s"].isna().all():
+    if np.isnan(b["median_s"]).all():
         raise Skip("no run has blocks after epoch 1 to compare epoch 1 with")
-    first = b[b["epoch"] == 1]
+    first = b.take(b["epoch"] == 1)
     slow = first["ratio"] > float(ctx.tolerances["warmup_duration_ratio"])
     train = first["phase"] == "train"
     share = slow[train].mean() if train.any() else 0.0
     most = float(ctx.tolerances["warmup_majority_share"])
-    no_warmup = train & ~slow if share > most else pd.Series(False, index=first.index)
+    no_warmup = train & ~slow if share > most else np.zeros(len(first), dtype=bool)
     msg = (f"{int(slow.sum()):,} warm-up block(s) in epoch 1 ("
-           + (describe_counts(first.loc[slow, "phase"]) if slow.any() else "none")
-           + f"); median epoch-1 train ratio x{first.loc[train, 'ratio'].median():.2f}")
+           + (describe_counts(first["phase"][slow]) if slow.any() else "none")
+           + f"); median epoch-1 train ratio x{_median(first['ratio'][train]):.2f}")
     if no_warmup.any():
         return Outcome.failed(msg + f"; {int(no_warmup.sum())} run(s) show none where most do; "
                               + _warmup_rule(ctx),
                               rows=int(no_warmup.sum()),
-                              details=evidence(first.loc[no_warmup, ["run_id", "phase", "ratio"]]))
+                              details=evidence(first.take(no_warmup).select(["run_id", "phase", "ratio"])))
     return Outcome.passed(msg + "; " + _warmup_rule(ctx), rows=int(slow.sum()))
 
 
@@ -237,19 +289,19 @@ def outlier_blocks(ctx: AuditContext) -> Outcome:
     """Outlier blocks after the warm-up: blocks of epoch >= 2 whose duration departs from
     their run's median for the phase by more than outlier_duration_ratio (either way)."""
     b = _duration_ratio(ctx)
-    later = b[b["epoch"] >= 2]
+    later = b.take(b["epoch"] >= 2)
     if later.empty:
         raise Skip("no blocks after epoch 1")
     r = float(ctx.tolerances["outlier_duration_ratio"])
     out = (later["ratio"] > r) | (later["ratio"] < 1 / r)
     if out.any():
+        outliers = later.take(out).select(["run_id", "epoch", "phase", "duration_s", "ratio"])
         return Outcome.failed(f"{int(out.sum()):,} outlier block(s) (duration beyond x{r} or "
                               f"/{r} of the run's median): "
-                              + describe_counts(later.loc[out, "ecosystem"] + "/"
-                                                + later.loc[out, "phase"]),
+                              + describe_counts(f"{e}/{p}" for e, p in zip(later["ecosystem"][out],
+                                                                          later["phase"][out])),
                               rows=int(out.sum()), details=evidence(
-                                  later.loc[out, ["run_id", "epoch", "phase", "duration_s", "ratio"]]
-                                  .sort_values("ratio", ascending=False)))
+                                  outliers.sort(outliers["ratio"], descending=True)))
     return Outcome.passed(f"{len(later):,} blocks after epoch 1 within x{r} of their run's median")
 
 
@@ -260,40 +312,42 @@ def labels(ctx: AuditContext) -> Outcome:
     rows_affected counts runs outside the vocabulary or spelled the minority way."""
     runs = ctx.runs
     allowed = set(ctx.spec["S6_replication"]["ecosystems"])
-    outside = ~runs["ecosystem"].isin(allowed)
-    spelled = pd.Series(False, index=runs.index)
+    outside = np.fromiter((e not in allowed for e in runs["ecosystem"]), dtype=bool, count=len(runs))
+    spelled = np.zeros(len(runs), dtype=bool)
     notes = []
-    pairs = []
-    for i, text in runs["source_labels"].items():
+    # each source key's (row, value) pairs, in row order
+    written: dict[str, list[tuple[int, str]]] = {}
+    for i, text in enumerate(runs["source_labels"]):
         if isinstance(text, str):
             for item in text.split(";"):
                 key, _, value = item.partition("=")
-                pairs.append((i, key, value))
-    if pairs:
-        src = pd.DataFrame(pairs, columns=["row", "key", "value"])
-        for key, group in src.groupby("key"):
-            column = _normalised_column(key)
-            if column is None:
-                continue
-            group = group.assign(norm=runs.loc[group["row"], column].to_numpy())
-            for norm, g in group.groupby("norm"):
-                counts = g["value"].value_counts()
-                if len(counts) > 1:
-                    minority = g["value"] != counts.index[0]
-                    spelled[g.loc[minority, "row"]] = True
-                    notes.append(f"{column} {norm} written as " + ", ".join(
-                        f"{v!r} ({n})" for v, n in counts.items()) + f" in source key {key!r}")
+                written.setdefault(key, []).append((i, value))
+    for key in sorted(written):
+        column = _normalised_column(key)
+        if column is None:
+            continue
+        # the spellings of each normalised label under this key
+        spellings: dict[str, list[tuple[int, str]]] = {}
+        for row, value in written[key]:
+            spellings.setdefault(runs[column][row], []).append((row, value))
+        for norm in sorted(spellings):
+            found = counts(value for _, value in spellings[norm])
+            if len(found) > 1:
+                for row, value in spellings[norm]:
+                    spelled[row] |= value != found[0][0]
+                notes.append(f"{column} {norm} written as " + ", ".join(
+                    f"{v!r} ({n})" for v, n in found) + f" in source key {key!r}")
     bad = outside | spelled
     if bad.any():
         parts = []
         if outside.any():
             parts.append(f"{int(outside.sum())} run(s) of ecosystems outside S6 ("
-                         + describe_counts(runs.loc[outside, "ecosystem"]) + ")")
+                         + describe_counts(runs["ecosystem"][outside]) + ")")
         parts += notes
         return Outcome.failed("; ".join(parts), rows=int(bad.sum()), details=evidence(
-            runs.loc[bad, ["run_id", "ecosystem", "architecture", "dataset", "source_labels"]]))
+            runs.take(bad).select(["run_id", "ecosystem", "architecture", "dataset", "source_labels"])))
     return Outcome.passed("every label is in the specification's vocabulary"
-                          + (" and spelled one way in the sources" if pairs else ""))
+                          + (" and spelled one way in the sources" if written else ""))
 
 
 #: Source-label keys that name the normalised columns (from the importers' conventions).
@@ -307,6 +361,15 @@ def _normalised_column(key: str) -> str | None:
     return SOURCE_KEYS.get(base)
 
 
+def _text(frame: Frame, column: str) -> np.ndarray:
+    """A column's cells as text, None where empty; an integer column's without the decimal
+    point its float carries (as the audit has always written them)."""
+    values = frame[column]
+    whole = column in frame.integer
+    return np.array([None if gone else str(int(v)) if whole else str(v)
+                     for v, gone in zip(values, missing(values))], dtype=object)
+
+
 @check("S6.constancy", "S6", table="runs")
 def constancy(ctx: AuditContext) -> Outcome:
     """Everything a campaign holds fixed is one value in every run: the environment columns
@@ -318,37 +381,42 @@ def constancy(ctx: AuditContext) -> Outcome:
     s6 = ctx.spec["S6_replication"]
     env, blocks = ctx.environment, ctx.blocks
     groups = []
+    # the runs off each column's most common value differ from the campaign
+    differing: set[str] = set()
+    parts = []
     for table, frame, columns in (("environment", env, s6.get("held_fixed_environment", [])),
                                   ("blocks", blocks, s6.get("held_fixed_blocks", []))):
         for column in columns:
-            if column not in frame or frame[column].nunique() <= 1:  # (an empty cell is none)
+            if column not in frame or nunique(frame[column]) <= 1:  # (an empty cell is none)
                 continue
-            values = frame[["run_id", column]].dropna()
-            for value, rows in values.groupby(column, sort=True):
-                run_ids = rows["run_id"].unique()
-                groups.append({"column": column, "value": str(value), "runs": len(run_ids),
-                               "blocks": len(rows) if table == "blocks" else None,
-                               "ecosystems": describe_counts(ctx.runs.set_index("run_id").loc[
-                                   run_ids, "ecosystem"]),
-                               "run_ids": ";".join(sorted(run_ids)[:10])})
+            text = _text(frame, column)
+            values = []
+            for rows in Groups(frame[column]).rows():  # the values in order, an empty cell none
+                run_ids = list(dict.fromkeys(frame["run_id"][rows]))
+                values.append({"column": column, "value": text[rows[0]], "runs": len(run_ids),
+                              "blocks": len(rows) if table == "blocks" else None,
+                              "ecosystems": describe_counts(ctx.of_runs("ecosystem", run_ids)),
+                              "run_ids": ";".join(sorted(run_ids)[:10])})
+            groups += values
+            by_runs = [values[i] for i in order(np.array([g["runs"] for g in values]), descending=True)]
+            majority = by_runs[0]["value"]
+            differing |= {r for r, t in zip(frame["run_id"], text) if t is not None and t != majority}
+            described = []
+            for g in by_runs:
+                blocks_note = "" if g["blocks"] is None else f", {g['blocks']} block(s)"
+                described.append(f"{g['value']} ({g['runs']} run(s){blocks_note}: {g['ecosystems']})")
+            parts.append(f"{column}: " + "; ".join(described))
     if not groups:
         checked = len(s6.get("held_fixed_environment", [])) + len(s6.get("held_fixed_blocks", []))
         return Outcome.passed(f"{checked} held-fixed columns take one value across all "
                               f"{len(ctx.runs):,} runs")
-    found = pd.DataFrame(groups)
-    # the runs off each column's most common value differ from the campaign
-    differing = set()
-    parts = []
-    for column, rows in found.groupby("column", sort=False):
-        rows = rows.sort_values("runs", ascending=False)
-        majority = rows.iloc[0]["value"]
-        frame = env if column in env else blocks
-        differing |= set(frame.loc[frame[column].notna() & (frame[column].astype(str) != majority),
-                                   "run_id"])
-        parts.append(f"{column}: " + "; ".join(
-            f"{r.value} ({r.runs} run(s){f', {int(r.blocks)} block(s)' if pd.notna(r.blocks) else ''}: "
-            f"{r.ecosystems})" for r in rows.itertuples()))
-    return Outcome.failed(f"{found['column'].nunique()} held-fixed column(s) vary: " + " | ".join(parts),
+    # the blocks column is written as integers, or as numbers where environment columns leave
+    # cells of it empty (as the audit has always written it)
+    block_counts = np.array([np.nan if g["blocks"] is None else g["blocks"] for g in groups])
+    found = Frame.of({**{name: [g[name] for g in groups] for name in groups[0]},
+                      "blocks": block_counts},
+                     integer=() if np.isnan(block_counts).any() else ("blocks",))
+    return Outcome.failed(f"{len(parts)} held-fixed column(s) vary: " + " | ".join(parts),
                           rows=len(differing), details=evidence(found))
 
 
@@ -360,42 +428,46 @@ def contemporaneous(ctx: AuditContext) -> Outcome:
     the test repeats on those left; each one taken out is a finding with its dates (another
     window means another driver, firmware, load or room: a confound of the ecosystem)."""
     runs = ctx.runs
-    if runs["ecosystem"].nunique() < 2:
+    if nunique(runs["ecosystem"]) < 2:
         raise Skip("one ecosystem: nothing to be contemporaneous with")
-    limit = pd.Timedelta(days=float(ctx.tolerances["max_ecosystem_offset_days"]))
-    windows = runs.groupby("ecosystem").agg(first=("started_at_utc", "min"),
-                                             last=("ended_at_utc", "max"),
-                                             runs=("run_id", "size")).sort_values("first")
-    rows, remaining = [], list(windows.index)
+    days = float(ctx.tolerances["max_ecosystem_offset_days"])
+    # to the nanosecond, as pandas' Timedelta(days=...) took it
+    limit = np.timedelta64(int(days * 24 * 3600 * 1_000_000_000), "ns")
+    per_eco = Groups(runs["ecosystem"])
+    firsts, lasts = per_eco.min(runs["started_at_utc"]), per_eco.max(runs["ended_at_utc"])
+    # each ecosystem's (first start, last end, runs), the earliest first
+    windows = {per_eco.keys[0][i]: (firsts[i], lasts[i], int(per_eco.size[i])) for i in order(firsts)}
+    rows, remaining = [], list(windows)
     while len(remaining) > 1:
         gaps = {}
         for eco in remaining:
-            rest = windows.loc[[e for e in remaining if e != eco]]
-            before = rest["first"].min() - windows.at[eco, "last"]
-            after = windows.at[eco, "first"] - rest["last"].max()
+            others_first = min(windows[e][0] for e in remaining if e != eco)
+            others_last = max(windows[e][1] for e in remaining if e != eco)
+            before = others_first - windows[eco][1]
+            after = windows[eco][0] - others_last
             gaps[eco] = (max(before, after), "before" if before > after else "after",
-                         rest["first"].min(), rest["last"].max())
+                         others_first, others_last)
         # the ecosystem furthest from the rest (a tie: the later one) is the odd one out
-        eco = max(remaining, key=lambda e: (gaps[e][0], windows.at[e, "first"]))
+        eco = max(remaining, key=lambda e: (gaps[e][0], windows[e][0]))
         offset, side, span_first, span_last = gaps[eco]
         if offset <= limit:
             break
-        w = windows.loc[eco]
-        rows.append({"ecosystem": eco, "runs": int(w["runs"]), "first": w["first"].isoformat(),
-                     "last": w["last"].isoformat(), "others_first": span_first.isoformat(),
-                     "others_last": span_last.isoformat(),
-                     "offset_days": round(offset.total_seconds() / 86400, 2), "side": side})
+        first, last, n_runs = windows[eco]
+        rows.append({"ecosystem": eco, "runs": n_runs, "first": utc(first).isoformat(),
+                     "last": utc(last).isoformat(), "others_first": utc(span_first).isoformat(),
+                     "others_last": utc(span_last).isoformat(),
+                     "offset_days": round(float(seconds(offset)) / 86400, 2), "side": side})
         remaining.remove(eco)
     if rows:
-        found = pd.DataFrame(rows)
-        text = "; ".join(f"{r.ecosystem} ran {r.first[:10]} to {r.last[:10]}, {r.offset_days} days "
-                         f"{r.side} the campaign's window ({r.others_first[:10]} to {r.others_last[:10]})"
-                         for r in found.itertuples())
-        return Outcome.failed(f"{len(found)} ecosystem(s) in another time window: {text}",
-                              rows=int(found["runs"].sum()), details=evidence(found))
-    return Outcome.passed(f"{len(windows)} ecosystems within {limit.days} days of one another "
-                          f"({runs['started_at_utc'].min():%Y-%m-%d} to "
-                          f"{runs['ended_at_utc'].max():%Y-%m-%d})")
+        text = "; ".join(f"{r['ecosystem']} ran {r['first'][:10]} to {r['last'][:10]}, "
+                         f"{r['offset_days']} days {r['side']} the campaign's window "
+                         f"({r['others_first'][:10]} to {r['others_last'][:10]})" for r in rows)
+        return Outcome.failed(f"{len(rows)} ecosystem(s) in another time window: {text}",
+                              rows=sum(r["runs"] for r in rows),
+                              details=evidence(Frame.from_records(rows)))
+    return Outcome.passed(f"{len(windows)} ecosystems within {limit // np.timedelta64(1, 'D')} days "
+                          f"of one another ({utc(runs['started_at_utc'].min()):%Y-%m-%d} to "
+                          f"{utc(runs['ended_at_utc'].max()):%Y-%m-%d})")
 
 
 @check("S6.phase-work", "S6", table="blocks")
@@ -409,38 +481,52 @@ def phase_work(ctx: AuditContext) -> Outcome:
     epoch of a run alike and is the business of S1.architecture-identity."""
     b = ctx.block_runs
     s3 = ctx.spec["S3_data"]
-    sizes = np.where(b["phase"] == "train", b["dataset"].map(s3.get("train_samples", {})),
-                     b["dataset"].map(s3.get("eval_samples", {})))
-    samples = b["samples_processed"].astype("Float64").fillna(pd.Series(sizes, index=b.index,
-                                                                       dtype="Float64"))
-    per_sample = (b["duration_s"] / samples).astype(float)
-    frame = pd.DataFrame({"run_id": b["run_id"], "ecosystem": b["ecosystem"], "epoch": b["epoch"],
-                          "phase": b["phase"], "per_sample": per_sample})
-    wide = frame.pivot_table(index=["run_id", "epoch"], columns="phase", values="per_sample")
-    if not {"train", "eval"} <= set(wide.columns):
+    phase = b["phase"]
+    sizes = np.where(phase == "train", _split_sizes(s3.get("train_samples", {}), b["dataset"]),
+                     _split_sizes(s3.get("eval_samples", {}), b["dataset"]))
+    samples = np.where(b.missing("samples_processed"), sizes, b["samples_processed"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_sample = b["duration_s"] / samples
+    # each epoch's mean time per sample in each phase (blocks without one left out)
+    epochs = Groups(b["run_id"], b["epoch"])
+    train = epochs.mean(np.where(phase == "train", per_sample, np.nan))
+    evaluation = epochs.mean(np.where(phase == "eval", per_sample, np.nan))
+    if np.isnan(train).all() or np.isnan(evaluation).all():
         raise Skip("no epoch with both phases")
-    ratio = np.log(wide["eval"] / wide["train"]).replace([np.inf, -np.inf], np.nan).dropna()
-    if ratio.empty:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_ratio = np.log(evaluation / train)
+    kept = np.isfinite(log_ratio)
+    if not kept.any():
         raise Skip("no epoch whose phases both have a time per sample")
-    deviation = ratio - ratio.groupby(level="run_id").transform("median")
-    epochs = deviation.index.get_level_values("epoch")
-    if (epochs >= 2).any():
-        deviation = deviation[epochs >= 2]     # epoch 1 is the warm-up (S6.warmup): reference only
+    run_ids, epoch, ratio = epochs.keys[0][kept], epochs.keys[1][kept], log_ratio[kept]
+    per_run = Groups(run_ids)
+    deviation = ratio - per_run.spread(per_run.median(ratio))
+    judged = epoch >= 2
+    if judged.any():     # epoch 1 is the warm-up (S6.warmup): reference only
+        run_ids, epoch, deviation = run_ids[judged], epoch[judged], deviation[judged]
     tol = float(ctx.tolerances["phase_work_log_tolerance"])
-    off = deviation[deviation.abs() > tol]
-    if off.empty:
+    off = np.abs(deviation) > tol
+    if not off.any():
         return Outcome.passed(f"{len(ratio):,} epochs: eval/train time per sample within "
                               f"x{np.exp(tol):.2f} of their run's median (largest "
-                              f"x{np.exp(deviation.abs().max()):.2f})")
-    found = off.rename("log_deviation").reset_index()
-    found["ratio_vs_run_median"] = np.exp(found["log_deviation"]).round(3)
-    found["ecosystem"] = found["run_id"].map(ctx.runs.set_index("run_id")["ecosystem"])
-    found = found.sort_values("log_deviation", key=abs, ascending=False).drop(columns="log_deviation")
+                              f"x{np.exp(np.abs(deviation).max()):.2f})")
+    furthest = np.flatnonzero(off)[order(np.abs(deviation[off]), descending=True)]
+    found = Frame.of({"run_id": run_ids[furthest], "epoch": epoch[furthest],
+                      "ratio_vs_run_median": np.round(np.exp(deviation[furthest]), 3),
+                      "ecosystem": ctx.of_runs("ecosystem", run_ids[furthest])}, integer=("epoch",))
     return Outcome.failed(
-        f"{len(found):,} epoch(s) in {found['run_id'].nunique()} run(s) whose eval/train time per "
+        f"{len(found):,} epoch(s) in {nunique(found['run_id'])} run(s) whose eval/train time per "
         f"sample departs from their run's by over x{np.exp(tol):.2f} ("
         + describe_counts(found["ecosystem"]) + f"; largest x{found['ratio_vs_run_median'].max():.2f} / "
         f"x{found['ratio_vs_run_median'].min():.2f})", rows=2 * len(found), details=evidence(found))
+
+
+def _split_sizes(sizes: dict, datasets: np.ndarray) -> np.ndarray:
+    """Each row's dataset's size in `sizes` (a split's sizes in S3), NaN where it names none."""
+    codes, names = factorize(datasets)
+    # (a row without a dataset, code -1, takes the NaN at the end)
+    return np.append([float(sizes.get(name, np.nan)) for name in names], np.nan)[codes]
+
 
 HARDWARE_COLUMNS = ("cpu_model", "gpu_model", "gpu_count")
 
@@ -452,30 +538,38 @@ def host_design(ctx: AuditContext) -> Outcome:
     "replicates", every repetition round whole on one host, and on the node replicate_nodes
     assigns to it when the plan names them.  Two kinds of hardware are two treatments: without
     a declared design, runs on them cannot be compared."""
-    env = ctx.environment.merge(ctx.runs[["run_id", "repetition"]], on="run_id", how="inner")
+    run_ids = set(ctx.runs["run_id"])
+    environment = ctx.environment
+    env = environment.take(np.fromiter((r in run_ids for r in environment["run_id"]), dtype=bool,
+                                       count=len(environment)))
     if env.empty:
         raise Skip("no runs")
+    repetition = ctx.of_runs("repetition", env["run_id"])
     declared = ctx.package.descriptor.get("hosts") or {}
     design = declared.get("design", "one-kind")
-    kinds = env[list(HARDWARE_COLUMNS)].astype("string").fillna("?").agg(" / ".join, axis=1)
-    hosts = env["host"].astype("string").fillna("?")
+    kinds = np.array([" / ".join("?" if cell is None else cell for cell in cells)
+                      for cells in zip(*(_text(env, c) for c in HARDWARE_COLUMNS))], dtype=object)
+    hosts = np.array(["?" if h is None else h for h in _text(env, "host")], dtype=object)
     if design == "one-kind":
-        if kinds.nunique() > 1:
-            minority = kinds != kinds.value_counts().index[0]
-            return Outcome.failed(f"{kinds.nunique()} kinds of hardware without a declared host "
+        if nunique(kinds) > 1:
+            minority = kinds != counts(kinds)[0][0]
+            return Outcome.failed(f"{nunique(kinds)} kinds of hardware without a declared host "
                                   f"design: {describe_counts(kinds, limit=4)}", rows=int(minority.sum()))
-        return Outcome.passed(f"{len(env):,} runs on one kind of hardware ({kinds.iloc[0]}), "
-                              f"{hosts.nunique()} host(s)")
+        return Outcome.passed(f"{len(env):,} runs on one kind of hardware ({kinds[0]}), "
+                              f"{nunique(hosts)} host(s)")
     nodes = declared.get("replicate_nodes")
-    host_of_round = hosts.groupby(env["repetition"]).agg(lambda h: h.mode().iloc[0])
-    expected = env["repetition"].map(host_of_round)
     if nodes:
-        expected = env["repetition"].map(lambda r: nodes[(int(r) - 1) % len(nodes)])
-    off = hosts.str.split(".").str[0] != expected.astype("string").str.split(".").str[0]
+        expected = [nodes[(int(r) - 1) % len(nodes)] for r in repetition]
+    else:
+        rounds = Groups(repetition)
+        host_of_round = {r: mode(hosts[rows]) for r, rows in zip(rounds.keys[0], rounds.rows())}
+        expected = [host_of_round[r] for r in repetition]
+    off = np.array([h.split(".")[0] != str(e).split(".")[0] for h, e in zip(hosts, expected)],
+                   dtype=bool)
     if off.any():
         return Outcome.failed(f"{int(off.sum())} run(s) outside the declared design 'replicates' "
                               f"(each repetition round whole on "
                               + ("its declared node" if nodes else "one host") + ")", rows=int(off.sum()))
-    return Outcome.passed(f"declared design 'replicates': {env['repetition'].nunique()} round(s), each "
-                          f"whole on one host ({hosts.nunique()} host(s), "
-                          f"{kinds.nunique()} kind(s) of hardware)")
+    return Outcome.passed(f"declared design 'replicates': {nunique(repetition)} round(s), each "
+                          f"whole on one host ({nunique(hosts)} host(s), "
+                          f"{nunique(kinds)} kind(s) of hardware)")
