@@ -84,3 +84,11 @@ def test_plain_value_writes_json_values():
     assert plain_value(np.int64(4)) == 4 and plain_value(4.0, whole=True) == 4
     assert plain_value(pd.NA) is None
     assert plain_value(pd.Timestamp("2026-03-02T16:12:28Z")) == "2026-03-02T16:12:28+00:00"
+
+
+def test_group_sums_are_pandas_compensated_sums_to_the_bit():
+    rng = np.random.default_rng(7)
+    runs = rng.choice([f"r{i}" for i in range(30)], 5000)
+    energy = rng.lognormal(8, 2, 5000)
+    expected = pd.Series(energy).groupby(runs).sum().to_numpy()
+    assert Groups(runs.astype(object)).sum(energy).tolist() == expected.tolist()

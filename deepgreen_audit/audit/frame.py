@@ -312,8 +312,21 @@ class Groups:
         return self.codes[rows], values[rows]
 
     def sum(self, values: np.ndarray) -> np.ndarray:
+        """Each group's sum, compensated (Kahan) in row order as pandas' group sum is, so that
+        a run's summed energy is the same number to the last bit whichever computes it."""
         group, v = self._present(values)
-        return np.bincount(group, weights=v, minlength=self.count)
+        n = np.bincount(group, minlength=self.count)
+        start = np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int64)
+        total, compensation = np.zeros(self.count), np.zeros(self.count)
+        with np.errstate(invalid="ignore"):
+            for k in range(int(n.max(initial=0))):  # the k-th value of every group at once
+                has = np.flatnonzero(n > k)
+                y = v[start[has] + k] - compensation[has]
+                t = total[has] + y
+                lost = (t - total[has]) - y
+                compensation[has] = np.where(np.isnan(lost), 0.0, lost)
+                total[has] = t
+        return total
 
     def valid(self, values: np.ndarray) -> np.ndarray:
         """How many values each group has (missing ones not counted)."""
