@@ -76,12 +76,11 @@ def test_a_cargo_pin_that_differs_from_the_specification_stops_the_build(tmp_pat
 
 
 def test_pinned_versions_check_reads_the_release_and_keeps_the_build_label():
-    import pandas as pd
-
     from deepgreen_audit.audit.checks.recipe import pinned_versions
+    from deepgreen_audit.audit.frame import Frame
 
-    env = pd.DataFrame({"run_id": ["a", "b", "c"], "framework": ["torch", "torch", "tch"],
-                        "framework_version": [f"{SPEC_PINS['torch']}+cu130", "2.5.1+cpu", SPEC_PINS["tch"]]})
+    env = Frame.of({"run_id": ["a", "b", "c"], "framework": ["torch", "torch", "tch"],
+                    "framework_version": [f"{SPEC_PINS['torch']}+cu130", "2.5.1+cpu", SPEC_PINS["tch"]]})
     ctx = type("Ctx", (), {"environment": env, "spec": {"S4_backend": {"pinned_versions": SPEC_PINS}}})()
     outcome = pinned_versions(ctx)
     assert not outcome.ok and outcome.rows == 1 and "torch 2.5.1+cpu" in outcome.message

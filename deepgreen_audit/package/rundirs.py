@@ -88,8 +88,8 @@ def run_dir_files(run: dict, environment: dict, block_rows: list[list[str]],
     col = {name: i for i, name in enumerate(load_schema("blocks").field_names)}
     for name, cols in block_files().items():
         header = list(BLOCK_KEY) + list(cols)
-        cells = itemgetter(*(col[c] for c in header))  # a file has three columns at least
-        files[name] = canonical_text(header, list(map(cells, block_rows))).encode()
+        idx = [col[c] for c in header]
+        files[name] = canonical_text(header, [[r[i] for i in idx] for r in block_rows]).encode()
     files[SAMPLES_FILE] = canonical_text(load_schema("samples").field_names[1:],
                                          [r[1:] for r in sample_rows]).encode()
     return files
@@ -423,12 +423,12 @@ def flatten_run(files: dict[str, bytes], campaign: str, run_id: str,
         for m, r in zip(merged, part):
             m.extend(r[2:])
     merged_header = ["run_id", *BLOCK_KEY] + [c for cols in block_files().values() for c in cols]
-    in_schema_order = itemgetter(*(merged_header.index(c) for c in schemas["blocks"].field_names))
+    index = [merged_header.index(c) for c in schemas["blocks"].field_names]
     samples = _read_csv(files[SAMPLES_FILE], base / SAMPLES_FILE, schemas["samples"].field_names[1:])
     for row in samples:
         row.insert(0, run_id)
     return {"runs": [run_cells], "environment": [env_cells],
-            "blocks": [list(in_schema_order(m)) for m in merged or []], "samples": samples}
+            "blocks": [[m[i] for i in index] for m in merged or []], "samples": samples}
 
 
 @dataclass
