@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from deepgreen_audit.audit.frame import Frame, Groups, counts, plain_value
+from deepgreen_audit.audit.frame import Frame, Groups, counts, factorize, plain_value
 from deepgreen_audit.package.beside import Beside
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.rundirs import RoundTrip
@@ -77,8 +77,8 @@ class AuditContext:
         for table, columns in ((self.runs, [*CONFIG_COLUMNS, "repetition"]),
                                (self.environment, ["gpu_model", "gpu_count", "codecarbon_version"])):
             row_of = {run_id: i for i, run_id in enumerate(table["run_id"])}
-            rows = np.fromiter((row_of.get(r, -1) for r in blocks["run_id"]), dtype=np.intp,
-                               count=len(blocks))
+            codes, run_ids = factorize(blocks["run_id"])  # each run looked up once
+            rows = np.array([*(row_of.get(r, -1) for r in run_ids), -1], dtype=np.intp)[codes]
             for column in columns:
                 added[column] = _at(table[column], rows)
         integer = set(blocks.integer) | {"repetition", "gpu_count"}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import sys
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from functools import partial
@@ -244,11 +245,29 @@ def nunique(values: np.ndarray) -> int:
         len(np.unique(values[~missing(values)]))
 
 
-def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's index into the sorted distinct values (-1 where missing), and those values.
+#: factorize's results by the id of the array, with a weak reference to it: the checks group
+#: the same few key columns (a table's run_id) again and again, and a column is never changed
+_factorized: dict[int, tuple[weakref.ref, tuple[np.ndarray, np.ndarray]]] = {}
 
-    Objects (texts) are numbered in a dict first and only the few distinct ones sorted:
-    sorting every row's Python string, as np.unique does, costs seven times as much."""
+
+def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's index into the sorted distinct values (-1 where missing), and those values
+    (computed once per array: see `_factorized`)."""
+    known = _factorized.get(id(values))
+    if known is not None and known[0]() is values:
+        return known[1]
+    found = _factorize(values)
+    for shared in found:  # shared by every caller: read-only
+        shared.setflags(write=False)
+    key = id(values)
+    _factorized[key] = (weakref.ref(values, lambda _: _factorized.pop(key, None)), found)
+    return found
+
+
+def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """factorize, computed.  Objects (texts) are numbered in a dict first and only the few
+    distinct ones sorted: sorting every row's Python string, as np.unique does, costs seven
+    times as much."""
     gone = missing(values)
     codes = np.full(len(values), -1, dtype=np.int64)
     present = values[~gone]
