@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from deepgreen_audit.package import compute
 
 #: One microsecond, the unit of a datetime column.
 _US = np.timedelta64(1, "us")
@@ -40,12 +41,12 @@ def _numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     if pa.types.is_dictionary(kind):
         encoded = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
         values = np.asarray(encoded.dictionary.to_pylist() + [None], dtype=object)
-        codes = np.asarray(pc.fill_null(encoded.indices, -1).cast(pa.int64()))
+        codes = np.asarray(compute.cast(compute.fill_null(encoded.indices, -1), pa.int64()))
         return values[codes]
     if pa.types.is_timestamp(kind):
-        return np.asarray(column.cast(pa.timestamp("us")).to_numpy(), dtype="datetime64[us]")
+        return np.asarray(compute.cast(column, pa.timestamp("us")).to_numpy(), dtype="datetime64[us]")
     if pa.types.is_integer(kind) or pa.types.is_floating(kind):
-        return np.asarray(pc.fill_null(column.cast(pa.float64()), math.nan).to_numpy())
+        return np.asarray(compute.fill_null(compute.cast(column, pa.float64()), math.nan).to_numpy())
     if pa.types.is_boolean(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind) \
             or pa.types.is_null(kind):
         return np.asarray(column.to_numpy(zero_copy_only=False), dtype=object)

@@ -17,7 +17,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from deepgreen_audit.package import compute
 
 _DTYPES = {pa.int32(): np.int32, pa.int64(): np.int64, pa.float64(): np.float64}
 
@@ -57,7 +58,7 @@ def from_mask(flags: np.ndarray) -> pa.BooleanArray:
 
 def codes(arr: pa.Array) -> tuple[np.ndarray, list]:
     """Each cell's index into the distinct values of `arr` (-1 for a null), and those values."""
-    encoded = pc.dictionary_encode(arr)
+    encoded = compute.dictionary_encode(arr)
     index = values(encoded.indices).astype(np.int64)
     index[~valid(encoded.indices)] = -1
     return index, encoded.dictionary.to_pylist()

@@ -26,11 +26,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package import arrays, paths
+from deepgreen_audit.package import arrays, compute, paths
 from deepgreen_audit.package.canonical import DATETIME_RE, INTEGER_RE, NUMBER_RE, canonical_number, canonical_spelling
 from deepgreen_audit.package.checksums import parse_sums, sha256_bytes, sha256_file
 from deepgreen_audit.package.descriptor import Package
@@ -228,12 +227,12 @@ class _BlockedTable:
                                                  row=int(lines[i]), field=col)
         for col, codes_of in self.key_codes.items():
             self.key_bad |= bool(bad[col].any()) or not arrays.valid(typed[col]).all()
-            encoded = pc.dictionary_encode(columns[col])
+            encoded = compute.dictionary_encode(columns[col])
             mapping = np.array([codes_of.setdefault(v, len(codes_of))
                                 for v in encoded.dictionary.to_pylist()], dtype=np.int32)
             self.key_blocks[col].append(mapping[arrays.values(encoded.indices)])
             if schema.field(col).type == "string":  # a key's few values, once per block
-                typed[col] = pc.dictionary_encode(typed[col])
+                typed[col] = compute.dictionary_encode(typed[col])
         self.typed_blocks.append(pa.table([typed[c] for c in schema.field_names],
                                           names=schema.field_names))
         self.rows += n
@@ -502,13 +501,13 @@ def _check_table(schema: TableSchema, data: bytes, report: Report) -> TableCheck
 
 def _typed_column(resource, field, arr: pa.StringArray, lines: np.ndarray, report):
     """Type-check text cells; returns the typed column (bad and empty cells null) and the bad mask."""
-    empty = arrays.values(pc.utf8_length(arr)) == 0
+    empty = arrays.values(compute.utf8_length(arr)) == 0
     bad = np.zeros(len(arr), dtype=bool)
     typed = _all_canonical(field, arr, empty)
     if typed is not None:
         return typed, bad
     if field.type in _TYPE_RE:
-        ok = arrays.mask(pc.match_substring_regex(arr, "^(?:" + _TYPE_RE[field.type].pattern + ")$"))
+        ok = arrays.mask(compute.match_substring_regex(arr, "^(?:" + _TYPE_RE[field.type].pattern + ")$"))
         bad = ~ok & ~empty
         for i in np.flatnonzero(bad):
             text = arr[int(i)].as_py()
@@ -521,19 +520,19 @@ def _typed_column(resource, field, arr: pa.StringArray, lines: np.ndarray, repor
                        (" (canonical form: ISO 8601 UTC ending in Z)" if field.type == "datetime" else ""),
                        resource=resource, row=int(lines[i]), field=field.name)
     if field.type == "number":
-        typed = pc.cast(_nulled(arr, empty | bad), pa.float64())
+        typed = compute.cast(_nulled(arr, empty | bad), pa.float64())
         _check_canonical_numbers(resource, field, arr, ~(empty | bad), lines, report)
     elif field.type == "integer":
-        long = (arrays.values(pc.utf8_length(arr)) >= 19) & ~bad
+        long = (arrays.values(compute.utf8_length(arr)) >= 19) & ~bad
         for i in np.flatnonzero(long):
             text = arr[int(i)].as_py()
             if len(text) > 20 or not _INT64[0] <= int(text) <= _INT64[1]:
                 bad[i] = True
                 report.add("type-error", f"{arr[i].as_py()} is outside the 64-bit integer range",
                            resource=resource, row=int(lines[i]), field=field.name)
-        typed = pc.cast(_nulled(arr, empty | bad), pa.int64())
+        typed = compute.cast(_nulled(arr, empty | bad), pa.int64())
     elif field.type == "boolean":
-        typed = pc.match_substring(_nulled(arr, empty | bad), "true")
+        typed = compute.match_substring(_nulled(arr, empty | bad), "true")
     elif field.type == "datetime":
         typed = _typed_datetimes(resource, field, arr, empty, bad, lines, report)
     else:
@@ -548,13 +547,13 @@ def _all_canonical(field, arr: pa.StringArray, empty: np.ndarray) -> pa.Array | 
     if field.type not in ("number", "integer"):
         return None
     try:
-        typed = pc.cast(_nulled(arr, empty), field.arrow_type)
+        typed = compute.cast(_nulled(arr, empty), field.arrow_type)
     except pa.ArrowInvalid:
         return None
     if field.type == "integer":
-        canonical = arrays.mask(pc.equal(pc.cast(typed, pa.string()), arr)) | empty
+        canonical = arrays.mask(compute.equal(compute.cast(typed, pa.string()), arr)) | empty
     else:
-        canonical = (arrays.mask(pc.is_finite(typed)) | empty).all() and \
+        canonical = (arrays.mask(compute.is_finite(typed)) | empty).all() and \
             not _non_canonical_numbers(arr, ~empty)
     return typed if np.all(canonical) else None
 
@@ -563,7 +562,7 @@ def _nulled(arr: pa.Array, where: np.ndarray) -> pa.Array:
     """`arr` with the cells `where` is True made null."""
     if not where.any():
         return arr
-    return pc.if_else(arrays.from_mask(where), pa.nulls(len(arr), arr.type), arr)
+    return compute.if_else(arrays.from_mask(where), pa.nulls(len(arr), arr.type), arr)
 
 
 def _check_canonical_numbers(resource, field, arr, judged: np.ndarray, lines: np.ndarray,
@@ -572,7 +571,7 @@ def _check_canonical_numbers(resource, field, arr, judged: np.ndarray, lines: np
     odd = _non_canonical_numbers(arr, judged)
     if not odd:
         return
-    hits = arrays.mask(pc.is_in(arr, value_set=pa.array(odd))) & judged
+    hits = arrays.mask(compute.is_in(arr, value_set=pa.array(odd))) & judged
     for i in np.flatnonzero(hits):
         text = arr[int(i)].as_py()
         report.add("non-canonical-cell", f"{text!r} is written {canonical_number(float(text))!r} "
@@ -586,17 +585,17 @@ def _non_canonical_numbers(arr: pa.StringArray, judged: np.ndarray) -> list[str]
     Each distinct text is judged once (a column repeats its values many times): arrow
     writes the shortest digits too, so only texts that differ from arrow's, put in
     repr's layout, and negative zero are judged by `canonical_number` itself."""
-    distinct = pc.unique(arr if judged.all() else pc.filter(arr, arrays.from_mask(judged)))
+    distinct = compute.unique(arr if judged.all() else compute.filter(arr, arrays.from_mask(judged)))
     try:
-        shortest = pc.cast(pc.cast(distinct, pa.float64()), pa.string())
+        shortest = compute.cast(compute.cast(distinct, pa.float64()), pa.string())
     except pa.ArrowInvalid:
         shortest = None  # a number arrow cannot hold (overflow): repr judges every text
     if shortest is not None:
-        differs = pc.not_equal(shortest, distinct)
-        distinct, shortest = pc.filter(distinct, differs), pc.filter(shortest, differs)
+        differs = compute.not_equal(shortest, distinct)
+        distinct, shortest = compute.filter(distinct, differs), compute.filter(shortest, differs)
         if len(distinct) > _JUDGED_ONE_BY_ONE:  # fewer are judged by repr faster than by RE2
-            distinct = pc.filter(distinct, pc.or_(pc.not_equal(_repr_layout(shortest), distinct),
-                                                  pc.equal(distinct, "-0.0")))
+            distinct = compute.filter(distinct, compute.or_(compute.not_equal(_repr_layout(shortest), distinct),
+                                                  compute.equal(distinct, "-0.0")))
     return [text for text in distinct.to_pylist() if canonical_number(float(text)) != text]
 
 
@@ -615,7 +614,7 @@ _REPR_LAYOUT = ((r"^(-?[0-9]+)$", r"\1.0"),
 
 def _repr_layout(text: pa.StringArray) -> pa.StringArray:
     for pattern, replacement in _REPR_LAYOUT:
-        text = pc.replace_substring_regex(text, pattern=pattern, replacement=replacement)
+        text = compute.replace_substring_regex(text, pattern=pattern, replacement=replacement)
     return text
 
 
@@ -623,16 +622,16 @@ def _typed_datetimes(resource, field, arr, empty, bad, lines, report) -> pa.Arra
     """Datetimes as UTC timestamps; an impossible date (Feb 30) or one outside
     PLAUSIBLE_DATETIMES is reported and made null."""
     try:
-        typed = pc.cast(_nulled(arr, empty | bad), _TIMESTAMP)
+        typed = compute.cast(_nulled(arr, empty | bad), _TIMESTAMP)
     except pa.ArrowInvalid:
         for i in np.flatnonzero(~(empty | bad)):
             try:
-                pc.cast(arr[i:i + 1], _TIMESTAMP)
+                compute.cast(arr[i:i + 1], _TIMESTAMP)
             except pa.ArrowInvalid:
                 bad[i] = True
                 report.add("type-error", f"{arr[i].as_py()!r} is not a valid date and time",
                            resource=resource, row=int(lines[i]), field=field.name)
-        typed = pc.cast(_nulled(arr, empty | bad), _TIMESTAMP)
+        typed = compute.cast(_nulled(arr, empty | bad), _TIMESTAMP)
     low, high = (int(t.timestamp()) * 1_000_000 for t in PLAUSIBLE_DATETIMES)
     micros = arrays.values(typed)
     implausible = arrays.valid(typed) & ((micros < low) | (micros >= high))
@@ -680,7 +679,7 @@ def _constraint_failures(field, column: pa.Array, bad: np.ndarray, unique: bool 
                 yield ("constraint-error", int(i),
                        f"{number[i].item()!r} breaks the constraint: {keyword} {limit}")
     if field.min_length is not None or field.max_length is not None:
-        length = arrays.values(pc.cast(pc.utf8_length(pc.fill_null(column, "")), pa.int64()))
+        length = arrays.values(compute.cast(compute.utf8_length(compute.fill_null(column, "")), pa.int64()))
         for keyword, limit, broken in (("minLength", field.min_length, np.less),
                                        ("maxLength", field.max_length, np.greater)):
             if limit is not None:
@@ -708,9 +707,9 @@ def _constraint_failures(field, column: pa.Array, bad: np.ndarray, unique: bool 
 def _matches(column: pa.Array, pattern: str) -> np.ndarray:
     """Where each cell matches the whole of `pattern` (as `re.fullmatch`): with arrow's RE2,
     or, for a pattern RE2 does not support, with Python's `re` on each distinct value."""
-    encoded = pc.dictionary_encode(column)  # each distinct value matched once (keys repeat)
+    encoded = compute.dictionary_encode(column)  # each distinct value matched once (keys repeat)
     try:
-        matched = arrays.mask(pc.match_substring_regex(encoded.dictionary, f"^(?:{pattern})$"))
+        matched = arrays.mask(compute.match_substring_regex(encoded.dictionary, f"^(?:{pattern})$"))
         return matched[arrays.values(encoded.indices)] & arrays.valid(encoded.indices) \
             if len(matched) else np.zeros(len(column), dtype=bool)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -825,7 +824,7 @@ def _present_in(child: pa.Array, parent: pa.Array) -> np.ndarray:
 def _joined(columns: dict, fields) -> pa.Array:
     if len(fields) == 1:
         return columns[fields[0]]
-    return pc.binary_join_element_wise(*(_decoded(columns[f]) for f in fields), "\x1f")
+    return compute.binary_join_element_wise(*(_decoded(columns[f]) for f in fields), separator="\x1f")
 
 
 def _decoded(column: pa.Array) -> pa.Array:

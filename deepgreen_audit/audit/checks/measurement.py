@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from deepgreen_audit.audit.context import (
     AuditContext,
@@ -19,6 +18,7 @@ from deepgreen_audit.audit.context import (
     run_block_energy_j,
 )
 from deepgreen_audit.audit.frame import Frame, Groups, counts, missing, mode, nunique
+from deepgreen_audit.package import compute
 from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 
@@ -51,11 +51,11 @@ class CounterCells:
 def counter_cells(cells: np.ndarray) -> CounterCells:
     """Parse a column of counter cells, str or None (validation has checked each is
     `[0-9]+(;[0-9]+)*`)."""
-    lists = pc.split_pattern(pa.array(cells, type=pa.string()), ";")
-    counts = np.asarray(pc.fill_null(pc.list_value_length(lists), 0), dtype=np.int64)
-    readings = pc.list_flatten(lists)
+    lists = compute.split_pattern(pa.array(cells, type=pa.string()), ";")
+    counts = np.asarray(compute.fill_null(compute.list_value_length(lists), 0), dtype=np.int64)
+    readings = compute.list_flatten(lists)
     try:
-        values = np.asarray(pc.cast(readings, pa.int64()))
+        values = np.asarray(compute.cast(readings, pa.int64()))
     except pa.ArrowInvalid:  # a reading past 2^63: exact Python integers instead
         values = np.array([int(text) for text in readings.to_pylist()], dtype=object)
     return CounterCells(values, np.concatenate([[0], np.cumsum(counts)]))
