@@ -37,6 +37,7 @@ def test_each_function_is_pyarrows():
         (compute.not_equal(TEXTS, TEXTS), pc.not_equal(TEXTS, TEXTS)),
         (compute.or_(flags, flags), pc.or_(flags, flags)),
         (compute.is_finite(numbers), pc.is_finite(numbers)),
+        (compute.is_null(numbers), pc.is_null(numbers)),
         (compute.if_else(flags, TEXTS[:4], pa.nulls(4, pa.string())),
          pc.if_else(flags, TEXTS[:4], pa.nulls(4, pa.string()))),
         (compute.unique(TEXTS), pc.unique(TEXTS)),

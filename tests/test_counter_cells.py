@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pyarrow as pa
 
 from deepgreen_audit.audit.checks.measurement import (
     RAPL_COLUMNS,
@@ -17,7 +18,7 @@ from deepgreen_audit.audit.frame import Frame
 
 
 def _cells(values: list[str | None]) -> np.ndarray:
-    """A counter column as the audit reads it: an object array of str or None."""
+    """A counter column as a computed frame holds it: an object array of str or None."""
     cells = np.empty(len(values), dtype=object)
     cells[:] = values
     return cells
@@ -51,7 +52,7 @@ def _random_blocks(seed: int, n: int = 300, big: bool = False) -> Frame:
 
 
 def test_cells_parse_into_flat_readings_with_offsets():
-    parsed = counter_cells(_cells(["1;2", None, "5", "10;20;30"]))
+    parsed = counter_cells(pa.array(["1;2", None, "5", "10;20;30"]))
     assert parsed.values.tolist() == [1, 2, 5, 10, 20, 30]
     assert parsed.counts.tolist() == [2, 0, 1, 3]
     assert parsed.of(np.array([3, 0])).tolist() == [10, 20, 30, 1, 2]
@@ -59,7 +60,7 @@ def test_cells_parse_into_flat_readings_with_offsets():
 
 
 def test_a_reading_past_64_bits_is_kept_exact():
-    parsed = counter_cells(_cells([f"{2 ** 64 + 1};3", "4"]))
+    parsed = counter_cells(pa.array([f"{2 ** 64 + 1};3", "4"]).dictionary_encode())
     assert parsed.values.tolist() == [2 ** 64 + 1, 3, 4]
     assert parsed.values.dtype == object
 

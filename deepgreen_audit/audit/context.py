@@ -83,7 +83,7 @@ class AuditContext:
                 added[column] = _at(table[column], rows)
         integer = set(blocks.integer) | {"repetition", "gpu_count"}
         return Frame({**{n: partial(blocks.__getitem__, n) for n in blocks.columns}, **added},
-                     len(blocks), integer)
+                     len(blocks), integer, blocks.source)
 
 
 def _at(values: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -58,11 +58,13 @@ class Frame:
     computed only when first read."""
 
     def __init__(self, columns: Mapping[str, np.ndarray | Callable[[], np.ndarray]], length: int,
-                 integer: Iterable[str] = ()):
+                 integer: Iterable[str] = (), source: pa.Table | None = None):
         self._columns = dict(columns)
         self._length = length
         #: columns that hold integers (as float64): evidence writes them as integers
         self.integer = frozenset(integer) & set(self._columns)
+        #: the arrow table these rows are the rows of, where they are (`arrow`)
+        self.source = source
 
     @classmethod
     def from_arrow(cls, table: pa.Table) -> Frame:
@@ -70,7 +72,16 @@ class Frame:
         def later(name: str) -> Callable[[], np.ndarray]:
             return lambda: _numpy(table.column(name))
         integer = [f.name for f in table.schema if pa.types.is_integer(f.type)]
-        return cls({name: later(name) for name in table.column_names}, table.num_rows, integer)
+        return cls({name: later(name) for name in table.column_names}, table.num_rows, integer,
+                   table)
+
+    def arrow(self, name: str) -> pa.Array | pa.ChunkedArray:
+        """Column `name` as arrow: the table's own column where these rows are its rows (a
+        text column read without making a Python string of each cell), else built from the
+        numpy column."""
+        if self.source is not None and name in self.source.column_names:
+            return self.source.column(name)
+        return pa.array(self[name])
 
     @classmethod
     def of(cls, columns: Mapping[str, Iterable], integer: Iterable[str] = ()) -> Frame:
@@ -108,7 +119,11 @@ class Frame:
         return column
 
     def missing(self, name: str) -> np.ndarray:
-        """True where column `name` has no value."""
+        """True where column `name` has no value (from the arrow table's validity where the
+        column is not converted yet: a text column need not become Python strings)."""
+        column = self._columns[name]
+        if callable(column) and self.source is not None and name in self.source.column_names:
+            return np.asarray(compute.is_null(self.source.column(name)).to_numpy(), dtype=bool)
         return missing(self[name])
 
     def take(self, rows: np.ndarray) -> Frame:
@@ -122,7 +137,8 @@ class Frame:
     def select(self, names: Iterable[str]) -> Frame:
         """The columns `names`, in that order."""
         names = list(names)
-        return Frame({n: partial(self.__getitem__, n) for n in names}, self._length, self.integer)
+        return Frame({n: partial(self.__getitem__, n) for n in names}, self._length, self.integer,
+                     self.source)
 
     def assign(self, **columns) -> Frame:
         """This frame with `columns` added or replaced (arrays, sequences or one value)."""
@@ -130,7 +146,9 @@ class Frame:
                  and not isinstance(values, np.ndarray) else _array(values)
                  for name, values in columns.items()}
         return Frame({**{n: partial(self.__getitem__, n) for n in self._columns}, **added},
-                     self._length, self.integer - set(added))
+                     self._length, self.integer - set(added),
+                     self.source.drop_columns([n for n in added if n in self.source.column_names])
+                     if self.source is not None else None)
 
     def sort(self, key: np.ndarray, descending: bool = False) -> Frame:
         """The rows in the order of `key` (stable; ties keep their order; NaN last)."""

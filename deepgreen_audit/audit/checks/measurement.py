@@ -48,10 +48,12 @@ class CounterCells:
         return self.values[firsts + np.arange(int(counts.sum()))]
 
 
-def counter_cells(cells: np.ndarray) -> CounterCells:
-    """Parse a column of counter cells, str or None (validation has checked each is
-    `[0-9]+(;[0-9]+)*`)."""
-    lists = compute.split_pattern(pa.array(cells, type=pa.string()), ";")
+def counter_cells(cells: pa.Array | pa.ChunkedArray) -> CounterCells:
+    """Parse a column of counter cells (an arrow text column, `Frame.arrow`: validation has
+    checked each is `[0-9]+(;[0-9]+)*`)."""
+    if pa.types.is_dictionary(cells.type):
+        cells = compute.cast(cells, pa.string())
+    lists = compute.split_pattern(cells, ";")
     counts = np.asarray(compute.fill_null(compute.list_value_length(lists), 0), dtype=np.int64)
     readings = compute.list_flatten(lists)
     try:
@@ -98,7 +100,7 @@ class RaplReadings:
 
 
 def rapl_readings(b: Frame) -> RaplReadings:
-    start, end, ranges, wraps = (counter_cells(b[c]) for c in RAPL_COLUMNS)
+    start, end, ranges, wraps = (counter_cells(b.arrow(c)) for c in RAPL_COLUMNS)
     n = start.counts
     complete = (n > 0) & (end.counts == n) & (ranges.counts == n) & \
         ((wraps.counts == 0) | (wraps.counts == n))
@@ -181,7 +183,7 @@ def counter_recompute(ctx: AuditContext) -> Outcome:
     tol = float(ctx.tolerances["counter_relative_tolerance"])
     gpu_again, cpu_again = np.full(len(b), np.nan), np.full(len(b), np.nan)
 
-    nv0, nv1 = counter_cells(b["nvml_start_mj"]), counter_cells(b["nvml_end_mj"])
+    nv0, nv1 = counter_cells(b.arrow("nvml_start_mj")), counter_cells(b.arrow("nvml_end_mj"))
     gpu_judged = (nv0.counts > 0) | (nv1.counts > 0) | ~np.isnan(gpu)
     paired = np.flatnonzero(gpu_judged & (nv0.counts > 0) & (nv0.counts == nv1.counts)
                             & ~np.isnan(gpu))
