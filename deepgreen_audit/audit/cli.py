@@ -44,14 +44,18 @@ def cmd_audit(args) -> int:
     else:
         # the program's round-trip proof starts first, in a child, before the imports below
         round_trip = start_round_trip(location, args.select) if args.owns_process else None
-        from deepgreen_audit.audit.driver import audit_with_context
-        from deepgreen_audit.package import arrays
+        try:
+            from deepgreen_audit.audit.driver import audit_with_context
+            from deepgreen_audit.package import arrays
 
-        with arrays.pandas_hidden() if args.owns_process and not args.html \
-                else contextlib.nullcontext():
-            report, ctx = audit_with_context(
-                location, spec_path=args.spec, select=args.select, round_trip=round_trip,
-                sources_root=Path(args.sources) if args.sources else None)
+            with arrays.pandas_hidden() if args.owns_process and not args.html \
+                    else contextlib.nullcontext():
+                report, ctx = audit_with_context(
+                    location, spec_path=args.spec, select=args.select, round_trip=round_trip,
+                    sources_root=Path(args.sources) if args.sources else None)
+        finally:  # (Ctrl-C during the imports above too: no child outlives the program)
+            if round_trip is not None:
+                round_trip.cancel()
         page, evidence_rows = _campaign_page, 0
     print(report.to_json() if args.json else report.format_text(evidence_rows=evidence_rows),
           end="" if args.json else "\n")
