@@ -9,6 +9,7 @@ import shutil
 import tracemalloc
 from pathlib import Path
 
+import psutil
 import pytest
 
 from conftest import TINY_META, tiny_tables
@@ -158,6 +159,45 @@ def test_a_broken_table_fails_the_proof_without_raising(tmp_path, damage):
         finding = _round_trip_finding(pkg)
         assert finding.status == "fail", (name, finding.message)
         assert "crashed" not in finding.message and "restore -> flatten" in finding.message
+
+
+def test_the_pipelined_proof_finds_what_the_proof_in_one_process_finds(tmp_path):
+    """The audit program's proof reads the run directories back in a second child process fed
+    through a pipe (`pipelined`): on a clean package, on cells restore does not keep, on each
+    table broken each way (stopping the writer or the reader), it gives the same runs, files,
+    changes and error as the proof in one process, and leaves no process behind."""
+    def cell(table, column, spelling):
+        def edit(tables):
+            tables[table].rows[0][tables[table].header.index(column)] = spelling
+        return edit
+
+    packages = [_tiny_with(tmp_path / "clean", lambda tables: None),
+                _tiny_with(tmp_path / "quoted", cell("runs", "missing_reason", 'a, "b"\nc'))]
+    for n, damage in enumerate([lambda text: text.replace("\n", ",extra\n", 3),
+                                lambda text: text + 'zz,"never closed\n',
+                                lambda text: text.replace("run_id", "run", 1),
+                                lambda text: text.replace("\n", "\nzz-orphan,1\n", 2),
+                                lambda text: ""]):
+        for name in TABLES:
+            pkg = tmp_path / f"{name}-{n}"
+            shutil.copytree(packages[0], pkg)
+            path = pkg / f"{name}.csv"
+            path.write_text(damage(path.read_text()))
+            packages.append(pkg)
+    respelled = tmp_path / "respelled"
+    shutil.copytree(packages[0], respelled)
+    runs = parse_text((respelled / "runs.csv").read_text(), respelled / "runs.csv")
+    runs.rows[0][runs.header.index("learning_rate")] = "0.00010"
+    (respelled / "runs.csv").write_text(canonical_text(runs.header, runs.rows))
+    packages.append(respelled)
+    before = set(psutil.Process().children(recursive=True))
+    outcomes = set()
+    for pkg in packages:
+        alone, pipelined = (rundirs.prove_round_trip(Package.open(pkg), pipelined=p) for p in (False, True))
+        assert pipelined == alone, pkg
+        outcomes.add("error" if alone.error else "changes" if alone.changes else "same")
+    assert outcomes == {"error", "changes", "same"}
+    assert set(psutil.Process().children(recursive=True)) == before
 
 
 def _package_of(tmp_path: Path, runs: int, samples_per_run: int) -> Path:

@@ -76,7 +76,8 @@ def start_round_trip(location, select: list[str] | None = None) -> Beside[RoundT
 
 
 def _prove_round_trip(location) -> RoundTrip:
-    return prove_round_trip(Package.open(location))
+    """The proof in the program's child, which runs nothing else: it may fork a reader."""
+    return prove_round_trip(Package.open(location), pipelined=True)
 
 
 def _audit(location, registered, spec: dict, sources_root: Path | None,

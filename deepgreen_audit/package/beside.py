@@ -9,6 +9,7 @@ more than the computation's own, and sends back one pickled result through a pip
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -32,8 +33,11 @@ class Beside(Generic[T]):
     (it imports nothing new and writes no shared stream).  An exception in it reaches
     `result()` as `ChildFailed` with its text."""
 
-    def __init__(self, compute: Callable[[], T]):
+    def __init__(self, compute: Callable[[], T], *, group: bool = True):
         self._compute = compute
+        #: the child leads a process group of its own, so that `cancel` stops the processes
+        #: it starts too (a child of this child stays in its group: `group=False`)
+        self._group = group
         self._pid: int | None = None
         self._read_fd: int | None = None
         self._done: tuple[T, float] | None = None
@@ -44,6 +48,8 @@ class Beside(Generic[T]):
         read_fd, write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: compute, send, and end without running the parent's teardown
+            if self._group:
+                os.setpgid(0, 0)
             os.close(read_fd)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
             status = 0
@@ -59,6 +65,9 @@ class Beside(Generic[T]):
             finally:
                 os._exit(status)
         os.close(write_fd)
+        if self._group:
+            with contextlib.suppress(OSError):  # (the child may have set it, or ended, first)
+                os.setpgid(pid, pid)
         self._pid, self._read_fd = pid, read_fd
 
     @property
@@ -91,9 +100,13 @@ class Beside(Generic[T]):
         return value, seconds
 
     def cancel(self) -> None:
-        """Stop the child if it still runs (the caller no longer needs its value)."""
+        """Stop the child, and the processes it started, if it still runs (the caller no
+        longer needs its value)."""
         if self._pid is not None:
             try:
+                if self._group:
+                    with contextlib.suppress(OSError):  # (a group that has already gone)
+                        os.killpg(self._pid, signal.SIGKILL)
                 os.kill(self._pid, signal.SIGKILL)
                 os.waitpid(self._pid, 0)
             except (ProcessLookupError, ChildProcessError):

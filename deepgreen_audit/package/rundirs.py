@@ -25,16 +25,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 from collections import defaultdict, deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic, paths
+from deepgreen_audit.package.beside import Beside, ChildFailed
 from deepgreen_audit.package.canonical import format_value, is_canonical, parse_value
 from deepgreen_audit.package.descriptor import Package, parse_json
 from deepgreen_audit.package.schema import TABLES, load_schema
@@ -443,7 +445,7 @@ class RoundTrip:
     error: str | None = None
 
 
-def prove_round_trip(package: Package) -> RoundTrip:
+def prove_round_trip(package: Package, *, pipelined: bool = False) -> RoundTrip:
     """Whether flatten(restore(package)) is the package byte for byte, in bounded memory.
 
     The tables are streamed side by side and taken one run at a time (`restored_runs`, the
@@ -451,31 +453,108 @@ def prove_round_trip(package: Package) -> RoundTrip:
     (`flatten_run`), and the canonical text of the rows it gives feeds one SHA-256 per table
     (its header first), compared with the SHA-256 of the table file's bytes, hashed as they
     were read.  The package metadata goes through package.json the same way.  Nothing here
-    raises on a bad package: what stops the round trip is `error`."""
+    raises on a bad package: what stops the round trip is `error`.
+
+    `pipelined` reads the run directories back in a child process of its own (it forks: for
+    a process that runs nothing else, the audit program's child), fed run by run through a
+    pipe, so that writing them and reading them back take a core each once both are free."""
     proof = RoundTrip()
     read = {name: hashlib.sha256() for name in TABLES}
-    again = {name: hashlib.sha256(canonical_rows([load_schema(name).field_names]).encode())
-             for name in TABLES}
-    root = Path("<restored run tree>")
     try:
-        meta = _read_meta(_json_text(package.meta), root)
-        proof.files = 1
-        for campaign, run_id, run_files in restored_runs(package, read):
-            proof.runs += 1
-            proof.files += len(run_files)
-            for name, rows in flatten_run(run_files, campaign, run_id,
-                                          root / campaign / run_id).items():
-                again[name].update(canonical_rows(rows).encode())
+        meta = _read_meta(_json_text(package.meta), Path("<restored run tree>"))
     except (UserError, ValueError, OSError) as exc:
         proof.error = str(exc)
         return proof
+    run_dirs = restored_runs(package, read)
+    back = _read_back_beside(run_dirs) if pipelined and hasattr(os, "fork") else _read_back(run_dirs)
+    proof.runs, proof.files, proof.error = back.runs, 1 + back.files, back.error
+    if proof.error is not None:
+        return proof
     for name in TABLES:
-        before, after = read[name].hexdigest(), again[name].hexdigest()
+        before, after = read[name].hexdigest(), back.digests[name]
         if before != after:
             proof.changes.append(f"{name} (sha256 {before[:12]} -> {after[:12]})")
     if meta != package.meta:
         proof.changes.append("package metadata")
     return proof
+
+
+@dataclass
+class _ReadBack:
+    """What reading run directories back gave: the runs and files read, the SHA-256 of each
+    table's canonical text (its header's, then its rows'), or what stopped it."""
+
+    runs: int = 0
+    files: int = 0
+    digests: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+
+def _read_back(run_dirs: Iterable[tuple[str, str, dict[str, bytes]]]) -> _ReadBack:
+    """Read each (campaign, run_id, files) back with `flatten_run` and hash the rows it gives."""
+    again = {name: hashlib.sha256(canonical_rows([load_schema(name).field_names]).encode())
+             for name in TABLES}
+    back = _ReadBack()
+    root = Path("<restored run tree>")
+    try:
+        for campaign, run_id, run_files in run_dirs:
+            back.runs += 1
+            back.files += len(run_files)
+            for name, rows in flatten_run(run_files, campaign, run_id,
+                                          root / campaign / run_id).items():
+                again[name].update(canonical_rows(rows).encode())
+    except (UserError, ValueError, OSError) as exc:
+        back.error = str(exc)
+    back.digests = {name: digest.hexdigest() for name, digest in again.items()}
+    return back
+
+
+class _WriterStopped(ValueError):
+    """What stopped the writer of the run directories, sent to their reader (`_read_back_from`)."""
+
+
+def _read_back_beside(run_dirs: Iterator[tuple[str, str, dict[str, bytes]]]) -> _ReadBack:
+    """`_read_back` in a child process, the run directories sent to it through a pipe as this
+    process writes them: the pipe holds a few runs at most, so memory stays bounded."""
+    read_fd, write_fd = os.pipe()
+    reader = Beside(partial(_read_back_from, read_fd, write_fd), group=False)
+    os.close(read_fd)
+    try:
+        with os.fdopen(write_fd, "wb") as pipe:
+            try:
+                for run_dir in run_dirs:
+                    pickle.dump(run_dir, pipe, protocol=pickle.HIGHEST_PROTOCOL)
+            except (UserError, ValueError, OSError) as exc:  # the reader says so where it stops
+                if isinstance(exc, BrokenPipeError):  # the reader itself has gone
+                    raise
+                pickle.dump(_WriterStopped(str(exc)), pipe, protocol=pickle.HIGHEST_PROTOCOL)
+        return reader.result()[0]
+    except (OSError, ChildFailed) as exc:
+        return _ReadBack(error=str(exc))
+    finally:
+        reader.cancel()
+
+
+def _read_back_from(read_fd: int, write_fd: int) -> _ReadBack:
+    """The reading child of `_read_back_beside`: the run directories as they arrive; after a
+    stop of its own, the rest of the pipe is drained so that the writer never waits on it."""
+    os.close(write_fd)  # the writer's end: this process holds only its own
+    with os.fdopen(read_fd, "rb") as pipe:
+        back = _read_back(_received(pipe))
+        while pipe.read(1 << 16):
+            pass
+    return back
+
+
+def _received(pipe) -> Iterator[tuple[str, str, dict[str, bytes]]]:
+    while True:
+        try:
+            item = pickle.load(pipe)
+        except EOFError:
+            return
+        if isinstance(item, _WriterStopped):
+            raise item
+        yield item
 
 
 def flatten(root: Path, out: Path, *, overwrite: bool = False, descriptor_path: Path | None = None,
