@@ -305,6 +305,53 @@ def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, distinct[by_value]
 
 
+def smallest(values: np.ndarray) -> float:
+    """The least value, NaN skipped; NaN when there is none (as pandas' min)."""
+    present = values[~np.isnan(values)]
+    return float(present.min()) if len(present) else math.nan
+
+
+def largest(values: np.ndarray) -> float:
+    """The greatest value, NaN skipped; NaN when there is none (as pandas' max)."""
+    present = values[~np.isnan(values)]
+    return float(present.max()) if len(present) else math.nan
+
+
+def median(values: np.ndarray) -> float:
+    """The median, NaN skipped; NaN when there is none (as pandas' median)."""
+    present = values[~np.isnan(values)]
+    return float(np.median(present)) if len(present) else math.nan
+
+
+def isin(values: Iterable, allowed: Iterable) -> np.ndarray:
+    """True where a value is one of `allowed` (a missing one never is)."""
+    allowed = set(allowed)
+    values = list(values)
+    return np.fromiter((v in allowed for v in values), dtype=bool, count=len(values))
+
+
+def lookup(keys: np.ndarray, table: Mapping) -> np.ndarray:
+    """Each row's key looked up in `table` (a specification table such as S3 train_samples),
+    as a float; NaN where the key is missing or the table lacks it (each key looked up once)."""
+    codes, distinct = factorize(keys)
+    return np.append([float(table.get(key, math.nan)) for key in distinct], math.nan)[codes]
+
+
+def joined(*parts) -> np.ndarray:
+    """Texts joined row by row from columns (object arrays) and plain strings; None where a
+    column has none (as pandas' string + string)."""
+    n = max(len(p) for p in parts if not isinstance(p, str))
+    columns = [[p] * n if isinstance(p, str) else p for p in parts]
+    out = np.full(n, None, dtype=object)
+    out[:] = [None if any(v is None for v in row) else "".join(row) for row in zip(*columns)]
+    return out
+
+
+def cell_text(value, whole: bool) -> str:
+    """A cell as a message writes it: an integer column's float as the integer it holds."""
+    return str(int(value)) if whole else str(value)
+
+
 class Groups:
     """The rows grouped by one or more key columns, groups in sorted key order; a row with
     a missing key is in no group (pandas' groupby with dropna)."""

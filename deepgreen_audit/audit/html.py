@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from deepgreen_audit.audit.frame import seconds
+from deepgreen_audit.audit.frame import isin, seconds
 from deepgreen_audit.report import CODES, Finding, Report
 
 #: Evidence rows shown under a finding; all of them are in its CSV and in the JSON report.
@@ -135,11 +135,6 @@ def _strip(ax, ecosystem: np.ndarray, values: np.ndarray, ecosystems: list[str],
     ax.set_xticks(range(len(ecosystems)), ecosystems, rotation=35, ha="right")
 
 
-def _is_in(values: np.ndarray, found: set) -> np.ndarray:
-    """True where the value is one of `found`."""
-    return np.fromiter((v in found for v in values), dtype=bool, count=len(values))
-
-
 def codecarbon_power(ctx, report) -> tuple[str, str] | None:
     """CodeCarbon's reported CPU power per block, by ecosystem, the runs S5.modelled-cpu-power
     flags in red: a modelled constant is a flat line of one value."""
@@ -149,7 +144,7 @@ def codecarbon_power(ctx, report) -> tuple[str, str] | None:
         return None
     fig, axes = _figure(width=8, height=3.6)
     ax = axes[0][0]
-    flagged = _is_in(b["run_id"], _flagged_of(report, "S5.modelled-cpu-power", "run_id"))
+    flagged = isin(b["run_id"], _flagged_of(report, "S5.modelled-cpu-power", "run_id"))
     _strip(ax, b["ecosystem"], power, sorted(set(b["ecosystem"])), flagged)
     ax.set_ylabel("CPU power (W)")
     title = "CodeCarbon's reported CPU power per block (red: runs with a modelled power)"
@@ -273,7 +268,7 @@ def time_per_sample(ctx, report) -> tuple[str, str] | None:
         mine = architecture == arch
         xs = [labels.index(x) for x in label[mine]]
         ax.plot(xs, np.exp(time[mine]) * 1e3, marker, label=arch, ms=6, alpha=0.8)
-    ringed = _is_in(np.array([f"{e}/{a}/{d}" for e, a, d in zip(ecosystem, architecture, dataset)],
+    ringed = isin(np.array([f"{e}/{a}/{d}" for e, a, d in zip(ecosystem, architecture, dataset)],
                              dtype=object), flagged)
     if ringed.any():
         ax.plot([labels.index(x) for x in label[ringed]], np.exp(time[ringed]) * 1e3,

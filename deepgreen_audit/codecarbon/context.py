@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from deepgreen_audit.audit.frame import Frame
+from deepgreen_audit.audit.frame import Frame, joined
 from deepgreen_audit.codecarbon import hardware
 from deepgreen_audit.codecarbon.layout import COMPONENTS, major, version_tuple
 from deepgreen_audit.errors import UserError
@@ -174,7 +174,7 @@ class LogContext:
         r = Frame.from_arrow(self._typed)
         source, kwh = r["source_file"], r["energy_consumed_kwh"]
         columns = {
-            "run_id": _joined(source, r["run_key"]), "ecosystem": source,
+            "run_id": joined(source, ":", r["run_key"]), "ecosystem": source,
             "epoch": r["source_line"], "phase": np.where(r["final_row"].astype(bool), "final",
                                                          "flush").astype(object),
             **{name: np.full(len(r), np.nan) for name in ("energy_j", "gpu_energy_j", "cpu_energy_j")},
@@ -184,7 +184,7 @@ class LogContext:
             "codecarbon_emissions_rate_kg_per_s": r["emissions_rate_kg_per_s"],
             # one intensity per location of one log: logs of other years and versions use
             # other intensity data for the same place
-            "codecarbon_country_iso_code": _joined(source, np.array(
+            "codecarbon_country_iso_code": joined(source, ":", np.array(
                 ["?" if c is None else c for c in r["country_iso_code"]], dtype=object)),
             "codecarbon_region": np.array([None if v is None else v.lower() for v in r["region"]],
                                           dtype=object),
@@ -202,7 +202,3 @@ class LogContext:
         """The same frame: a log has no runs table to join."""
         return self.blocks
 
-
-def _joined(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """'left:right' per row (strings)."""
-    return np.array([f"{a}:{b}" for a, b in zip(left, right)], dtype=object)

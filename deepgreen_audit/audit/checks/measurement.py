@@ -17,7 +17,19 @@ from deepgreen_audit.audit.context import (
     rows_by_run,
     run_block_energy_j,
 )
-from deepgreen_audit.audit.frame import Frame, Groups, counts, missing, mode, nunique
+from deepgreen_audit.audit.frame import (
+    Frame,
+    Groups,
+    counts,
+    isin,
+    joined,
+    largest,
+    median,
+    missing,
+    mode,
+    nunique,
+    smallest,
+)
 from deepgreen_audit.package import compute
 from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
@@ -112,40 +124,6 @@ def rapl_readings(b: Frame) -> RaplReadings:
     w = fewest.astype(s.dtype)
     w[recorded] = wraps.of(blocks[wraps.counts[blocks] > 0])
     return RaplReadings(blocks, counts, s, e, r, w, recorded)
-
-
-def _least(values: np.ndarray) -> float:
-    """The smallest value, NaN skipped; NaN when there is none (as pandas' min)."""
-    present = values[~np.isnan(values)]
-    return present.min() if len(present) else np.nan
-
-
-def _most(values: np.ndarray) -> float:
-    """The largest value, NaN skipped; NaN when there is none (as pandas' max)."""
-    present = values[~np.isnan(values)]
-    return present.max() if len(present) else np.nan
-
-
-def _middle(values: np.ndarray) -> float:
-    """The median, NaN skipped; NaN when there is none (as pandas' median)."""
-    present = values[~np.isnan(values)]
-    return np.median(present) if len(present) else np.nan
-
-
-def _joined(*parts) -> np.ndarray:
-    """Texts joined row by row from columns (object arrays) and plain strings; None where a
-    column has none (as pandas' string + string)."""
-    n = max(len(p) for p in parts if not isinstance(p, str))
-    columns = [[p] * n if isinstance(p, str) else p for p in parts]
-    out = np.full(n, None, dtype=object)
-    out[:] = [None if any(v is None for v in row) else "".join(row) for row in zip(*columns)]
-    return out
-
-
-def _among(values: np.ndarray, allowed) -> np.ndarray:
-    """True where a value (None never) is one of `allowed`."""
-    allowed = set(allowed)
-    return np.fromiter((v in allowed for v in values), dtype=bool, count=len(values))
 
 
 @check("S5.both-readings", "S5", table="blocks")
@@ -412,8 +390,8 @@ def codecarbon_agreement(ctx: AuditContext) -> Outcome:
     bad = np.abs(rel) > tol
     domains = ", ".join(f"{int(n):,} on {what}" for n, what in
                         ((on_both.sum(), "CPU + GPU"), (on_gpu.sum(), "the GPU alone (no CPU counter)")) if n)
-    summary = (f"{domains}; median {_middle(rel):+.1%}, range {_least(rel):+.1%} to "
-               f"{_most(rel):+.1%}")
+    summary = (f"{domains}; median {median(rel):+.1%}, range {smallest(rel):+.1%} to "
+               f"{largest(rel):+.1%}")
     if bad.any():
         return Outcome.failed(f"{int(bad.sum()):,} block(s) where CodeCarbon and the counters "
                               f"differ by more than {tol:.0%} ({summary})", rows=int(bad.sum()))
@@ -441,7 +419,7 @@ def codecarbon_duration(ctx: AuditContext) -> Outcome:
                               f"{int(long_.sum()):,} where it outlives it by over {limit} s",
                               rows=int((short | long_).sum()))
     return Outcome.passed(f"{int(both.sum()):,} trackers span their window "
-                          f"(CodeCarbon minus window {_least(over):+.3f} to {_most(over):+.3f} s)")
+                          f"(CodeCarbon minus window {smallest(over):+.3f} to {largest(over):+.3f} s)")
 
 
 def _mode_share(values: np.ndarray, rel: float) -> float:
@@ -472,7 +450,7 @@ def modelled_cpu_power(ctx: AuditContext) -> Outcome:
     spread_tol = float(t["constant_power_relative_spread"])
     mode_share = float(t["load_model_mode_share"])
     methods = b["codecarbon_cpu_method"]
-    declared = _among(methods, ("tdp-constant", "load-model"))
+    declared = isin(methods, ("tdp-constant", "load-model"))
     kinds = np.full(len(b), None, dtype=object)
     for rows in rows_by_run(b):
         values = power[rows]
@@ -493,9 +471,9 @@ def modelled_cpu_power(ctx: AuditContext) -> Outcome:
                               "runs, and no block declares a modelled method")
     label = kinds.copy()
     label[~detected] = [f"declared {m}" for m in methods[~detected]]
-    by = counts(_joined(b["ecosystem"][bad], ": ", label[bad]))
+    by = counts(joined(b["ecosystem"][bad], ": ", label[bad]))
     text = ", ".join(f"{k} ({v:,} blocks)" for k, v in by)
-    hidden = detected & _among(methods, ("rapl",))
+    hidden = detected & isin(methods, ("rapl",))
     return Outcome.failed(f"modelled CPU power in {int(bad.sum()):,} block(s) of "
                           f"{nunique(b['run_id'][bad])} run(s): {text}"
                           + (f"; {int(hidden.sum()):,} of them claim method rapl" if hidden.any() else ""),
@@ -573,7 +551,7 @@ def tracking_mode(ctx: AuditContext) -> Outcome:
         eco = ctx.of_runs("ecosystem", env["run_id"][bad])
         modes = np.where(missing(tracked[bad]), "unrecorded", tracked[bad])
         return Outcome.failed(f"{int(bad.sum())} run(s) not in {wanted} mode ("
-                              + describe_counts(_joined(eco, ": ", modes)) + ")",
+                              + describe_counts(joined(eco, ": ", modes)) + ")",
                               rows=int(bad.sum()),
                               details=evidence(env.select(["run_id", "codecarbon_tracking_mode"]).take(bad)))
     return Outcome.passed(f"all {len(env):,} runs tracked in {wanted} mode")
@@ -595,7 +573,7 @@ def gpu_count(ctx: AuditContext) -> Outcome:
     unpaired = f"; {one} run(s) record only one of the two counts (not compared)" if one else ""
     if differs.any():
         eco = ctx.of_runs("ecosystem", env["run_id"][differs])
-        pairs = _joined(eco, ": CodeCarbon ", [str(int(n)) for n in cc[differs]],
+        pairs = joined(eco, ": CodeCarbon ", [str(int(n)) for n in cc[differs]],
                         " vs NVML ", [str(int(n)) for n in nvml[differs]])
         return Outcome.failed(f"{int(differs.sum())} run(s) where CodeCarbon tracked another number "
                               f"of GPUs than NVML counts ({describe_counts(pairs)}){unpaired}",
@@ -615,12 +593,12 @@ def short_blocks(ctx: AuditContext) -> Outcome:
     short = duration_s < interval
     if short.any():
         return Outcome.failed(f"{int(short.sum()):,} block(s) shorter than {interval} s ("
-                              + describe_counts(_joined(b["ecosystem"][short], "/", b["phase"][short]))
+                              + describe_counts(joined(b["ecosystem"][short], "/", b["phase"][short]))
                               + f"; shortest {duration_s[short].min():.3f} s)",
                               rows=int(short.sum()), details=evidence(
                                   b.select(["run_id", "epoch", "phase", "duration_s"]).take(short)))
     return Outcome.passed(f"every block lasts at least {interval} s "
-                          f"(shortest {_least(duration_s):.3f} s)")
+                          f"(shortest {smallest(duration_s):.3f} s)")
 
 
 @check("S5.sampler", "S5", table="runs")
@@ -634,7 +612,7 @@ def sampler(ctx: AuditContext) -> Outcome:
     jitter = float(ctx.tolerances["sampler_step_tolerance_fraction"])
     off = np.abs(steps - 1 / rate) > jitter / rate
     irregular = set(s["run_id"][off])
-    bad = without | _among(runs["run_id"], irregular)
+    bad = without | isin(runs["run_id"], irregular)
     if bad.any():
         flagged = runs.select(["run_id", "ecosystem"]).take(bad)
         return Outcome.failed(f"{int(without.sum())} run(s) without samples, {len(irregular)} "
@@ -676,9 +654,9 @@ def _identity_outcome(ctx, found: list[dict], checked: int, what: str, extra: st
     return Outcome.failed(
         f"{blocks:,} block(s) in {nunique(frame['run_id'])} run(s) break {what} "
         f"({checked:,} readings checked; "
-        + describe_counts(_joined(unique["ecosystem"], " on CodeCarbon ", versions))
-        + f"; median off {_middle(frame['relative_difference']):.1%}, up to "
-          f"{_most(frame['relative_difference']):.1%}){extra}",
+        + describe_counts(joined(unique["ecosystem"], " on CodeCarbon ", versions))
+        + f"; median off {median(frame['relative_difference']):.1%}, up to "
+          f"{largest(frame['relative_difference']):.1%}){extra}",
         rows=blocks, details=evidence(frame))
 
 

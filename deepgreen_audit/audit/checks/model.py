@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from deepgreen_audit.audit.context import CONFIG_COLUMNS, AuditContext, evidence, labels_in_spec
-from deepgreen_audit.audit.frame import Frame, Groups
+from deepgreen_audit.audit.frame import Frame, Groups, lookup
 from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 
@@ -49,13 +49,6 @@ def initial_weights(ctx: AuditContext) -> Outcome:
     return Outcome.passed(f"{len(runs):,} runs record their initial-weight export")
 
 
-def per_dataset(datasets: np.ndarray, figures: dict) -> np.ndarray:
-    """Each row's dataset's figure in `figures` (a specification table such as S3
-    train_samples), NaN where the dataset is missing or the table lacks it."""
-    return np.fromiter((figures.get(ds, np.nan) for ds in datasets), dtype=float,
-                       count=len(datasets))
-
-
 def config_profiles(ctx) -> Frame:
     """Per configuration, the median log train time per sample and log GPU power.
 
@@ -73,7 +66,7 @@ def config_profiles(ctx) -> Frame:
     def column(name: str) -> np.ndarray:
         return b[name][rows]
 
-    sizes = per_dataset(column("dataset"), ctx.spec["S3_data"].get("train_samples", {}))
+    sizes = lookup(column("dataset"), ctx.spec["S3_data"].get("train_samples", {}))
     recorded = column("samples_processed")
     samples = np.where(np.isnan(recorded), sizes, recorded)
     gpu_count = column("gpu_count")

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from deepgreen_audit.audit.checks.model import per_dataset
 from deepgreen_audit.audit.context import AuditContext, describe_counts, evidence, labels_in_spec
-from deepgreen_audit.audit.frame import Frame, Groups
+from deepgreen_audit.audit.frame import Frame, Groups, cell_text, lookup
 from deepgreen_audit.registry import Outcome, Skip, check
 from deepgreen_audit.spec import RECIPE_SECTIONS, declared_device, dl4j_backend, recipe
-
-
-def _cell_text(value, whole: bool) -> str:
-    """A recorded cell as the message writes it (an integer column's values as integers)."""
-    return str(int(value)) if whole else str(value)
 
 
 def _recipe_outcome(ctx, section: str) -> Outcome:
@@ -35,7 +29,7 @@ def _recipe_outcome(ctx, section: str) -> Outcome:
             problems.append(f"{col} not recorded in {int(missing.sum())}")
         if differs.any():
             whole = col in runs.integer
-            labels = [None if eco is None else f"{eco}: {_cell_text(value, whole)}"
+            labels = [None if eco is None else f"{eco}: {cell_text(value, whole)}"
                       for eco, value in zip(runs["ecosystem"][differs], values[differs])]
             problems.append(f"{col} differs in {int(differs.sum())} ("
                             + describe_counts(labels) + f"; spec {wanted[col]})")
@@ -78,8 +72,8 @@ def samples_processed(ctx: AuditContext) -> Outcome:
     if not recorded.any():
         raise Skip("no block records samples_processed")
     s3 = ctx.spec["S3_data"]
-    expected = np.where(b["phase"] == "train", per_dataset(b["dataset"], s3["train_samples"]),
-                        per_dataset(b["dataset"], s3["eval_samples"]))
+    expected = np.where(b["phase"] == "train", lookup(b["dataset"], s3["train_samples"]),
+                        lookup(b["dataset"], s3["eval_samples"]))
     differs = recorded & ~np.isnan(expected) & (b["samples_processed"] != expected)
     missing = ~recorded
     bad = differs | missing

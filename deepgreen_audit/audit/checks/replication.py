@@ -12,8 +12,12 @@ from deepgreen_audit.audit.context import CONFIG_COLUMNS, AuditContext, describe
 from deepgreen_audit.audit.frame import (
     Frame,
     Groups,
+    cell_text,
     counts,
     factorize,
+    largest,
+    lookup,
+    median,
     missing,
     mode,
     nunique,
@@ -190,7 +194,7 @@ def schedule_gaps(ctx: AuditContext) -> Outcome:
     long_gap = gap > float(t["max_run_gap_s"])
     if long_gap.any():
         parts.append(f"{int(long_gap.sum())} run(s) started over {t['max_run_gap_s']:.0f} s after "
-                     f"the previous one ended (longest {_largest(gap) / 3600:.1f} h)")
+                     f"the previous one ended (longest {largest(gap) / 3600:.1f} h)")
         bad |= long_gap
     b = ctx.blocks
     start = b["started_at_utc"].astype("datetime64[ns]")
@@ -201,7 +205,7 @@ def schedule_gaps(ctx: AuditContext) -> Outcome:
     if idle_bad.any():
         runs_hit = set(b["run_id"][idle_bad])
         parts.append(f"{len(runs_hit)} run(s) idled over {t['max_block_gap_s']:.0f} s between "
-                     f"blocks ({int(idle_bad.sum())} gap(s), longest {_largest(idle):.0f} s)")
+                     f"blocks ({int(idle_bad.sum())} gap(s), longest {largest(idle):.0f} s)")
         bad |= np.fromiter((r in runs_hit for r in runs["run_id"]), dtype=bool, count=len(runs))
     if parts:
         longest_idle = dict(zip(per_run.keys[0], per_run.max(idle)))
@@ -211,8 +215,8 @@ def schedule_gaps(ctx: AuditContext) -> Outcome:
                 [longest_idle.get(r, np.nan) for r in runs["run_id"][bad]], dtype=float))
         return Outcome.failed("; ".join(parts), rows=int(bad.sum()) + len(holes),
                               details=evidence(gaps))
-    return Outcome.passed(f"no gaps: longest wait between runs {_largest(gap):.0f} s, between "
-                          f"blocks {_largest(idle):.1f} s")
+    return Outcome.passed(f"no gaps: longest wait between runs {largest(gap):.0f} s, between "
+                          f"blocks {largest(idle):.1f} s")
 
 
 def _timedelta_ns(duration_s: np.ndarray) -> np.ndarray:
@@ -222,18 +226,6 @@ def _timedelta_ns(duration_s: np.ndarray) -> np.ndarray:
     whole = np.trunc(duration_s)
     fraction_ns = (np.round(duration_s - whole, 9) * 1e9).astype(np.int64)
     return (whole.astype(np.int64) * 1_000_000_000 + fraction_ns).astype("timedelta64[ns]")
-
-
-def _largest(values: np.ndarray) -> float:
-    """The largest of the values present, NaN when there is none (as pandas' max)."""
-    present = values[~np.isnan(values)]
-    return float(present.max()) if len(present) else np.nan
-
-
-def _median(values: np.ndarray) -> float:
-    """The median of the values present, NaN when there is none (as pandas' median)."""
-    present = values[~np.isnan(values)]
-    return float(np.median(present)) if len(present) else np.nan
 
 
 def _duration_ratio(ctx) -> Frame:
@@ -267,7 +259,7 @@ def warmup(ctx: AuditContext) -> Outcome:
     no_warmup = train & ~slow if share > most else np.zeros(len(first), dtype=bool)
     msg = (f"{int(slow.sum()):,} warm-up block(s) in epoch 1 ("
            + (describe_counts(first["phase"][slow]) if slow.any() else "none")
-           + f"); median epoch-1 train ratio x{_median(first['ratio'][train]):.2f}")
+           + f"); median epoch-1 train ratio x{median(first['ratio'][train]):.2f}")
     if no_warmup.any():
         return Outcome.failed(msg + f"; {int(no_warmup.sum())} run(s) show none where most do; "
                               + _warmup_rule(ctx),
@@ -366,7 +358,7 @@ def _text(frame: Frame, column: str) -> np.ndarray:
     point its float carries (as the audit has always written them)."""
     values = frame[column]
     whole = column in frame.integer
-    return np.array([None if gone else str(int(v)) if whole else str(v)
+    return np.array([None if gone else cell_text(v, whole)
                      for v, gone in zip(values, missing(values))], dtype=object)
 
 
@@ -482,8 +474,8 @@ def phase_work(ctx: AuditContext) -> Outcome:
     b = ctx.block_runs
     s3 = ctx.spec["S3_data"]
     phase = b["phase"]
-    sizes = np.where(phase == "train", _split_sizes(s3.get("train_samples", {}), b["dataset"]),
-                     _split_sizes(s3.get("eval_samples", {}), b["dataset"]))
+    sizes = np.where(phase == "train", lookup(b["dataset"], s3.get("train_samples", {})),
+                     lookup(b["dataset"], s3.get("eval_samples", {})))
     samples = np.where(b.missing("samples_processed"), sizes, b["samples_processed"])
     with np.errstate(divide="ignore", invalid="ignore"):
         per_sample = b["duration_s"] / samples
@@ -519,13 +511,6 @@ def phase_work(ctx: AuditContext) -> Outcome:
         f"sample departs from their run's by over x{np.exp(tol):.2f} ("
         + describe_counts(found["ecosystem"]) + f"; largest x{found['ratio_vs_run_median'].max():.2f} / "
         f"x{found['ratio_vs_run_median'].min():.2f})", rows=2 * len(found), details=evidence(found))
-
-
-def _split_sizes(sizes: dict, datasets: np.ndarray) -> np.ndarray:
-    """Each row's dataset's size in `sizes` (a split's sizes in S3), NaN where it names none."""
-    codes, names = factorize(datasets)
-    # (a row without a dataset, code -1, takes the NaN at the end)
-    return np.append([float(sizes.get(name, np.nan)) for name in names], np.nan)[codes]
 
 
 HARDWARE_COLUMNS = ("cpu_model", "gpu_model", "gpu_count")
