@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from deepgreen_audit.audit.frame import Frame, Groups, counts, factorize, plain_value
+from deepgreen_audit.audit.frame import Frame, Groups, counts, factorize, isin, plain_value
 from deepgreen_audit.package.beside import Beside
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.rundirs import RoundTrip
@@ -113,7 +113,7 @@ def labels_in_spec(runs: Frame, column: str, allowed, section: str):
 
     allowed = set(allowed)
     values = runs[column]
-    bad = np.fromiter((v not in allowed for v in values), dtype=bool, count=len(values))
+    bad = ~isin(values, allowed)
     if bad.any():
         return Outcome.failed(f"{int(bad.sum())} run(s) with {column} outside {section}: "
                               + describe_counts(values[bad]), rows=int(bad.sum()))

@@ -48,15 +48,12 @@ def audit_with_context(location: str | Path | None = None, *, spec: dict | None 
 
     `spec` (or `spec_path`) replaces collect/experiment.toml; `select` keeps
     only the checks whose id starts with one of its prefixes.  `round_trip` is the proof
-    already started beside the audit (`start_round_trip`), which the audit collects or stops.
+    already started beside the audit (`start_round_trip`), whose finding the audit collects;
+    its caller stops it (`cancel`) once the audit returns or raises.
     """
-    try:
-        registered = select_checks(registered_checks(), select, keep=(INTEGRITY_ID,))
-        spec = spec or load_spec(str(spec_path) if spec_path else None)
-        return _audit(resolve_package(location), registered, spec, sources_root, round_trip)
-    finally:
-        if round_trip is not None:
-            round_trip.cancel()
+    registered = select_checks(registered_checks(), select, keep=(INTEGRITY_ID,))
+    spec = spec or load_spec(str(spec_path) if spec_path else None)
+    return _audit(resolve_package(location), registered, spec, sources_root, round_trip)
 
 
 def start_round_trip(location, select: list[str] | None = None) -> Beside[RoundTrip] | None:

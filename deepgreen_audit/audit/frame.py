@@ -189,12 +189,10 @@ def order(key: np.ndarray, descending: bool = False) -> np.ndarray:
     sort_values does)."""
     gone = missing(key)
     present = np.flatnonzero(~gone)
-    values = key[present]
-    if values.dtype == object:
-        ranks = np.unique(values, return_inverse=True)[1] if len(values) else values
-        values = np.asarray(ranks, dtype=np.int64)
+    values = factorize(key)[0][present] if key.dtype == object else key[present]  # texts: ranks
     if descending:
-        # stable descending: sort the reversed positions ascending by the negated rank, reverse
+        # stable descending: sort the values read backwards ascending, stably, and reverse
+        # that (equal values end up in their first order)
         reversed_order = np.argsort(values[::-1], kind="stable")[::-1]
         within = len(values) - 1 - reversed_order
     else:
@@ -382,10 +380,6 @@ class Groups:
 
     def __len__(self) -> int:
         return self.count
-
-    def key(self, i: int) -> tuple:
-        """Group i's key values, one per key column."""
-        return tuple(k[i] for k in self.keys)
 
     def rows(self) -> list[np.ndarray]:
         """Each group's row positions, in row order."""

@@ -608,7 +608,7 @@ def sampler(ctx: AuditContext) -> Outcome:
     s = ctx.samples
     runs = ctx.runs
     samples_of, steps = _steps_by_run(s["run_id"], s["t_s"])
-    without = np.fromiter((r not in samples_of for r in runs["run_id"]), dtype=bool, count=len(runs))
+    without = ~isin(runs["run_id"], samples_of)
     jitter = float(ctx.tolerances["sampler_step_tolerance_fraction"])
     off = np.abs(steps - 1 / rate) > jitter / rate
     irregular = set(s["run_id"][off])
@@ -678,12 +678,12 @@ def carbon_intensity(ctx: AuditContext) -> Outcome:
                                                  b["codecarbon_region"][located])], dtype=object)
     by_place = Groups(place)
     place_median = by_place.median(intensity[located])
-    median = np.full(len(b), np.nan)
-    median[located] = by_place.spread(place_median)
+    expected = np.full(len(b), np.nan)  # each block's location's median
+    expected[located] = by_place.spread(place_median)
     with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.abs((intensity - median) / median)
+        rel = np.abs((intensity - expected) / expected)
     tol = float(ctx.tolerances["carbon_intensity_relative_tolerance"])
-    found = [_identity_row(b, i, intensity[i], median[i], "kg/kWh")
+    found = [_identity_row(b, i, intensity[i], expected[i], "kg/kWh")
              for i in np.flatnonzero(located & (rel > tol))]
     listed = "; intensity " + ", ".join(f"{p} {m:.4g} kg/kWh ({int(n):,} blocks)"
                                         for p, m, n in zip(by_place.keys[0], place_median, by_place.size))

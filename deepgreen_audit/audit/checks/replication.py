@@ -15,6 +15,7 @@ from deepgreen_audit.audit.frame import (
     cell_text,
     counts,
     factorize,
+    isin,
     largest,
     lookup,
     median,
@@ -206,7 +207,7 @@ def schedule_gaps(ctx: AuditContext) -> Outcome:
         runs_hit = set(b["run_id"][idle_bad])
         parts.append(f"{len(runs_hit)} run(s) idled over {t['max_block_gap_s']:.0f} s between "
                      f"blocks ({int(idle_bad.sum())} gap(s), longest {largest(idle):.0f} s)")
-        bad |= np.fromiter((r in runs_hit for r in runs["run_id"]), dtype=bool, count=len(runs))
+        bad |= isin(runs["run_id"], runs_hit)
     if parts:
         longest_idle = dict(zip(per_run.keys[0], per_run.max(idle)))
         gaps = runs.take(bad).select(["run_id", "ecosystem", "started_at_utc"]).assign(
@@ -304,7 +305,7 @@ def labels(ctx: AuditContext) -> Outcome:
     rows_affected counts runs outside the vocabulary or spelled the minority way."""
     runs = ctx.runs
     allowed = set(ctx.spec["S6_replication"]["ecosystems"])
-    outside = np.fromiter((e not in allowed for e in runs["ecosystem"]), dtype=bool, count=len(runs))
+    outside = ~isin(runs["ecosystem"], allowed)
     spelled = np.zeros(len(runs), dtype=bool)
     notes = []
     # each source key's (row, value) pairs, in row order
@@ -525,8 +526,7 @@ def host_design(ctx: AuditContext) -> Outcome:
     a declared design, runs on them cannot be compared."""
     run_ids = set(ctx.runs["run_id"])
     environment = ctx.environment
-    env = environment.take(np.fromiter((r in run_ids for r in environment["run_id"]), dtype=bool,
-                                       count=len(environment)))
+    env = environment.take(isin(environment["run_id"], run_ids))
     if env.empty:
         raise Skip("no runs")
     repetition = ctx.of_runs("repetition", env["run_id"])
