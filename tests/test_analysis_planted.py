@@ -77,7 +77,8 @@ def test_instrument_agreement_recovers_bias_and_overhang(planted):
     tables, design, truth, results = planted
     lo, hi = truth["codecarbon_overhang_s"]["low"], truth["codecarbon_overhang_s"]["high"]
     expected_share = (hi - design.codecarbon_interval_s) / (hi - lo)
-    agreement = instruments.agreement(tables.blocks, design.codecarbon_interval_s)
+    agreement = instruments.agreement(instruments.paired_blocks(tables.blocks),
+                                      design.codecarbon_interval_s)
     # tolerance: 0.08 absolute (a few hundred blocks, binomial sd about 0.03)
     assert agreement["overhang_share"] == pytest.approx(expected_share, abs=0.08)
     # no RAM term planted: the median difference is the bias (tolerance 0.5 points)

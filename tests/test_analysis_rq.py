@@ -204,10 +204,10 @@ def test_render_writes_the_new_numbers_tables_and_flags(short, tmp_path):
     render(short, tmp_path / "gen", design=_design())
     macros = _macros(tmp_path / "gen")
     for name in ("CollapseSusceptibleUpperPct", "CollapseSusceptibleRuns", "CollapseWastedTrainPct",
-                 "SamplerCoveragePct", "GpuUtilTrainArchMaxPct", "MedianBlockEvalS",
-                 "CheapestMinBlockS", "SlurmEnergyKWh", "AuditChecksCount", "DefectClassesCount"):
+                 "SamplerCoveragePct", "GpuUtilTrainArchPctMax", "MedianBlockEvalS",
+                 "CheapestMinBlockS", "SlurmEnergyWh", "AuditChecksCount", "DefectClassesCount"):
         assert macros[name].startswith((r"\num{", r"\qty{")), name
-    assert macros["CollapseSusceptibleRuns"] == r"\num{4}"          # 2 stacks x 2 reps of VGG-16
+    assert macros["CollapseSusceptibleRuns"] == r"\num{4}~runs"     # 2 stacks x 2 reps of VGG-16
     numbers = (tmp_path / "gen" / "numbers.tex").read_text()
     assert "\\CheapestNamedEvalfalse\n\\newif" in numbers       # one flag a line
     energy_table = (tmp_path / "gen" / "table-energy.tex").read_text()

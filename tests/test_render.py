@@ -58,7 +58,7 @@ def test_render_writes_numbers_tables_and_figures(small, tmp_path):
     for res in descriptor["resources"]:
         assert f"%% sha256 {res['hash']} {res['bytes']} bytes {res['path']}" in numbers
     assert '"seed": 99' in numbers and r"\SyntheticDatatrue" in numbers
-    assert r"\newcommand{\RunsTotal}{\num{9}}" in numbers
+    assert r"\newcommand{\RunsTotal}{\num{9}~runs}" in numbers
     assert (tmp_path / "gen" / "fig-utilisation.pdf").read_bytes().startswith(b"%PDF")
 
 

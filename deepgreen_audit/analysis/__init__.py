@@ -7,7 +7,8 @@ docs/analysis.md for each quantity's definition.
 """
 
 from deepgreen_audit.analysis.data import CampaignTables, Design, MissingValue, load_tables
-from deepgreen_audit.analysis.results import Number, Results, Text, analyse
+from deepgreen_audit.analysis.results import Results, analyse
+from deepgreen_audit.analysis.values import Count, NotMeasured, Number, Range, Text
 
-__all__ = ["CampaignTables", "Design", "MissingValue", "Number", "Results", "Text", "analyse",
-           "load_tables"]
+__all__ = ["CampaignTables", "Count", "Design", "MissingValue", "NotMeasured", "Number", "Range",
+           "Results", "Text", "analyse", "load_tables"]

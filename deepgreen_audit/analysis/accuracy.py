@@ -92,14 +92,17 @@ def susceptible_collapses(final: pd.DataFrame, design: Design) -> dict:
                                                        design.collapse_confidence)}
 
 
-def wasted_training_share(final: pd.DataFrame, totals: pd.DataFrame, design: Design) -> float:
+def wasted_training_share(final: pd.DataFrame, totals: pd.DataFrame, design: Design,
+                          column: str = "energy_j") -> float:
     """The share of the campaign's training energy (phase totals of every completed run with
-    training energy) that runs whose training collapsed spent: energy that bought no model."""
-    train = totals[(totals["phase"] == "train")].dropna(subset=["energy_j"])
-    whole = float(train["energy_j"].sum())
+    training energy) that runs whose training collapsed spent: energy that bought no model.
+    Where the package measured no energy, `column` is the training time, and the share is
+    of the time."""
+    train = totals[(totals["phase"] == "train")].dropna(subset=[column])
+    whole = float(train[column].sum())
     if whole <= 0:
-        raise MissingValue("no run has training energy, so the share collapsed runs wasted "
+        raise MissingValue("no run has a training total, so the share collapsed runs wasted "
                            "is missing")
     flags = collapsed_runs(final, design)
-    wasted = float(train[train["run_id"].isin(flags[flags].index)]["energy_j"].sum())
+    wasted = float(train[train["run_id"].isin(flags[flags].index)][column].sum())
     return wasted / whole

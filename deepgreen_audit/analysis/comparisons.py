@@ -1,7 +1,8 @@
 """Pairwise comparisons of ecosystems within each cell.
 
 For every cell (architecture, dataset, phase) and every pair of ecosystems:
-the exact two-sided Mann-Whitney test on the repetitions' phase energies,
+the exact two-sided Mann-Whitney test on the repetitions' phase energies (their
+durations where the package measured no energy),
 the Vargha-Delaney A12 effect size with a seeded bootstrap interval, and
 Holm's correction over the whole family of comparisons.  With n
 repetitions per side the smallest attainable exact p-value is
@@ -26,13 +27,14 @@ def pair_seed(design: Design, *labels: str) -> int:
     return design.bootstrap_seed ^ zlib.crc32("/".join(labels).encode())
 
 
-def pairwise(totals: pd.DataFrame, design: Design) -> pd.DataFrame:
-    """One row per comparison: p, Holm-adjusted p, survival, A12 and its interval."""
-    measured = totals.dropna(subset=["energy_j"])
+def pairwise(totals: pd.DataFrame, design: Design, column: str = "energy_j") -> pd.DataFrame:
+    """One row per comparison of the repetitions' phase `column` (energy, or duration where
+    the package measured no energy): p, Holm-adjusted p, survival, A12 and its interval."""
+    measured = totals.dropna(subset=[column])
     rows = []
     groups = {key: g.to_numpy() for key, g in
-              measured.groupby(["architecture", "dataset", "phase", "ecosystem"])["energy_j"]}
-    empty = measured["energy_j"].to_numpy()[:0]
+              measured.groupby(["architecture", "dataset", "phase", "ecosystem"])[column]}
+    empty = measured[column].to_numpy()[:0]
     for (arch, ds), phase in itertools.product(design.cells, PHASES):
         energy = {e: groups.get((arch, ds, phase, e), empty) for e in design.ecosystems}
         for a, b in itertools.combinations(design.ecosystems, 2):

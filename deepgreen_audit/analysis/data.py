@@ -34,7 +34,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
              "started_at_utc", "ended_at_utc", "epochs"),
     "blocks": ("run_id", "epoch", "phase", "started_at_utc", "duration_s", "energy_j",
                "energy_missing_reason", "codecarbon_duration_s", "codecarbon_energy_j",
-               "test_accuracy"),
+               "codecarbon_cpu_method", "codecarbon_gpu_method", "loss", "test_accuracy"),
     "samples": ("run_id", "t_s", "gpu_utilization_pct", "cpu_utilization_pct"),
     "environment": ("run_id", "host"),
 }
@@ -101,6 +101,8 @@ class Design:
     cheapest_min_sampler_intervals: int = 0
     #: S5_measurement: seconds between two samples of the 1 Hz sampler
     sampler_interval_s: float = 1.0
+    #: S4_backend.device (as the scope declares it): where every run placed its work
+    device: str = "cuda"
 
     @classmethod
     def from_spec(cls, spec: dict | None = None, **narrow) -> Design:
@@ -128,6 +130,7 @@ class Design:
             collapse_susceptible=_susceptible(constants, architectures),
             cheapest_min_sampler_intervals=_count(constants, "cheapest_min_sampler_intervals"),
             sampler_interval_s=1.0 / float(spec["S5_measurement"]["sampler_rate_hz"]),
+            device=str(spec["S4_backend"]["device"]),
         )
 
     @property
@@ -181,6 +184,12 @@ def typed_columns(package, table: str, columns: tuple[str, ...]) -> pd.DataFrame
         arrays[name] = pc.equal(raw, "true") if kind.type == "boolean" \
             else _cast(raw, kind, path)
     frame = pa.table(arrays).to_pandas()
+    for name in columns:
+        if schema.field(name).type == "datetime":
+            # one resolution for every datetime the analysis computes with: pandas makes the
+            # timedeltas it adds to them (seconds as floats) in nanoseconds, and a join of
+            # microsecond against nanosecond keys is refused (real clocks have fractions)
+            frame[name] = frame[name].astype("datetime64[ns, UTC]")
     _check_constraints(frame, schema, path)
     return frame
 

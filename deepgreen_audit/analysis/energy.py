@@ -1,7 +1,7 @@
 """Energy per run phase, per configuration, and its spread over ecosystems.
 
 A run's phase energy is the sum of its blocks of that phase at the
-board-and-package boundary (``energy_j`` = GPU + CPU counters), over the
+measurement boundary (``energy_j``), over the
 epochs after the first ``[analysis] warmup_epochs_excluded`` (0: every epoch,
 the warm-up included, since a run's energy is what its user pays).  A run phase
 with any block lacking counter energy has no phase energy (it is never
@@ -9,6 +9,11 @@ summed partially); a configuration's value is the median over its completed
 repetitions.  The spread of a cell (architecture, dataset, phase) is the
 median energy of its most expensive ecosystem over that of its least
 expensive one.
+
+A package that measured no energy (`coverage.Coverage.primary_column`) ranks its stacks by
+the phase durations instead, which every collection measures: every function below that
+ranks or spreads takes the `column` it works on (``energy_j`` or ``duration_s``), and the
+paper names what it ranked.
 """
 
 from __future__ import annotations
@@ -46,43 +51,51 @@ def counted_epochs_text(warmup_epochs_excluded: int) -> str:
     return f"every epoch after the first {warmup_epochs_excluded}, leaving the warm-up epochs out"
 
 
-def configuration_medians(totals: pd.DataFrame, design: Design) -> pd.DataFrame:
-    """Median phase energy and duration per (ecosystem, architecture, dataset, phase).
+#: What each column the spreads may rank is, in the words of the messages.
+QUANTITY_WORDS = {"energy_j": "counter energy", "duration_s": "phase duration"}
+
+
+def configuration_medians(totals: pd.DataFrame, design: Design,
+                          column: str = "energy_j") -> pd.DataFrame:
+    """Median phase energy and duration per (ecosystem, architecture, dataset, phase), over
+    the runs that carry `column`.
 
     Every configuration of the design must have at least one completed run
-    with counter energy; otherwise the value the paper quotes is missing.
+    with `column` (counter energy, or the duration where the package measured no energy);
+    otherwise the value the paper quotes is missing.
     """
-    measured = totals.dropna(subset=["energy_j"])
+    measured = totals.dropna(subset=[column])
     med = measured.groupby([*LABELS, "phase"]).agg(
         energy_j=("energy_j", "median"), duration_s=("duration_s", "median"),
-        repetitions=("energy_j", "size")).reset_index()
+        repetitions=(column, "size")).reset_index()
     index = pd.MultiIndex.from_tuples(
         [(e, a, d, p) for e, a, d in design.configurations for p in PHASES],
         names=[*LABELS, "phase"])
     med = med.set_index([*LABELS, "phase"]).reindex(index)
-    absent = med[med["energy_j"].isna()]
+    absent = med[med[column].isna()]
     if len(absent):
         e, a, d, p = absent.index[0]
+        what = QUANTITY_WORDS[column]
         raise MissingValue(
-            f"no completed run with counter energy for configuration ecosystem={e}, "
+            f"no completed run with {what} for configuration ecosystem={e}, "
             f"architecture={a}, dataset={d} (phase {p}); the experiment specification plans "
-            f"it, so the paper's median energy of that configuration is missing"
+            f"it, so the paper's median {what} of that configuration is missing"
             + (f" ({len(absent)} configuration-phases missing in all)" if len(absent) > 1 else ""))
     return med.reset_index()
 
 
-def _spread_row(energies: pd.Series) -> dict:
-    return {"spread": energies.max() / energies.min(), "cheapest": energies.idxmin(),
-            "most_expensive": energies.idxmax(), "min_j": energies.min(),
-            "max_j": energies.max()}
+def _spread_row(values: pd.Series) -> dict:
+    return {"spread": values.max() / values.min(), "cheapest": values.idxmin(),
+            "most_expensive": values.idxmax(), "min": values.min(), "max": values.max()}
 
 
-def cell_spreads(medians: pd.DataFrame, design: Design) -> pd.DataFrame:
-    """Per (architecture, dataset, phase): spread over all ecosystems and over the control group."""
+def cell_spreads(medians: pd.DataFrame, design: Design, column: str = "energy_j") -> pd.DataFrame:
+    """Per (architecture, dataset, phase): spread of `column` over all ecosystems and over
+    the control group."""
     rows = []
     for (arch, ds), phase in ((c, p) for c in design.cells for p in PHASES):
         cell = medians[(medians["architecture"] == arch) & (medians["dataset"] == ds)
-                       & (medians["phase"] == phase)].set_index("ecosystem")["energy_j"]
+                       & (medians["phase"] == phase)].set_index("ecosystem")[column]
         row = {"architecture": arch, "dataset": ds, "phase": phase, **_spread_row(cell)}
         control = cell.reindex(list(design.control_group)).dropna()
         if len(control) >= 2:
@@ -96,11 +109,12 @@ def cell_spreads(medians: pd.DataFrame, design: Design) -> pd.DataFrame:
 
 def spread_interval(totals: pd.DataFrame, architecture: str, dataset: str, phase: str,
                     ecosystems, *, seed: int, n_resamples: int,
-                    confidence: float) -> tuple[float, float]:
-    """Bootstrap interval of a cell's spread, resampling repetitions within each ecosystem."""
+                    confidence: float, column: str = "energy_j") -> tuple[float, float]:
+    """Bootstrap interval of a cell's spread of `column`, resampling repetitions within each
+    ecosystem."""
     cell = totals[(totals["architecture"] == architecture) & (totals["dataset"] == dataset)
-                  & (totals["phase"] == phase)].dropna(subset=["energy_j"])
-    samples = [cell.loc[cell["ecosystem"] == e, "energy_j"].to_numpy() for e in ecosystems]
+                  & (totals["phase"] == phase)].dropna(subset=[column])
+    samples = [cell.loc[cell["ecosystem"] == e, column].to_numpy() for e in ecosystems]
 
     def spread(*resampled):
         medians = np.stack([np.median(r, axis=1) for r in resampled], axis=1)
@@ -110,24 +124,24 @@ def spread_interval(totals: pd.DataFrame, architecture: str, dataset: str, phase
                                     confidence=confidence)
 
 
-def variability(totals: pd.DataFrame) -> pd.DataFrame:
-    """Between-run coefficient of variation (ddof=1) of phase energy per configuration."""
-    measured = totals.dropna(subset=["energy_j"])
-    return (measured.groupby([*LABELS, "phase"])["energy_j"]
+def variability(totals: pd.DataFrame, column: str = "energy_j") -> pd.DataFrame:
+    """Between-run coefficient of variation (ddof=1) of phase `column` per configuration."""
+    measured = totals.dropna(subset=[column])
+    return (measured.groupby([*LABELS, "phase"])[column]
             .agg(stats.coefficient_of_variation).rename("cv").reset_index())
 
 
 def energy_time_correlation(totals: pd.DataFrame, phase: str, duration_column: str,
-                            design: Design) -> dict:
-    """Spearman rho of phase energy against phase duration: pooled, and its range within cells."""
+                            design: Design) -> dict | None:
+    """Spearman rho of phase energy against phase duration: pooled, and its range within
+    cells; None when no cell has runs enough (three, not all alike) to correlate."""
     rows = totals[(totals["phase"] == phase)].dropna(subset=["energy_j", duration_column])
     within = [stats.spearman(c["energy_j"], c[duration_column])
               for (a, d) in design.cells
               for c in [rows[(rows["architecture"] == a) & (rows["dataset"] == d)]]]
     within = [r for r in within if r == r]
     if not within:
-        raise MissingValue(f"no cell has enough runs to correlate {phase} energy with "
-                           f"{duration_column}")
+        return None
     return {"pooled": stats.spearman(rows["energy_j"], rows[duration_column]),
             "within_min": min(within), "within_max": max(within), "runs": len(rows)}
 

@@ -17,15 +17,17 @@ from deepgreen_audit.analysis import stats
 from deepgreen_audit.analysis.energy import LABELS
 
 
-def host_spread(totals: pd.DataFrame, environment: pd.DataFrame) -> pd.DataFrame | None:
-    """Per (ecosystem, architecture, dataset, phase): hosts, within_host_cv, across_host_cv."""
+def host_spread(totals: pd.DataFrame, environment: pd.DataFrame,
+                column: str = "energy_j") -> pd.DataFrame | None:
+    """Per (ecosystem, architecture, dataset, phase): hosts, within_host_cv, across_host_cv of
+    the phase `column` (energy, or duration where the package measured no energy)."""
     hosts = environment[["run_id", "host"]].dropna()
     if hosts["host"].nunique() < 2:
         return None
-    measured = totals.dropna(subset=["energy_j"]).merge(hosts, on="run_id", how="inner")
+    measured = totals.dropna(subset=[column]).merge(hosts, on="run_id", how="inner")
     rows = []
     for key, group in measured.groupby([*LABELS, "phase"]):
-        per_host = group.groupby("host")["energy_j"]
+        per_host = group.groupby("host")[column]
         within = [stats.coefficient_of_variation(v) for _, v in per_host if len(v) >= 2]
         rows.append({**dict(zip([*LABELS, "phase"], key)), "hosts": per_host.ngroups,
                      "within_host_cv": sum(within) / len(within) if within else float("nan"),

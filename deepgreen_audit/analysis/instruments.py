@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from deepgreen_audit.analysis.data import MissingValue
 
-
-def paired_blocks(blocks: pd.DataFrame) -> pd.DataFrame:
-    """Blocks with both readings, with the derived comparison columns."""
+def paired_blocks(blocks: pd.DataFrame) -> pd.DataFrame | None:
+    """Blocks with both readings, with the derived comparison columns; None when no block
+    carries both (a package without counter energy: nothing to compare)."""
     both = blocks.dropna(subset=["energy_j", "codecarbon_energy_j", "codecarbon_duration_s"])
     both = both[(both["energy_j"] > 0) & (both["duration_s"] > 0)
                 & (both["codecarbon_duration_s"] > 0)]
     if both.empty:
-        raise MissingValue("no block carries both a counter and a CodeCarbon reading, so the "
-                           "agreement of the two instruments is missing")
+        return None
     counter_power = both["energy_j"] / both["duration_s"]
     codecarbon_power = both["codecarbon_energy_j"] / both["codecarbon_duration_s"]
     return both.assign(
@@ -33,9 +31,9 @@ def paired_blocks(blocks: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def agreement(blocks: pd.DataFrame, interval_s: float) -> dict:
-    """The three summary numbers of the agreement (fractions, not percent)."""
-    both = paired_blocks(blocks)
+def agreement(both: pd.DataFrame, interval_s: float) -> dict:
+    """The three summary numbers of the agreement (fractions, not percent) over the paired
+    blocks `both` (`paired_blocks`)."""
     worst = both.loc[both["power_understatement"].idxmax()]
     return {
         "blocks": len(both),

@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -159,7 +160,8 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     report.seconds["read"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    results = analyse(campaign, design, spec)
+    measured = package.descriptor.get("measured")
+    results = analyse(campaign, design, spec, measured if isinstance(measured, dict) else None)
     report.seconds["analysis"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -180,6 +182,8 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     outputs["numbers.tex"] = numbers_tex(env, results, header).encode("utf-8")
     outputs["scope.tex"] = render_template(env, "scope.tex.j2", {
         "narrowings": narrowings(scope), "reason": (scope or {}).get("reason")}).encode("utf-8")
+    outputs["measured.tex"] = render_template(env, "measured.tex.j2",
+                                              measured_context(results)).encode("utf-8")
     report.seconds["numbers"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -199,7 +203,9 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
 
     clock = time.perf_counter()
     for name, draw in figures.FIGURES.items():
-        outputs[name] = draw(results, design)
+        figure = draw(results, design)
+        if figure is not None:
+            outputs[name] = figure
     report.seconds["figures"] = time.perf_counter() - clock
 
     inputs = package.input_paths() + (Package.open(pilot).input_paths() if pilot else []) \
@@ -218,6 +224,18 @@ def numbers_tex(env, results: Results, header: dict) -> str:
     return render_template(env, "numbers.tex.j2",
                            {"package": header, "values": list(results.values.items()),
                             "flags": sorted(results.flags.items())})
+
+
+def measured_context(results: Results) -> dict:
+    """The first page's statement: each quantity the package measured and how, each it did not
+    and why (`analysis.coverage`)."""
+    coverage = results.coverage
+    assert coverage is not None
+    return {"boundary": coverage.boundary,
+            "measured": [q for q in coverage.quantities if q.measured],
+            "not_measured": [q for q in coverage.quantities if not q.measured],
+            "energy_measured": coverage.energy.measured,
+            "accuracy_caveat": None}
 
 
 def pilot_tex(env, pilot) -> str:
@@ -261,6 +279,46 @@ def missing_tex_tools(tex_file: Path) -> list[str]:
         if not found.stdout.strip():
             missing.append(f"{name}.sty")
     return missing
+
+
+#: The file that marks a folder `deepgreen paper --out` wrote (it may replace such a folder).
+PAPER_MARK = ".deepgreen-paper"
+
+
+def check_paper_out(out: Path) -> None:
+    """Refuse, before any work, an --out of `paper` that holds something else than what
+    `paper --out` writes (a package, another folder's files): it would be replaced."""
+    paths.check_output_name(out)
+    if not os.path.lexists(out):
+        return
+    if out.is_symlink() or not out.is_dir():
+        raise UserError("is not a folder; 'deepgreen paper --out' writes a folder (paper.pdf "
+                        "and generated/): choose a new folder", path=out, code="output-exists")
+    if any(out.iterdir()) and not (out / PAPER_MARK).is_file():
+        raise UserError("holds files that 'deepgreen paper' did not write; choose an empty or "
+                        "new folder", path=out, code="output-exists")
+
+
+def build_paper(location, out: Path, pilot=None, compare=None) -> Path:
+    """Render the package at `location` and build its PDF into the folder `out`: out/paper.pdf
+    and out/generated/ (the numbers, tables and figures it was built from).  The manuscript
+    is compiled in a scratch copy of paper/, so neither the checkout's paper/generated nor an
+    earlier `out` is touched until everything succeeded."""
+    out = Path(out)
+    check_paper_out(out)
+    manuscript = project_file("paper", "paper.tex")
+    with tempfile.TemporaryDirectory(prefix="deepgreen-paper.") as scratch:
+        work = Path(scratch)
+        shutil.copyfile(manuscript, work / "paper.tex")
+        render(location, work / "generated", pilot=pilot, compare=compare)
+        pdf = build_pdf(work)
+        inputs = Package.open(location).input_paths()
+        with StagedDirectory(out, overwrite=True, inputs=inputs) as staged:
+            shutil.copyfile(pdf, staged.path / "paper.pdf")
+            shutil.copytree(work / "generated", staged.path / "generated")
+            (staged.path / PAPER_MARK).write_text(
+                "written by 'deepgreen paper --out'; it may replace this folder\n", encoding="utf-8")
+    return out / "paper.pdf"
 
 
 def build_pdf(paper: Path | None = None) -> Path:

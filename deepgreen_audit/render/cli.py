@@ -41,18 +41,32 @@ def cmd_render(args) -> int:
 
 
 def cmd_paper(args) -> int:
-    from deepgreen_audit.render.build import build_pdf, paper_dir
+    from deepgreen_audit.render.build import build_paper, build_pdf, check_paper_out, paper_dir
     from deepgreen_audit.render.lint import lint_paper
+    from deepgreen_audit.resources import project_file
 
-    paper = paper_dir()
-    typed = lint_paper(paper / "paper.tex")
+    if args.out and args.no_data:
+        raise UserError("--out renders PKG into a folder of its own; --no-data compiles the "
+                        "checkout's paper/generated: choose one", code="usage-error")
+    if args.out:
+        check_paper_out(Path(args.out))
+    manuscript = project_file("paper", "paper.tex") if args.out else paper_dir() / "paper.tex"
+    typed = lint_paper(manuscript)
     if typed:
         raise UserError(f"the results text types {len(typed)} number(s) instead of quoting a "
-                        f"macro; first: {typed[0]}", path=paper / "paper.tex", row=typed[0].line)
-    if not args.no_data:
-        args.out = None
-        _render(args)
-    pdf = build_pdf(paper)
+                        f"macro; first: {typed[0]}", path=manuscript, row=typed[0].line)
+    if args.out:
+        from deepgreen_audit.package.dispatch import check_verb
+        from deepgreen_audit.render.build import default_pilot
+
+        check_verb(args.package, args.verb)
+        _notice(args.package)
+        pdf = build_paper(args.package, Path(args.out), pilot=args.pilot or default_pilot(),
+                          compare=getattr(args, "compare", None))
+    else:
+        if not args.no_data:
+            _render(args)
+        pdf = build_pdf(paper_dir())
     print(f"wrote {pdf}", flush=True)
     return 0
 
@@ -99,10 +113,19 @@ def register(verb) -> None:
              "PKG into paper/generated, then compile paper/paper.tex with latexmk into "
              "paper/build/paper.pdf. Names the missing TeX programs and packages (and the "
              "Debian packages providing them) when TeX Live is incomplete. A PDF built from "
-             "a synthetic package is marked SYNTHETIC DATA on every page.")
+             "a synthetic package is marked SYNTHETIC DATA on every page. With --out DIR "
+             "the package is rendered and compiled in a scratch copy of paper/ and only "
+             "DIR/paper.pdf and DIR/generated/ are written.",
+             [("deepgreen paper --out my-paper",
+               "the shipped package's PDF in a folder of its own: my-paper/paper.pdf")])
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
     _pilot_option(p)
     _compare_option(p)
     p.add_argument("--no-data", action="store_true",
                    help="compile only, from the files already in paper/generated")
+    p.add_argument("--out", metavar="DIR",
+                   help="write DIR/paper.pdf and DIR/generated/ (the numbers, tables and "
+                        "figures it was built from) instead of the checkout's paper/build and "
+                        "paper/generated; DIR must be new, empty or an earlier --out of "
+                        "'deepgreen paper' (refused before any work otherwise)")

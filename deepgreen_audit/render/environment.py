@@ -4,8 +4,9 @@
   ``((= comment =))``, so braces and ``%`` stay LaTeX's.
 * `StrictUndefined`: a name the template uses and the context lacks is an
   error, never an empty string.
-* A `finalize` hook that formats every printed value and refuses None and
-  NaN, naming the value when it is a `Number`.
+* A `finalize` hook that formats every printed value (a `Number`, `Range`, `Count`,
+  `Text`, or `NotMeasured`, which prints "not measured": its reason is on the first page) and
+  refuses None and NaN, naming the value when it is a `Number`.
 * No ``default`` filter: it is removed from the environment, so a template
   cannot paper over a missing value.
 """
@@ -17,19 +18,45 @@ from pathlib import Path
 
 import jinja2
 
-from deepgreen_audit.analysis import MissingValue, Number, Text
+from deepgreen_audit.analysis import Count, MissingValue, NotMeasured, Number, Range, Text
 from deepgreen_audit.render.labels import display, tex_escape
 
+_COUNT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                "ten")
 
-def format_number(number: Number) -> str:
-    r"""A `Number` through siunitx: ``\num{...}`` or ``\qty{...}{unit}``."""
+
+def _digits(number: Number) -> str:
+    """A `Number`'s value as its decimals print it ("-0.0" printed as "0.0")."""
     if not math.isfinite(number.value):
         raise MissingValue(f"{number.description} is {number.value} (not a finite number); "
                            "the paper cannot quote it")
     text = f"{number.value:.{number.decimals}f}"
-    if float(text) == 0.0:
-        text = text.lstrip("-")
+    return text.lstrip("-") if float(text) == 0.0 else text
+
+
+def format_number(number: Number) -> str:
+    r"""A `Number` through siunitx: ``\num{...}`` or ``\qty{...}{unit}``."""
+    text = _digits(number)
     return rf"\qty{{{text}}}{{{number.unit}}}" if number.unit else rf"\num{{{text}}}"
+
+
+def format_range(value: Range) -> str:
+    r"""A `Range`: one value when both ends print alike, else ``\numrange`` / ``\qtyrange``
+    (siunitx's range phrase, set in paper.tex, reads "to")."""
+    low, high = _digits(value.low), _digits(value.high)
+    if low == high:
+        return format_number(value.low)
+    unit = value.low.unit
+    return rf"\qtyrange{{{low}}}{{{high}}}{{{unit}}}" if unit else rf"\numrange{{{low}}}{{{high}}}"
+
+
+def format_count(count: Count) -> str:
+    r"""A `Count` with its noun: "one convolutional network", "no run", "\num{8}~runs"."""
+    if count.words and count.value == 0:
+        return f"no {tex_escape(count.singular)}"
+    if count.words and 0 < count.value < len(_COUNT_WORDS):
+        return f"{_COUNT_WORDS[count.value]} {tex_escape(count.noun)}"
+    return rf"\num{{{count.value}}}~{tex_escape(count.noun)}"
 
 
 def format_text(value: Text) -> str:
@@ -47,6 +74,12 @@ def finalize(value):
         raise MissingValue("a template printed NaN (a missing value)")
     if isinstance(value, Number):
         return format_number(value)
+    if isinstance(value, Range):
+        return format_range(value)
+    if isinstance(value, Count):
+        return format_count(value)
+    if isinstance(value, NotMeasured):
+        return r"\emph{not measured}"
     if isinstance(value, Text):
         return format_text(value)
     return value

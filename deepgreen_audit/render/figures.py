@@ -1,7 +1,9 @@
 """The paper's figures (matplotlib, PDF), drawn from the analysis frames.
 
 PDFs are written without a creation date, so the same package gives the
-same bytes.  Colours follow the ecosystems' order in the specification.
+same bytes.  Colours follow the ecosystems' order in the specification.  A figure of a
+quantity the package did not measure is not drawn (its function returns None, and
+paper.tex tests the conditional of that quantity before it includes the file).
 """
 
 from __future__ import annotations
@@ -16,7 +18,13 @@ import numpy as np  # noqa: E402
 
 from deepgreen_audit.analysis import Design, Results  # noqa: E402
 from deepgreen_audit.analysis.data import PHASES  # noqa: E402
+from deepgreen_audit.analysis.values import SCALES, scaled  # noqa: E402
 from deepgreen_audit.render.labels import DISPLAY  # noqa: E402
+
+#: The axis words of each column the first figure may draw, and the unit names of SCALES.
+AXIS_WORDS = {"energy_j": "energy", "duration_s": "duration"}
+UNIT_NAMES = {r"\joule": "J", r"\kilo\joule": "kJ", r"\mega\joule": "MJ", r"\giga\joule": "GJ",
+              r"\second": "s", r"\minute": "min", r"\hour": "h"}
 
 plt.rcParams.update({"font.size": 8, "axes.titlesize": 8, "legend.fontsize": 7,
                      "axes.spines.top": False, "axes.spines.right": False})
@@ -34,19 +42,30 @@ def _pdf(fig) -> bytes:
     return buffer.getvalue()
 
 
+def _axis_unit(column: str, values: np.ndarray) -> tuple[str, float]:
+    """(unit name, factor from the base unit) in which the smallest value is 1 or more."""
+    positive = values[values > 0]
+    unit = scaled(column, float(positive.min()) if positive.size else 1.0, "").unit or ""
+    return UNIT_NAMES[unit], dict(SCALES[column])[unit]
+
+
 def energy_per_cell(results: Results, design: Design) -> bytes:
-    """Each run's phase energy per ecosystem, one panel per cell, medians marked."""
+    """Each run's phase energy (its phase duration where the package measured no energy) per
+    ecosystem, one panel per cell, medians marked."""
+    column = results.column
     cells = design.cells
-    fig, axes = plt.subplots(len(PHASES), len(cells), figsize=(7.0, 3.6), squeeze=False)
+    fig, axes = plt.subplots(len(PHASES), len(cells), figsize=(min(7.0, 2.0 + 2.5 * len(cells)), 3.6),
+                             squeeze=False)
     colours = _colours(design)
-    totals = results.totals.dropna(subset=["energy_j"])
+    totals = results.totals.dropna(subset=[column])
+    unit, factor = _axis_unit(column, totals[column].to_numpy(dtype=float))
     for i, phase in enumerate(PHASES):
         for j, (arch, ds) in enumerate(cells):
             ax = axes[i][j]
             cell = totals[(totals["architecture"] == arch) & (totals["dataset"] == ds)
                           & (totals["phase"] == phase)]
             for k, eco in enumerate(design.ecosystems):
-                y = cell.loc[cell["ecosystem"] == eco, "energy_j"].to_numpy() / 1e3
+                y = cell.loc[cell["ecosystem"] == eco, column].to_numpy() / factor
                 ax.scatter(np.full(y.size, k), y, s=6, color=colours[eco], alpha=0.7, lw=0)
                 ax.hlines(np.median(y), k - 0.35, k + 0.35, color=colours[eco], lw=1.2)
             ax.set_xticks(range(len(design.ecosystems)))
@@ -54,15 +73,18 @@ def energy_per_cell(results: Results, design: Design) -> bytes:
             if i == 0:
                 ax.set_title(f"{DISPLAY[arch]}\n{DISPLAY[ds]}")
             if j == 0:
-                ax.set_ylabel(f"{DISPLAY[phase]} energy (kJ)")
+                ax.set_ylabel(f"{DISPLAY[phase]} {AXIS_WORDS[column]} ({unit})")
             if i < len(PHASES) - 1:
                 ax.set_xticklabels([])
     fig.tight_layout(pad=0.3, w_pad=0.4, h_pad=0.4)
     return _pdf(fig)
 
 
-def energy_against_time(results: Results, design: Design) -> bytes:
-    """Phase energy against counter-bracketed phase duration, every run, log-log."""
+def energy_against_time(results: Results, design: Design) -> bytes | None:
+    """Phase energy against counter-bracketed phase duration, every run, log-log (None: no
+    energy was measured)."""
+    if results.column != "energy_j":
+        return None
     fig, axes = plt.subplots(1, len(PHASES), figsize=(7.0, 2.6))
     colours = _colours(design)
     totals = results.totals.dropna(subset=["energy_j"])
@@ -81,9 +103,12 @@ def energy_against_time(results: Results, design: Design) -> bytes:
     return _pdf(fig)
 
 
-def instrument_agreement(results: Results, design: Design) -> bytes:
-    """CodeCarbon against the counters per block, and the relative difference against duration."""
+def instrument_agreement(results: Results, design: Design) -> bytes | None:
+    """CodeCarbon against the counters per block, and the relative difference against duration
+    (None: no block carries both readings)."""
     blocks = results.paired_blocks
+    if blocks is None:
+        return None
     fig, (left, right) = plt.subplots(1, 2, figsize=(7.0, 2.6))
     for phase, marker in zip(PHASES, ("o", "^")):
         b = blocks[blocks["phase"] == phase]
@@ -108,12 +133,15 @@ def instrument_agreement(results: Results, design: Design) -> bytes:
 
 
 def utilisation(results: Results, design: Design) -> bytes:
-    """Median GPU and CPU utilisation per ecosystem inside training and evaluation blocks."""
+    """Median utilisation per ecosystem inside training and evaluation blocks, one panel per
+    device the package measured (the GPU's only on a GPU campaign)."""
     u = results.utilisation.set_index(["ecosystem", "phase"])
-    fig, axes = plt.subplots(1, 2, figsize=(7.0, 2.4))
+    panels = [(column, what) for column, what in (("gpu_utilization_pct", "GPU"),
+                                                  ("cpu_utilization_pct", "CPU"))
+              if column in u.columns]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.5 * len(panels), 2.4), squeeze=False)
     x = np.arange(len(design.ecosystems))
-    for ax, column, what in zip(axes, ("gpu_utilization_pct", "cpu_utilization_pct"),
-                                ("GPU", "CPU")):
+    for ax, (column, what) in zip(axes[0], panels):
         for offset, phase in zip((-0.2, 0.2), PHASES):
             values = [u.loc[(e, phase), column] if (e, phase) in u.index else np.nan
                       for e in design.ecosystems]
@@ -122,7 +150,7 @@ def utilisation(results: Results, design: Design) -> bytes:
         ax.set_xticklabels([DISPLAY[e] for e in design.ecosystems], rotation=30, ha="right",
                            fontsize=6)
         ax.set_ylabel(f"median {what} utilisation (%)")
-    axes[0].legend(frameon=False, ncol=2, loc="lower left", bbox_to_anchor=(0.0, 1.0))
+    axes[0][0].legend(frameon=False, ncol=2, loc="lower left", bbox_to_anchor=(0.0, 1.0))
     fig.tight_layout(pad=0.3)
     return _pdf(fig)
 

@@ -77,6 +77,36 @@ def find_typed_numbers(tex: str) -> list[TypedNumber]:
     return found
 
 
+_CONDITIONAL = re.compile(r"\\(if[A-Za-z]+|else|fi)(?![A-Za-z])")
+
+
+def taken_branches(tex: str, flags: dict[str, bool]) -> str:
+    r"""`tex` with each conditional ``\\ifName ... [\\else ...] \\fi`` of a flag in `flags`
+    reduced to the branch the flag takes, nested ones too; a conditional of another name
+    (``\\ifdim``, ``\\ifSyntheticData`` where not given) keeps both branches.  What is left is
+    the text TeX expands, so every macro in it must be defined."""
+    kept: list[str] = []
+    #: the open conditionals, innermost last: (flag name, whether its current branch is kept)
+    open_: list[tuple[str, bool]] = []
+    position = 0
+    for match in _CONDITIONAL.finditer(tex):
+        if all(keep for _, keep in open_):
+            kept.append(tex[position:match.start()])
+        word = match.group(1)
+        if word == "fi" and open_:
+            open_.pop()
+        elif word == "else" and open_:
+            name, _ = open_[-1]
+            open_[-1] = (name, not flags[name] if name in flags else True)
+        elif word.startswith("if"):
+            name = word[2:]
+            open_.append((name, flags.get(name, True)))
+        position = match.end()
+    if all(keep for _, keep in open_):
+        kept.append(tex[position:])
+    return "".join(kept)
+
+
 def lint_paper(path: Path) -> list[TypedNumber]:
     """`find_typed_numbers` of a manuscript file."""
     return find_typed_numbers(paths.read_text(path))
