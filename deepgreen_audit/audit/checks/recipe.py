@@ -74,6 +74,14 @@ def samples_processed(ctx: AuditContext) -> Outcome:
     s3 = ctx.spec["S3_data"]
     expected = np.where(b["phase"] == "train", lookup(b["dataset"], s3["train_samples"]),
                         lookup(b["dataset"], s3["eval_samples"]))
+    # a smoke scope's batch limits cap what a block processes (its last batch may be short)
+    scope = ctx.spec.get("scope") or {}
+    for phase, limit_key, batch in (("train", "max_train_batches", ctx.spec["S2_optimisation"]["batch_size"]),
+                                    ("eval", "max_eval_batches", s3["eval_batch_size"])):
+        if scope.get(limit_key):
+            limited = b["phase"] == phase
+            expected = np.where(limited, np.minimum(expected, int(scope[limit_key]) * int(batch)),
+                                expected)
     differs = recorded & ~np.isnan(expected) & (b["samples_processed"] != expected)
     missing = ~recorded
     bad = differs | missing
