@@ -78,10 +78,29 @@ def unknown_name(name: str, valid: Sequence[str], what: str,
     case), else the closest valid name when one is close; always the valid names."""
     reason = next((text for key, text in (reasons or {}).items()
                    if key.lower() == name.lower()), None)
-    lowered = {v.lower(): v for v in valid}
-    close = difflib.get_close_matches(name.lower(), list(lowered), n=1)
-    hint = f": {reason}" if reason else f"; did you mean {lowered[close[0]]!r}?" if close else ""
+    close = did_you_mean(name, valid)
+    hint = f": {reason}" if reason else f"; {close}" if close else ""
     return f"{name!r} is not {what}{hint} (valid: {', '.join(valid) or 'none'})"
+
+
+def did_you_mean(name: str, valid: Sequence[str]) -> str:
+    """"did you mean 'a', 'b' or 'c'?" of the names `closest` finds, or "" when none is close."""
+    names = [repr(v) for v in closest(name, valid)]
+    return f"did you mean {' or '.join(filter(None, (', '.join(names[:-1]), *names[-1:])))}?" \
+        if names else ""
+
+
+def closest(name: str, valid: Sequence[str]) -> list[str]:
+    """The valid names `name` most likely meant, ignoring case: the one it spells, else those
+    that contain it (up to three: 'pytorch' is 'python-pytorch'), else difflib's closest."""
+    lowered = {v.lower(): v for v in valid}
+    key = name.lower()
+    if key in lowered:
+        return [lowered[key]]
+    containing = [v for k, v in lowered.items() if key and key in k]
+    if containing:
+        return containing[:3]
+    return [lowered[m] for m in difflib.get_close_matches(key, list(lowered), n=1)]
 
 
 def refuse_unknown(names: Iterable[str], valid: Sequence[str], what: str, *,
