@@ -344,20 +344,33 @@ def test_packages_without_a_stack_in_common_say_so(tmp_path: Path) -> None:
         compare_packages(a, b, control=["rust-tch"])
 
 
-def test_configurations_without_energy_in_one_package_give_their_reason(
-        pair: tuple[Path, Path], tmp_path: Path) -> None:
-    b = shutil.copytree(pair[0], tmp_path / "b")
-    with open(b / "blocks.csv", encoding="utf-8", newline="") as handle:
+def _edit_blocks(pkg: Path, run_prefix: str, phase: str, cells: dict[str, str]) -> None:
+    """Set `cells` in the blocks of `phase` of the runs whose id starts with `run_prefix`."""
+    with open(pkg / "blocks.csv", encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
     for row in rows:
-        if row["run_id"].startswith("rust-tch.vgg16") and row["phase"] == "eval":
-            row["energy_j"], row["gpu_energy_j"], row["cpu_energy_j"] = "", "", ""
-            row["energy_missing_reason"] = "a counter read failed"
-    with open(b / "blocks.csv", "w", encoding="utf-8", newline="") as handle:
+        if row["run_id"].startswith(run_prefix) and row["phase"] == phase:
+            row.update(cells)
+    with open(pkg / "blocks.csv", "w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]), lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
-    rehash(b)
+    rehash(pkg)
+
+
+def test_configurations_without_energy_in_one_package_give_their_reason(
+        pair: tuple[Path, Path], tmp_path: Path) -> None:
+    b = shutil.copytree(pair[0], tmp_path / "b")
+    _edit_blocks(b, "rust-tch.vgg16", "eval", {"energy_j": "", "gpu_energy_j": "",
+                                                "cpu_energy_j": "",
+                                                "energy_missing_reason": "a counter read failed"})
+    zero = shutil.copytree(pair[0], tmp_path / "zero")
+    _edit_blocks(zero, "cpp-libtorch.resnet18.cifar100.r1", "train", {"energy_j": "0"})
+    c = compare_packages(zero, b)
+    row = c.configurations.set_index(["ecosystem", "architecture", "phase"]).loc[
+        ("cpp-libtorch", "resnet18", "train")]
+    assert row["energy_not_compared"] == ("a run of A has energy 0, so a ratio B/A can be "
+                                          "undefined")
     c = compare_packages(pair[0], b)
     assert c.primary == "energy" and c.not_compared["energy"] is None
     row = c.configurations.set_index(["ecosystem", "architecture", "phase"]).loc[

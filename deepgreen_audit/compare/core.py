@@ -410,10 +410,11 @@ def ratios(a: Side, b: Side, stacks: Sequence[str], design: Design,
             x = groups_a[key][column].dropna().to_numpy(dtype=float)
             y = groups_b[key][column].dropna().to_numpy(dtype=float)
             lacking = [label for label, values in (("A", x), ("B", y)) if len(values) == 0]
-            if lacking:
+            if lacking or (x <= 0).any():
                 why = missing.get(metric) or (
                     f"no completed run of {' or '.join(lacking)} has {metric} in every block "
-                    "of this phase")
+                    "of this phase" if lacking else
+                    f"a run of A has {metric} 0, so a ratio B/A can be undefined")
                 row.update({f"{metric}_ratio": np.nan, f"{metric}_low": np.nan,
                             f"{metric}_high": np.nan, f"{metric}_not_compared": why})
                 continue
