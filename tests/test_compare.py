@@ -165,6 +165,7 @@ def test_render_takes_a_comparison(pair: tuple[Path, Path], tmp_path: Path) -> N
     assert "\\Comparisonfalse" in (tmp_path / "plain" / "numbers.tex").read_text()
     assert "fig-comparison.pdf" not in plain.files
     render(pair[1], tmp_path / "with", compare=pair[0])
+    _every_compare_macro_is_defined(tmp_path / "with")
     numbers = (tmp_path / "with" / "numbers.tex").read_text()
     assert "\\Comparisontrue" in numbers and "\\CompareBeyondtrue" in numbers
     assert "\\newcommand{\\CompareBeyondList}{Python/TensorFlow}" in numbers
@@ -383,12 +384,26 @@ def test_configurations_without_energy_in_one_package_give_their_reason(
     _no_nan(format_text(c))
 
 
+def _every_compare_macro_is_defined(out: Path) -> None:
+    """The comparison section, its conditionals reduced to the branches numbers.tex takes,
+    quotes only Compare macros that numbers.tex defines (none fails the build)."""
+    from deepgreen_audit.render.lint import taken_branches
+
+    numbers = (out / "numbers.tex").read_text()
+    flags = {name: value == "true" for name, value in
+             re.findall(r"^\\(Compare[A-Za-z]*)(true|false)$", numbers, re.M)}
+    section = taken_branches((out / "comparison.tex").read_text(), flags)
+    used = set(re.findall(r"\\(Compare[A-Za-z]+)", section))
+    assert used and used <= set(re.findall(r"\\newcommand\{\\(Compare[A-Za-z]+)\}", numbers))
+
+
 def test_render_of_a_comparison_without_energy_quotes_no_nan(collected: Path,
                                                               tmp_path: Path) -> None:
     from deepgreen_audit.render import render
 
     copy = shutil.copytree(collected, tmp_path / "copy")
     render(copy, tmp_path / "out", compare=collected)
+    _every_compare_macro_is_defined(tmp_path / "out")
     numbers = (tmp_path / "out" / "numbers.tex").read_text()
     section = (tmp_path / "out" / "comparison.tex").read_text()
     _no_nan(numbers)
@@ -402,8 +417,17 @@ def test_render_of_a_comparison_without_energy_quotes_no_nan(collected: Path,
     assert "\\CompareDriftTrainDurationLow{}" in section and "DriftTrainEnergy" not in section
     assert "Energy B/A" not in section and "{Duration B/A}" in section
 
+    scoped = tmp_path / "scoped"  # energy in B only, and no stack kept its device
+    write_synthetic(scoped, ecosystems=COLLECTED_STACKS, architectures=["resnet18"],
+                    datasets=["digits"], repetitions=2, epochs=1, reason="the collected scope")
+    render(scoped, tmp_path / "nocontrol", compare=collected)
+    _every_compare_macro_is_defined(tmp_path / "nocontrol")
+    section = (tmp_path / "nocontrol" / "comparison.tex").read_text()
+    assert "\\CompareNoControlReason{}" in section
+
     other = _synth(tmp_path / "cifar")
     render(other, tmp_path / "apart", compare=collected)
+    _every_compare_macro_is_defined(tmp_path / "apart")
     numbers = (tmp_path / "apart" / "numbers.tex").read_text()
     section = (tmp_path / "apart" / "comparison.tex").read_text()
     assert "\\CompareSharedfalse" in numbers and "\\CompareNoSharedReason{}" in section

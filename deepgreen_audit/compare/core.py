@@ -201,7 +201,7 @@ class Comparison:
         if not self.stacks:
             return "the packages hold no stack in common"
         return ("every stack both packages hold recorded a changed precision policy, device or "
-                "framework version (core.STACK_RECORDS)")
+                "framework version")
 
     def beyond_stacks(self, metric: str = "energy") -> list[str]:
         """Stacks whose `metric` ratio lies beyond the drift in every configuration of at
