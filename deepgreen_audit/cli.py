@@ -22,9 +22,10 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from deepgreen_audit import __version__
-from deepgreen_audit.errors import BUG_EXIT, EXIT_CODES, USAGE_EXIT, Terminated, UserError
+from deepgreen_audit.errors import BUG_EXIT, EXIT_CODES, USAGE_EXIT, Terminated, UserError, unknown_name
 
 
 def examples_epilog(examples) -> str:
@@ -272,12 +273,26 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
                          for line in text.splitlines())
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, refusing a value outside an option's choices (a verb, --defect, ...)
+    as every verb refuses a misspelt name: the valid ones and the closest
+    (`errors.unknown_name`), where argparse 3.11 lists them only."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is not None and value not in choices:
+            what = ("a verb" if isinstance(action, argparse._SubParsersAction)
+                    else "one of its choices")
+            raise argparse.ArgumentError(action, unknown_name(str(value), [str(c) for c in choices],
+                                                              what))
+
+
 def build_parser(verb_named: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser, every verb in it; or, where `verb_named` (the first word of
     the command line) is a verb, only as far as the verb module (`VERB_MODULES`, in order)
     that registers it: the others a command such as validate or audit would only pay to
     import."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="deepgreen", formatter_class=HelpFormatter,
         description="DeepGreen Audit: collect, audit and render auditable energy "
                     "measurements of deep-learning training and inference.",

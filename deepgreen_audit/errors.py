@@ -7,6 +7,8 @@ so, with exit status `BUG_EXIT` (the traceback only with DEEPGREEN_TRACEBACK=1).
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 #: Exit status of a check that failed: a failing check, an invalid package (or, with
@@ -51,9 +53,65 @@ class UserError(Exception):
         if self.row is not None:
             where.append(f"row {self.row}")
         if self.field:
-            where.append(f"column {self.field!r}")
+            where.append(f"{field_word(self.path, self.field)} {self.field!r}")
         prefix = ": ".join([", ".join(where)]) + ": " if where else ""
         return f"{prefix}{self.message}"
+
+
+#: Files whose fields are the columns of a table; every other file's are the keys of a document
+#: (a plan or experiment.toml, codecarbon.ini, a descriptor or manifest in JSON).
+TABLE_SUFFIXES = (".csv", ".tsv")
+
+
+def field_word(path: str | None, field: str) -> str:
+    """What a `UserError`'s field is called where it is printed: an option of the command line
+    (it starts with '-'), a column of a CSV table, else a key (TOML, JSON, INI)."""
+    if field.startswith("-"):
+        return "option"
+    return "column" if path and Path(path).suffix.lower() in TABLE_SUFFIXES else "key"
+
+
+def unknown_name(name: str, valid: Sequence[str], what: str,
+                 reasons: Mapping[str, str] | None = None) -> str:
+    """The message that refuses `name`, which is not `what` (e.g. "an ecosystem of the
+    specification"): the reason it is refused where `reasons` gives one (matched ignoring
+    case), else the closest valid name when one is close; always the valid names."""
+    reason = next((text for key, text in (reasons or {}).items()
+                   if key.lower() == name.lower()), None)
+    close = did_you_mean(name, valid)
+    hint = f": {reason}" if reason else f"; {close}" if close else ""
+    return f"{name!r} is not {what}{hint} (valid: {', '.join(valid) or 'none'})"
+
+
+def did_you_mean(name: str, valid: Sequence[str]) -> str:
+    """"did you mean 'a', 'b' or 'c'?" of the names `closest` finds, or "" when none is close."""
+    names = [repr(v) for v in closest(name, valid)]
+    return f"did you mean {' or '.join(filter(None, (', '.join(names[:-1]), *names[-1:])))}?" \
+        if names else ""
+
+
+def closest(name: str, valid: Sequence[str]) -> list[str]:
+    """The valid names `name` most likely meant, ignoring case: the one it spells, else those
+    that contain it (up to three: 'pytorch' is 'python-pytorch'), else difflib's closest."""
+    lowered = {v.lower(): v for v in valid}
+    key = name.lower()
+    if key in lowered:
+        return [lowered[key]]
+    containing = [v for k, v in lowered.items() if key and key in k]
+    if containing:
+        return containing[:3]
+    return [lowered[m] for m in difflib.get_close_matches(key, list(lowered), n=1)]
+
+
+def refuse_unknown(names: Iterable[str], valid: Sequence[str], what: str, *,
+                   reasons: Mapping[str, str] | None = None, path: str | Path | None = None,
+                   field: str | None = None, code: str = "usage-error") -> None:
+    """Raise a `UserError` naming the first of `names` that is not in `valid` (see
+    `unknown_name`): the one way every verb refuses a name a user misspelt."""
+    for name in names:
+        if name not in valid:
+            raise UserError(unknown_name(str(name), valid, what, reasons), path=path,
+                            field=field, code=code)
 
 
 class Terminated(BaseException):

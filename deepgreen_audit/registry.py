@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import UserError, did_you_mean
 from deepgreen_audit.report import SEVERITIES, Finding
 
 #: The suites, each with the sections its checks can belong to.
@@ -178,9 +178,11 @@ def select_checks(checks: list[Check], select: list[str] | None,
     unknown = [p for p in select if not any(c.id.startswith(p) for c in checks)]
     if unknown:
         sections = list(dict.fromkeys(c.section for c in checks))
-        raise UserError(f"--select {unknown[0]} matches no check; valid prefixes are the sections "
-                        f"{', '.join(sections)} or any check id ('deepgreen audit --list')",
-                        code="usage-error")
+        close = did_you_mean(unknown[0], [*sections, *(c.id for c in checks)])
+        hint = f" ({close})" if close else ""
+        raise UserError(f"--select {unknown[0]} matches no check{hint}; valid prefixes are the "
+                        f"sections {', '.join(sections)} or any check id ('deepgreen audit "
+                        "--list')", code="usage-error")
     return [c for c in checks if c.id in keep or any(c.id.startswith(p) for p in select)]
 
 

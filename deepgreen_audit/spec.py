@@ -70,6 +70,28 @@ SCOPED_VALUES = {"ecosystems": ("S6_replication", "ecosystems"),
                   "device": ("S4_backend", "device")}
 
 
+#: The scope keys that name labels, with the noun a message names one by.
+SCOPE_LABELS = {"ecosystems": "an ecosystem", "architectures": "an architecture",
+                "datasets": "a dataset"}
+
+
+def scope_labels(spec: dict, key: str) -> list[str]:
+    """The labels a declared scope may name under `key` (a key of `SCOPE_LABELS`): the
+    specification's, and for datasets also the contrast cell's and the smoke dataset (sized
+    in S3_data, never part of the design).  A scope narrows the design; it never widens it."""
+    section, name = SCOPED_VALUES[key]
+    extra = ([spec["S3_data"]["contrast_cell"]["dataset"], spec["S3_data"]["smoke_dataset"]]
+             if key == "datasets" else [])
+    return list(dict.fromkeys([*spec[section][name], *extra]))
+
+
+def out_of_scope_reasons(spec: dict) -> dict[str, str]:
+    """{label: why the study leaves it out} for a message that refuses it
+    (S6_replication.out_of_scope, e.g. MATLAB)."""
+    return {label: f"{label} is outside the study: {reason} (S6_replication.out_of_scope)"
+            for label, reason in spec["S6_replication"].get("out_of_scope", {}).items()}
+
+
 def scoped(spec: dict, scope: dict | None, where: Path | str = "scope") -> dict:
     """The specification as a campaign that declares `scope` set out to run it: a pilot of
     2 repetitions x 3 epochs is held to 2 x 3, not to the full design's 5 x 30.  The scope
@@ -87,11 +109,8 @@ def scoped(spec: dict, scope: dict | None, where: Path | str = "scope") -> dict:
         value = scope[key]
         if isinstance(spec[section][name], list):
             # a scope narrows the design, never widens it: a label the specification does not
-            # hold (for datasets: besides the design's, the contrast cell's and the smoke set)
-            # is left out, so the runs that carry it fail the label checks
-            allowed = spec[section][name] + (
-                [spec["S3_data"]["contrast_cell"]["dataset"], spec["S3_data"]["smoke_dataset"]]
-                if key == "datasets" else [])
+            # hold (scope_labels) is left out, so the runs that carry it fail the label checks
+            allowed = scope_labels(spec, key)
             if not isinstance(value, list):
                 raise UserError(f"the declared scope's {key} must be a list; got {value!r}",
                                 path=where, field=f"scope.{key}", code="scope-error")

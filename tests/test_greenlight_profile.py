@@ -119,7 +119,8 @@ def test_durations_only_records_durations_and_the_reason(tmp_path, monkeypatch):
 
 
 def test_unknown_calls_and_bad_sizes_are_user_errors(tmp_path):
-    with pytest.raises(UserError, match="unknown API call"):
-        profile_api(["torch.nope"], [8], tmp_path / "pkg", durations_only=True)
+    with pytest.raises(UserError, match=r"'torch.sums' is not an API call profile-api knows; "
+                                        r"did you mean 'torch.sum'\?"):
+        profile_api(["torch.sums"], [8], tmp_path / "pkg", durations_only=True)
     with pytest.raises(UserError, match="positive"):
         profile_api(["torch.sum"], [0], tmp_path / "pkg", durations_only=True)

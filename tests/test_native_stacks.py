@@ -95,7 +95,10 @@ def test_build_verb_names_what_is_missing(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "r-torch cannot be built" in err and "CRAN" in err and "[scope]" in err and "Traceback" not in err
     assert main(["build", "cobol-stack"]) == 2
-    assert "is not a built stack (they are: cpp-libtorch, rust-tch, java-dl4j)" in capsys.readouterr().err
+    assert "'cobol-stack' is not a built stack (valid: cpp-libtorch, rust-tch, java-dl4j)" \
+        in capsys.readouterr().err
+    assert main(["build", "rust"]) == 2
+    assert "'rust' is not a built stack; did you mean 'rust-tch'?" in capsys.readouterr().err
     monkeypatch.setenv("PATH", "/nonexistent")
     assert main(["build", "rust-tch"]) == 2
     assert "needs cargo on PATH" in capsys.readouterr().err

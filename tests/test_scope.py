@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,7 @@ from deepgreen_audit.synth import write_synthetic
 SPEC = load_spec()
 RUNNABLE = [e for e in SPEC["S6_replication"]["ecosystems"] if e != "r-torch"]
 CONTRAST_PLAN = project_file("collect", "contrast.toml")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -155,12 +157,22 @@ def test_the_synthetic_contrast_campaign_audits_clean_against_its_scope(tmp_path
     assert {r[runs.header.index("batch_size")] for r in runs.rows} == {"32"}
 
 
-def test_a_stacks_from_that_names_no_file_is_a_plan_error(tmp_path):
+def test_stacks_from_resolves_against_the_checkout_as_every_path_of_a_plan(tmp_path):
     plan = tmp_path / "p.toml"
-    plan.write_text('campaign = "x"\nstacks_from = "missing.toml"\n')
-    with pytest.raises(UserError, match="named by stacks_from"):
+    plan.write_text('campaign = "x"\nstacks_from = "collect/plan.toml"\n'
+                    '[stacks.python-jax]\nkind = "python"\nprogram = "mine.py"\n')
+    stacks = load_plan(plan).stacks
+    assert set(stacks) == set(RUNNABLE)  # the shipped plan's, from a plan in another folder
+    assert stacks["python-pytorch"].program == ROOT / "stacks/python_pytorch/train.py"
+    assert stacks["python-jax"].program == ROOT / "mine.py"  # the plan's own table wins
+    (tmp_path / "plan.toml").write_text("")  # beside the plan: not what a relative path names
+    plan.write_text('campaign = "x"\nstacks_from = "plan.toml"\n')
+    with pytest.raises(UserError) as refused:
         load_plan(plan)
-    plan.write_text('campaign = "x"\nstacks_from = "p.toml"\n')
+    assert str(refused.value) == (
+        f"{plan}, key 'stacks_from': 'plan.toml' resolves to {ROOT / 'plan.toml'}, which is no "
+        "file (a relative stacks_from is read from the checkout, as every path of a plan)")
+    plan.write_text(f'campaign = "x"\nstacks_from = "{plan}"\n')
     with pytest.raises(UserError, match="names this plan itself"):
         load_plan(plan)
 
@@ -168,7 +180,8 @@ def test_a_stacks_from_that_names_no_file_is_a_plan_error(tmp_path):
 def test_a_scope_device_other_than_cuda_or_cpu_is_a_plan_error(tmp_path):
     plan = tmp_path / "p.toml"
     plan.write_text('campaign = "x"\n[scope]\ndevice = "tpu"\n')
-    with pytest.raises(UserError, match="'tpu' is not one of cuda, cpu"):
+    with pytest.raises(UserError, match=r"key 'scope.device': 'tpu' is not a device; did you "
+                                        r"mean 'cpu'\? \(valid: cuda, cpu\)"):
         load_plan(plan)
     plan.write_text('campaign = "x"\n[scope]\ndevice = "cpu"\nbatch_size = 0\n')
     with pytest.raises(UserError, match="scope.batch_size"):

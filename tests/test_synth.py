@@ -377,8 +377,9 @@ def test_every_defect_is_documented_and_keeps_the_package_valid(tmp_path):
     assert set(truth["defects"]) == set(DEFECTS)
     meta = json.loads((tmp_path / "pkg" / "datapackage.json").read_text())
     assert meta["provenance"]["defects"] == list(DEFECTS)
-    with pytest.raises(UserError, match="unknown defect"):
-        generate(defects=["no-such-defect"], **SMALL)
+    with pytest.raises(UserError, match="'short-block' is not a defect the generator plants; "
+                                        "did you mean 'short-blocks'"):
+        generate(defects=["short-block"], **SMALL)
 
 
 def test_report_defects_change_only_what_they_touch(medium, defected):
@@ -586,8 +587,15 @@ def test_model_from_toml_refuses_unknown_or_mistyped_keys(tmp_path):
 
 
 def test_overrides_outside_the_spec_are_refused():
-    with pytest.raises(UserError, match="not in the experiment specification"):
+    with pytest.raises(UserError, match="'cobol-magic' is not an ecosystem in the experiment "
+                                        "specification"):
         generate(ecosystems=["cobol-magic"], repetitions=1, epochs=1)
+    with pytest.raises(UserError, match="'matlab' is not an ecosystem in the experiment "
+                                        "specification: MATLAB is outside the study: its Deep "
+                                        "Learning Toolbox is proprietary"):
+        generate(ecosystems=["matlab"], repetitions=1, epochs=1)
+    with pytest.raises(UserError, match="did you mean 'python-tensorflow'"):
+        generate(ecosystems=["tensorflow"], repetitions=1, epochs=1)
     with pytest.raises(UserError):
         generate(seed=-1, **SMALL)
 

@@ -86,10 +86,8 @@ def coverage(tables: CampaignTables, design: Design, measured: dict | None = Non
     if blocks.empty:
         raise MissingValue("the blocks table has no rows, so nothing was measured")
     boundary = (measured or {}).get("boundary")
-    missing = (measured or {}).get("counters_missing")
     return Coverage(
-        energy=_energy(blocks, boundary if isinstance(boundary, str) else None,
-                       sorted(missing) if isinstance(missing, dict) else []),
+        energy=energy_coverage(blocks, measured),
         durations=Quantity("block durations", True, "the harness's monotonic clock at both "
                            "boundaries of every block"),
         accuracy=Quantity("test accuracy", bool(blocks["test_accuracy"].notna().any()),
@@ -103,8 +101,17 @@ def coverage(tables: CampaignTables, design: Design, measured: dict | None = Non
         boundary=boundary if isinstance(boundary, str) else None)
 
 
+def energy_coverage(blocks: pd.DataFrame, measured: dict | None = None) -> Quantity:
+    """Whether the blocks hold counter energy, and why not in the words the package records
+    (`measured`: the descriptor's table; its `counters_missing` names the counters the
+    collection declared unreadable).  `deepgreen compare` reads this alone."""
+    boundary = (measured or {}).get("boundary")
+    missing = (measured or {}).get("counters_missing")
+    return _energy(blocks, boundary if isinstance(boundary, str) else None,
+                   sorted(missing) if isinstance(missing, dict) else [])
+
+
 def _energy(blocks: pd.DataFrame, boundary: str | None, counters_missing: list[str]) -> Quantity:
-    """`counters_missing`: the counters the collection declared unreadable (descriptor)."""
     label = "energy at the measurement boundary"
     if blocks["energy_j"].notna().any():
         return Quantity(label, True, f"hardware counters: {boundary}" if boundary

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deepgreen_audit.collect.errors import CodeCarbonRefused
+from deepgreen_audit.errors import unknown_name
 from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.resources import project_file
 from deepgreen_audit.spec import load_spec
@@ -94,8 +95,9 @@ def load_config(path: Path | None = None) -> PinnedConfig:
     kwargs = {}
     for key, text in parser["codecarbon"].items():
         if key not in CONFIG_TYPES:
-            raise CodeCarbonRefused(f"unknown key (allowed: {', '.join(CONFIG_TYPES)})",
-                                    path=path, field=key, code="codecarbon-config")
+            raise CodeCarbonRefused(unknown_name(key, list(CONFIG_TYPES),
+                                                 "a key of [codecarbon] deepgreen pins"),
+                                    path=path, code="codecarbon-config")
         kind = CONFIG_TYPES[key]
         try:
             kwargs[key] = parser["codecarbon"].getboolean(key) if kind is bool else kind(text)

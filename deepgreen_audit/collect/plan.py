@@ -19,10 +19,20 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import UserError, refuse_unknown
 from deepgreen_audit.package.schema import load_schema
 from deepgreen_audit.resources import project_file, require_checkout
-from deepgreen_audit.spec import DEVICES, SCOPE_KEYS, load_spec, master_seed as spec_master_seed, read_toml, recipe
+from deepgreen_audit.spec import (
+    DEVICES,
+    SCOPE_KEYS,
+    SCOPE_LABELS,
+    load_spec,
+    master_seed as spec_master_seed,
+    out_of_scope_reasons,
+    read_toml,
+    recipe,
+    scope_labels,
+)
 
 PLAN_KEYS = {"campaign", "master_seed", "run_timeout_s", "data_dir", "stacks", "stacks_from",
              "scope", "hosts"}
@@ -135,18 +145,16 @@ class Plan:
         return cmd + (["--allow-missing-counters"] if allow_missing_counters else [])
 
 
-def _enum(table: str, column: str) -> tuple[str, ...]:
-    return load_schema(table).field(column).allowed
-
-
-def _list(scope: dict, key: str, default: list[str], allowed: tuple[str, ...], path: Path) -> list[str]:
+def _list(scope: dict, key: str, default: list[str], spec: dict, path: Path) -> list[str]:
+    """The scope's labels under `key`, each one the specification holds (`scope_labels`):
+    the runs schema knows labels of other campaigns (the first one's MATLAB), which the
+    study leaves out (S6_replication.out_of_scope says why)."""
     values = scope.get(key, default)
     if not isinstance(values, list) or not values:
         raise UserError("must be a non-empty list", path=path, field=f"scope.{key}", code="plan-error")
-    for v in values:
-        if v not in allowed:
-            raise UserError(f"{v!r} is not one of {', '.join(allowed)}", path=path,
-                            field=f"scope.{key}", code="plan-error")
+    refuse_unknown(values, scope_labels(spec, key), f"{SCOPE_LABELS[key]} of the specification",
+                   reasons=out_of_scope_reasons(spec), path=path, field=f"scope.{key}",
+                   code="plan-error")
     return list(values)
 
 
@@ -189,10 +197,7 @@ def _in_checkout(relative: str, plan: Path, key: str) -> Path:
 def load_plan(path: Path | None = None) -> Plan:
     path = Path(path) if path else default_plan_path()
     data = read_toml(path, missing="no such plan file", code="plan-error")
-    unknown = set(data) - PLAN_KEYS
-    if unknown:
-        raise UserError(f"unknown keys {sorted(unknown)} (allowed: {sorted(PLAN_KEYS)})", path=path,
-                        code="plan-error")
+    refuse_unknown(data, sorted(PLAN_KEYS), "a key of a plan", path=path, code="plan-error")
     spec = load_spec()
     campaign = data.get("campaign")
     import re
@@ -204,15 +209,11 @@ def load_plan(path: Path | None = None) -> Plan:
     if isinstance(master_seed, bool) or not isinstance(master_seed, int) or master_seed < 0:
         raise UserError("must be an integer >= 0", path=path, field="master_seed", code="plan-error")
     scope = data.get("scope", {})
-    unknown = set(scope) - set(SCOPE_KEYS)
-    if unknown:
-        raise UserError(f"unknown keys {sorted(unknown)} (allowed: {sorted(SCOPE_KEYS)})", path=path,
-                        field="scope", code="plan-error")
-    ecosystems = _list(scope, "ecosystems", spec["S6_replication"]["ecosystems"],
-                       _enum("runs", "ecosystem"), path)
-    architectures = _list(scope, "architectures", spec["S1_model"]["architectures"],
-                          _enum("runs", "architecture"), path)
-    datasets = _list(scope, "datasets", spec["S3_data"]["datasets"], _enum("runs", "dataset"), path)
+    refuse_unknown(scope, SCOPE_KEYS, "a key of [scope]", path=path, field="scope",
+                   code="plan-error")
+    ecosystems = _list(scope, "ecosystems", spec["S6_replication"]["ecosystems"], spec, path)
+    architectures = _list(scope, "architectures", spec["S1_model"]["architectures"], spec, path)
+    datasets = _list(scope, "datasets", spec["S3_data"]["datasets"], spec, path)
     repetitions = _positive(scope, "repetitions", spec["S6_replication"]["repetitions"], path, "scope.")
     run_recipe = recipe(spec)
     epochs = _positive(scope, "epochs", run_recipe["epochs"], path, "scope.")
@@ -223,20 +224,18 @@ def load_plan(path: Path | None = None) -> Plan:
         raise UserError("must be a sentence saying why the campaign narrows the design", path=path,
                         field="scope.reason", code="plan-error")
     device = scope.get("device", spec["S4_backend"]["device"])
-    if device not in DEVICES:
-        raise UserError(f"{device!r} is not one of {', '.join(DEVICES)}", path=path,
-                        field="scope.device", code="plan-error")
+    refuse_unknown([device], DEVICES, "a device", path=path, field="scope.device",
+                   code="plan-error")
     limits = {k: _positive(scope, k, None, path, "scope.") for k in ("max_train_batches", "max_eval_batches")}
     stacks = {}
     for eco, table in _stack_tables(data, path).items():
         where = f"stacks.{eco}."
-        if eco not in _enum("runs", "ecosystem"):
-            raise UserError(f"{eco!r} is not an ecosystem", path=path, field=f"stacks.{eco}",
-                            code="plan-error")
+        refuse_unknown([eco], scope_labels(spec, "ecosystems"), "an ecosystem of the specification",
+                       reasons=out_of_scope_reasons(spec), path=path, field=f"stacks.{eco}",
+                       code="plan-error")
         kind = table.get("kind")
-        if kind not in STACK_KINDS:
-            raise UserError(f"{kind!r} is not one of {', '.join(STACK_KINDS)}", path=path,
-                            field=where + "kind", code="plan-error")
+        refuse_unknown([kind], STACK_KINDS, "a kind of stack", path=path, field=where + "kind",
+                       code="plan-error")
         if kind == "python":
             program = table.get("program")
             if not isinstance(program, str):
@@ -281,15 +280,20 @@ def load_plan(path: Path | None = None) -> Plan:
 
 
 def _stack_tables(data: dict, path: Path) -> dict:
-    """The plan's [stacks] tables: those of the plan `stacks_from` names (a path relative to this
-    plan, e.g. "plan.toml": one definition of how each stack runs), then the plan's own."""
+    """The plan's [stacks] tables: those of the plan `stacks_from` names (one definition of how
+    each stack runs, e.g. "collect/plan.toml"; relative to the checkout, as every path a plan
+    names), then the plan's own."""
     tables = {}
     source = data.get("stacks_from")
     if source is not None:
         if not isinstance(source, str) or not source:
             raise UserError("must be the path of another plan file", path=path,
                             field="stacks_from", code="plan-error")
-        other = path.parent / source
+        other = _in_checkout(source, path, "stacks_from")
+        if not other.is_file():
+            raise UserError(f"{source!r} resolves to {other}, which is no file (a relative "
+                            "stacks_from is read from the checkout, as every path of a plan)",
+                            path=path, field="stacks_from", code="plan-error")
         if other.resolve() == path.resolve():
             raise UserError("names this plan itself", path=path, field="stacks_from",
                             code="plan-error")
@@ -318,13 +322,14 @@ def _interpreter(table: dict, eco: str, path: Path, where: str) -> tuple[Path | 
 
 def _hosts(table: dict, path: Path) -> dict:
     """The [hosts] table, checked: design, replicate_nodes (only with design = "replicates")."""
-    if not isinstance(table, dict) or set(table) - set(HOST_KEYS):
+    if not isinstance(table, dict):
         raise UserError(f"must be a table of {', '.join(HOST_KEYS)}", path=path, field="hosts",
                         code="plan-error")
+    refuse_unknown(table, HOST_KEYS, "a key of [hosts]", path=path, field="hosts",
+                   code="plan-error")
     design = table.get("design", "one-kind")
-    if design not in HOST_DESIGNS:
-        raise UserError(f"{design!r} is not one of {', '.join(HOST_DESIGNS)}", path=path,
-                        field="hosts.design", code="plan-error")
+    refuse_unknown([design], HOST_DESIGNS, "a host design", path=path, field="hosts.design",
+                   code="plan-error")
     nodes = table.get("replicate_nodes")
     if nodes is not None and (design != "replicates" or not isinstance(nodes, list) or not nodes
                               or not all(isinstance(n, str) and n for n in nodes)):

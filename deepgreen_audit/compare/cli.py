@@ -31,7 +31,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     control = [s.strip() for s in args.control.split(",") if s.strip()] if args.control else None
     if args.control is not None and not control:
-        raise UserError("--control names no stack; give STACK,STACK,...", field="--control",
+        raise UserError("names no stack; give STACK,STACK,...", field="--control",
                         code="usage-error")
     figure = Path(args.figure) if args.figure else None
     if figure is not None:  # refused before anything is computed, as every output is
@@ -59,8 +59,11 @@ def register(verb: Callable[..., Any]) -> None:
              "range the control configurations' intervals cover. The control group is the "
              "stacks named with --control, by default those whose recorded precision policy "
              "and versions did not change. A stack beyond the drift changed by more than the "
-             "unchanged stacks moved. Exit 0 when compared, 2 on an input error. See "
-             "docs/compare.md.",
+             "unchanged stacks moved. Two packages that share no configuration are "
+             "compared as far as they can be (what differs), and the text says so first; where "
+             "either package measured no counter energy, the text says which and why, and "
+             "the durations are compared instead, named as such. Exit 0 when compared, 2 on "
+             "an input error. See docs/compare.md.",
              [("deepgreen synth --out a/ --datasets cifar100 --repetitions 3 --epochs 3",
                "a small campaign"),
               (("deepgreen synth --out b/ --datasets cifar100 --repetitions 3 --epochs 3 "

@@ -21,7 +21,17 @@ Definitions (docs/compare.md states them for readers):
   A stack of the control group is judged against the band of the other control stacks
   (leave one out), so that it never vouches for itself.  Per stack, phase and metric the
   verdict is ``beyond`` (every configuration beyond), ``partly`` (some), ``within`` (none),
-  or ``no-band`` (no control stack to judge it against).
+  ``no-band`` (no control stack to judge it against), or ``not-compared`` (no configuration
+  of the stack in that phase has the metric in both packages; `reason` says why).
+* A metric a package did not measure is not compared, and every place its number would stand
+  says so with the reason the package records (`blocks.energy_missing_reason`, the
+  descriptor's `measured.counters_missing`): counter energy may be missing (a host without
+  RAPL or NVML), the durations never are (the harness's clock times every block), so they are
+  still compared, and the *primary* metric the summaries judge is energy where any
+  configuration has an energy ratio, else duration, named as such.
+* Two packages that share no configuration are still compared: what differs between them is
+  reported, and a note says in words that no ratio exists and on which axis (stack,
+  architecture, dataset) they do not meet.
 """
 
 from __future__ import annotations
@@ -36,24 +46,29 @@ import pandas as pd
 
 from deepgreen_audit.analysis import stats
 from deepgreen_audit.analysis.comparisons import pair_seed
+from deepgreen_audit.analysis.coverage import Quantity, energy_coverage
 from deepgreen_audit.analysis.data import (
     PHASES,
     REQUIRED_COLUMNS,
     CampaignTables,
     Design,
+    MissingValue,
     typed_columns,
 )
 from deepgreen_audit.analysis.energy import phase_totals
 from deepgreen_audit.audit.context import json_records
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import UserError, refuse_unknown
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.schema import load_schema
 from deepgreen_audit.spec import RECIPE_SECTIONS, load_spec
 
 #: The version of the JSON document `Comparison.to_dict` returns.
-SCHEMA = "deepgreen-compare/1"
+SCHEMA = "deepgreen-compare/2"
 #: Metric name -> phase-total column whose ratio B/A is reported.
 METRICS: dict[str, str] = {"energy": "energy_j", "duration": "duration_s"}
+#: Axes of a configuration besides its phase, with the words the notes use for them.
+AXES: dict[str, str] = {"ecosystem": "stack", "architecture": "architecture",
+                        "dataset": "dataset"}
 #: Runs-table columns that record the specification a run followed.
 SPEC_COLUMNS: tuple[str, ...] = (*(c for cols in RECIPE_SECTIONS.values() for c in cols),
                                  "tf32_enabled", "cudnn_enabled", "device")
@@ -65,7 +80,7 @@ STACK_RECORDS: dict[str, tuple[str, ...]] = {
     "environment": ("framework", "framework_version", "framework_backend"),
 }
 #: Verdicts of a stack, per phase and metric, against the drift band.
-VERDICTS = ("beyond", "partly", "within", "no-band")
+VERDICTS = ("beyond", "partly", "within", "no-band", "not-compared")
 _KEYS = ["ecosystem", "architecture", "dataset", "phase"]
 
 
@@ -82,6 +97,8 @@ class Side:
     totals: pd.DataFrame
     #: {table: {column: {ecosystem: distinct cell texts, sorted}}}
     recorded: dict[str, dict[str, dict[str, tuple[str, ...]]]]
+    #: whether its blocks hold counter energy, and why not (`analysis.coverage`)
+    energy: Quantity
 
     @property
     def stacks(self) -> set[str]:
@@ -91,7 +108,9 @@ class Side:
         """The side as the JSON document and the text report name it."""
         return {"path": self.path, "title": self.title, "synthetic": self.synthetic,
                 "scope": self.scope, "runs": self.runs,
-                "configurations": len(self.totals.groupby(_KEYS))}
+                "configurations": len(self.totals.groupby(_KEYS)),
+                "energy_measured": self.energy.measured,
+                "energy_missing_reason": None if self.energy.measured else self.energy.how}
 
 
 @dataclass(frozen=True)
@@ -143,11 +162,46 @@ class Comparison:
     drift: list[Band]
     #: one row per (stack, phase, metric): configurations, beyond, ratio range, verdict
     verdicts: pd.DataFrame
+    #: per metric: why the packages cannot compare it at all (None: they can)
+    not_compared: dict[str, str | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def shared(self) -> bool:
+        """Whether the packages share a configuration, so that any ratio exists."""
+        return not self.configurations.empty
+
+    @property
+    def compared_metrics(self) -> tuple[str, ...]:
+        """The metrics with a ratio in at least one configuration."""
+        return tuple(m for m in METRICS if self.configurations[f"{m}_ratio"].notna().any())
+
+    @property
+    def primary(self) -> str:
+        """The metric the summaries judge: energy where it was compared, else duration."""
+        return "energy" if "energy" in self.compared_metrics else "duration"
+
     def band(self, phase: str, metric: str) -> Band | None:
-        """The whole control group's band of `phase` and `metric` (None: no control stack)."""
+        """The whole control group's band of `phase` and `metric` (None: see `no_band`)."""
         return next((b for b in self.drift if (b.phase, b.metric) == (phase, metric)), None)
+
+    def no_band(self, phase: str, metric: str) -> str:
+        """Why `phase` and `metric` have no drift band, in words."""
+        if self.not_compared.get(metric):
+            return f"{metric} is not compared: {self.not_compared[metric]}"
+        if not self.shared:
+            return "the packages share no configuration"
+        if not self.control:
+            return f"no control stack ({self.no_control()})"
+        return (f"no configuration of the control group ({', '.join(self.control)}) has a "
+                f"{phase} {metric} ratio in both packages")
+
+    def no_control(self) -> str:
+        """Why the control group is empty, in words."""
+        if not self.stacks:
+            return "the packages hold no stack in common"
+        return ("every stack both packages hold recorded a changed precision policy, device or "
+                "framework version")
 
     def beyond_stacks(self, metric: str = "energy") -> list[str]:
         """Stacks whose `metric` ratio lies beyond the drift in every configuration of at
@@ -165,6 +219,12 @@ class Comparison:
             "stacks": list(self.stacks),
             "control": {"stacks": list(self.control), "rule": self.control_rule},
             "bootstrap": {"confidence": self.confidence, "resamples": self.resamples},
+            "metrics": {m: {"compared": m in self.compared_metrics,
+                            "not_compared_reason": self.not_compared.get(m)
+                            or (None if m in self.compared_metrics
+                                else "the packages share no configuration")}
+                        for m in METRICS},
+            "primary": self.primary,
             "drift": [b.to_dict() for b in self.drift],
             "configurations": json_records(self.configurations),
             "verdicts": json_records(self.verdicts),
@@ -216,7 +276,18 @@ def read_side(package: Package, label: str, design: Design) -> Side:
                 title=str(package.descriptor.get("title", package.descriptor.get("name", ""))),
                 synthetic=package.synthetic, scope=scope if isinstance(scope, dict) else None,
                 runs=len(tables.runs), totals=phase_totals(tables, design),
-                recorded=_recorded(package))
+                recorded=_recorded(package), energy=_energy(package, tables.blocks))
+
+
+def _energy(package: Package, blocks: pd.DataFrame) -> Quantity:
+    """Whether the package measured counter energy, and why not in its own words."""
+    measured = package.descriptor.get("measured")
+    try:
+        return energy_coverage(blocks, measured if isinstance(measured, dict) else None)
+    except MissingValue:  # neither energy nor a reason: say that, rather than refuse
+        return Quantity("energy at the measurement boundary", False,
+                        "its blocks record no counter energy and no reason why "
+                        "(blocks.energy_missing_reason is empty)")
 
 
 # ---------------------------------------------------------------- differences
@@ -287,9 +358,45 @@ def _median_ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.median(b, axis=1) / np.median(a, axis=1)
 
 
-def ratios(a: Side, b: Side, stacks: Sequence[str], design: Design) -> pd.DataFrame:
-    """One row per configuration both packages hold: runs per side and, per metric, the
-    ratio B/A of the medians with its bootstrap interval."""
+def not_compared(a: Side, b: Side, metric: str) -> str | None:
+    """Why `metric` cannot be compared in any configuration, in words naming the package(s)
+    that lack it and the reason each records (None: it can be, where both hold it)."""
+    if metric != "energy":
+        return None  # the harness's clock times every block of every collection
+    lacking = [side for side in (a, b) if not side.energy.measured]
+    if not lacking:
+        return None
+    if len(lacking) == 1:
+        return f"{lacking[0].label} measured no energy ({lacking[0].energy.reason})"
+    if a.energy.reason == b.energy.reason:
+        return f"neither package measured energy ({a.energy.reason})"
+    return (f"neither package measured energy (A: {a.energy.reason}; "
+            f"B: {b.energy.reason})")
+
+
+def no_shared_configuration(a: Side, b: Side) -> str:
+    """The note that says in words that A and B share no configuration, and where they part."""
+    empty = [side.label for side in (a, b) if side.totals.empty]
+    if empty:
+        return (f"{' and '.join(empty)} hold{'s' if len(empty) == 1 else ''} no completed run, "
+                "so the packages share no configuration and no ratio B/A exists")
+    apart = []
+    for column, word in AXES.items():
+        held_a, held_b = sorted(set(a.totals[column])), sorted(set(b.totals[column]))
+        if not set(held_a) & set(held_b):
+            apart.append(f"no {word} (A: {', '.join(held_a)}; B: {', '.join(held_b)})")
+    why = (f"they have {' and '.join(apart)} in common" if apart else
+           "every (stack, architecture, dataset) one of them holds, the other lacks")
+    return (f"A and B share no configuration, so no ratio B/A exists: {why}; only what differs "
+            "between them is reported")
+
+
+def ratios(a: Side, b: Side, stacks: Sequence[str], design: Design,
+           missing: dict[str, str | None] | None = None) -> pd.DataFrame:
+    """One row per configuration both packages hold: completed runs per side and, per metric,
+    the ratio B/A of the medians with its bootstrap interval, or (`{metric}_not_compared`) why
+    there is none: `missing`'s package-level reason, else the side whose runs lack it."""
+    missing = missing or {}
     rows = []
     # iter(): a GroupBy has a `keys` attribute, which dict() would take for a mapping's
     groups_a = dict(iter(a.totals.groupby(_KEYS)))
@@ -298,24 +405,28 @@ def ratios(a: Side, b: Side, stacks: Sequence[str], design: Design) -> pd.DataFr
     keys = sorted((k for k in set(groups_a) & set(groups_b) if k[0] in order),
                   key=lambda k: (order[k[0]], k[1], k[2], PHASES.index(k[3])))
     for key in keys:
-        row: dict = dict(zip(_KEYS, key))
+        row: dict = {**dict(zip(_KEYS, key)), "n_a": len(groups_a[key]), "n_b": len(groups_b[key])}
         for metric, column in METRICS.items():
             x = groups_a[key][column].dropna().to_numpy(dtype=float)
             y = groups_b[key][column].dropna().to_numpy(dtype=float)
-            row.setdefault("n_a", len(x))
-            row.setdefault("n_b", len(y))
-            if len(x) == 0 or len(y) == 0:
+            lacking = [label for label, values in (("A", x), ("B", y)) if len(values) == 0]
+            if lacking or (x <= 0).any():
+                why = missing.get(metric) or (
+                    f"no completed run of {' or '.join(lacking)} has {metric} in every block "
+                    "of this phase" if lacking else
+                    f"a run of A has {metric} 0, so a ratio B/A can be undefined")
                 row.update({f"{metric}_ratio": np.nan, f"{metric}_low": np.nan,
-                            f"{metric}_high": np.nan})
+                            f"{metric}_high": np.nan, f"{metric}_not_compared": why})
                 continue
             low, high = stats.bootstrap_interval(
                 _median_ratio, [x, y], seed=pair_seed(design, "compare", metric, *key),
                 n_resamples=design.bootstrap_resamples, confidence=design.bootstrap_confidence)
             row.update({f"{metric}_ratio": float(np.median(y) / np.median(x)),
-                        f"{metric}_low": low, f"{metric}_high": high})
+                        f"{metric}_low": low, f"{metric}_high": high,
+                        f"{metric}_not_compared": None})
         rows.append(row)
     columns = [*_KEYS, "n_a", "n_b"] + [f"{m}_{p}" for m in METRICS
-                                         for p in ("ratio", "low", "high")]
+                                         for p in ("ratio", "low", "high", "not_compared")]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -367,19 +478,36 @@ def judge(table: pd.DataFrame, stacks: Sequence[str], control: Sequence[str]
             if rows.empty:
                 continue
             for metric in METRICS:
-                judged = rows[rows[f"{metric}_beyond"].notna()]
-                hits = int(judged[f"{metric}_beyond"].astype(bool).sum())
-                verdict = ("no-band" if judged.empty else "beyond" if hits == len(rows)
-                           else "partly" if hits else "within")
-                verdicts.append({"stack": stack, "phase": phase, "metric": metric,
-                                 "control": stack in control, "configurations": len(rows),
-                                 "beyond": hits,
-                                 "ratio_min": float(rows[f"{metric}_ratio"].min()),
-                                 "ratio_max": float(rows[f"{metric}_ratio"].max()),
-                                 "verdict": verdict})
+                verdicts.append(_verdict(rows, metric, stack, phase, control))
     columns = ["stack", "phase", "metric", "control", "configurations", "beyond", "ratio_min",
-               "ratio_max", "verdict"]
+               "ratio_max", "verdict", "reason"]
     return table, bands, pd.DataFrame(verdicts, columns=columns)
+
+
+def _verdict(rows: pd.DataFrame, metric: str, stack: str, phase: str,
+             control: Sequence[str]) -> dict:
+    """One stack's verdict in one phase and metric over its configurations `rows`, with the
+    reason where it has no ratio (`not-compared`) or nothing to be judged against
+    (`no-band`)."""
+    compared = rows[rows[f"{metric}_ratio"].notna()]
+    judged = rows[rows[f"{metric}_beyond"].notna()]
+    hits = int(judged[f"{metric}_beyond"].astype(bool).sum())
+    reason = None
+    if compared.empty:
+        verdict = "not-compared"
+        reason = str(rows[f"{metric}_not_compared"].dropna().iloc[0])
+    elif judged.empty:
+        verdict = "no-band"
+        others = [s for s in control if s != stack]
+        reason = (f"no other control stack ({', '.join(others)}) has a {phase} {metric} ratio"
+                  if others else "no other control stack to judge it against")
+    else:
+        verdict = ("beyond" if hits == len(rows) else "partly" if hits else "within")
+    return {"stack": stack, "phase": phase, "metric": metric, "control": stack in control,
+            "configurations": len(rows), "beyond": hits,
+            "ratio_min": float(compared[f"{metric}_ratio"].min()) if len(compared) else None,
+            "ratio_max": float(compared[f"{metric}_ratio"].max()) if len(compared) else None,
+            "verdict": verdict, "reason": reason}
 
 
 # ---------------------------------------------------------------- the comparison
@@ -390,8 +518,9 @@ def compare_packages(a_location: str | Path, b_location: str | Path,
                      progress: Callable[[str], None] | None = None) -> Comparison:
     """Compare package B with package A (the baseline); see the module docstring.
 
-    Both are validated first; the same package given twice, a control stack that one of
-    them lacks, and two packages without a stack in common are UserErrors."""
+    Both are validated first; the same package given twice and a control stack that one of
+    them lacks are UserErrors.  Two packages that share no configuration are compared all the
+    same: what differs, and a note that says where they part."""
     say = progress or (lambda _line: None)
     package_a = open_validated(a_location, "A")
     package_b = open_validated(b_location, "B")
@@ -405,17 +534,11 @@ def compare_packages(a_location: str | Path, b_location: str | Path,
     order = list(spec["S6_replication"]["ecosystems"])
     rank = {s: i for i, s in enumerate(order)}
     stacks = tuple(sorted(a.stacks & b.stacks, key=lambda s: (rank.get(s, len(rank)), s)))
-    if not stacks:
-        raise UserError("the two packages have no stack in common, so nothing can be compared",
-                        path=package_b.descriptor_path, code="usage-error")
     notes = []
     unchanged = unchanged_stacks(a, b, stacks)
     if control:
         named = list(dict.fromkeys(control))
-        missing = [s for s in named if s not in stacks]
-        if missing:
-            raise UserError(f"--control names {', '.join(missing)}, not a stack both packages "
-                            f"hold ({', '.join(stacks)})", field="--control", code="usage-error")
+        refuse_unknown(named, stacks, "a stack both packages hold", field="--control")
         changed = [s for s in named if s not in unchanged]
         if changed:
             notes.append(f"control stack(s) {', '.join(changed)} recorded a changed precision "
@@ -423,14 +546,23 @@ def compare_packages(a_location: str | Path, b_location: str | Path,
         chosen, rule = tuple(s for s in stacks if s in named), "named"
     else:
         chosen, rule = tuple(unchanged), "unchanged"
-    if not chosen:
-        notes.append("no control stack: every stack recorded a changed precision policy or "
-                     "version, so there is no drift band to judge against")
+    missing = {metric: not_compared(a, b, metric) for metric in METRICS}
     say(f"bootstrapping ratios ({design.bootstrap_resamples} resamples per interval)")
     with np.errstate(divide="ignore", invalid="ignore"):
-        table = ratios(a, b, stacks, design)
+        table = ratios(a, b, stacks, design, missing)
+    if table.empty:
+        notes.insert(0, no_shared_configuration(a, b))
+    else:
+        if not chosen:
+            notes.append("no control stack: every stack both packages hold recorded a changed "
+                         "precision policy, device or framework version, so there is no drift "
+                         "band to judge against")
+        if table["energy_ratio"].isna().all():
+            why = missing["energy"] or "no configuration has it in both packages"
+            notes.insert(0, f"energy is not compared: {why}; the durations, which every "
+                            "collection measures, are compared, and the verdicts judge them")
     table, bands, verdicts = judge(table, stacks, chosen)
     return Comparison(a=a, b=b, differences=differences(a, b, stacks), stacks=stacks,
                       control=chosen, control_rule=rule, confidence=design.bootstrap_confidence,
                       resamples=design.bootstrap_resamples, configurations=table, drift=bands,
-                      verdicts=verdicts, notes=notes)
+                      verdicts=verdicts, not_compared=missing, notes=notes)

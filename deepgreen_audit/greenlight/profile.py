@@ -36,7 +36,7 @@ from deepgreen_audit.collect.errors import ALLOW_OPTION
 from deepgreen_audit.collect.instruments import probe
 from deepgreen_audit.collect.nvml import Nvml
 from deepgreen_audit.collect.rapl import POWERCAP_ROOT, Rapl, fewest_wraps, package_energy_j
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import UserError, refuse_unknown
 from deepgreen_audit.greenlight.package import text_table, write_api_package
 from deepgreen_audit.package.schema import load_schema
 
@@ -384,10 +384,7 @@ def profile_api(calls: list[str], sizes: list[int], out: Path, *, experiments: i
                 pynvml_module=None, thermal_root: Path = THERMAL_ROOT,
                 clock=time.perf_counter, sleep=time.sleep, progress=None) -> ProfileResult:
     """Profile each call at each size `experiments` times and write an API-level package."""
-    unknown = [c for c in calls if c not in CATALOGUE]
-    if unknown:
-        raise UserError(f"unknown API call(s) {', '.join(unknown)}; profile-api knows "
-                        + ", ".join(CATALOGUE), code="unknown-call")
+    refuse_unknown(calls, list(CATALOGUE), "an API call profile-api knows", code="unknown-call")
     if not sizes or any(s < 1 for s in sizes):
         raise UserError("input sizes must be positive integers", code="bad-sizes")
     counters = open_counters(durations_only=durations_only,

@@ -42,7 +42,7 @@ from typing import IO
 
 import numpy as np
 
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import UserError, refuse_unknown
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.checksums import sha256_bytes, sha256_chunks, sha256_file
 from deepgreen_audit.spec import load_spec
@@ -339,7 +339,8 @@ def convert(dataset: str, paths: list[Path], out: Path, checksums: dict[str, str
     if dataset == "digits":
         return convert_digits(out, overwrite=overwrite)
     if dataset not in PUBLISHED_MD5:
-        raise UserError(f"{dataset!r} has no converter (known: {', '.join(CONVERTIBLE)})", code="unknown-dataset")
+        refuse_unknown([dataset], list(CONVERTIBLE), "a dataset with a converter",
+                       code="unknown-dataset")
     atomic.check_output(Path(out) / dataset, overwrite)
     sources = check_inputs(dataset, paths, checksums)
     files = {s["file"]: s["path"] for s in sources}

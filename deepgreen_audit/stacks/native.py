@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import UserError, unknown_name
 from deepgreen_audit.pins import pinned
 from deepgreen_audit.resources import require_checkout
 from deepgreen_audit.spec import DEVICES, dl4j_backend
@@ -237,7 +237,7 @@ def get(ecosystem: str) -> NativeStack:
         if ecosystem in UNAVAILABLE:
             raise UserError(f"{ecosystem} cannot be built: {UNAVAILABLE[ecosystem]}",
                             code="unavailable-stack") from None
-        raise UserError(f"{ecosystem!r} is not a built stack (they are: {', '.join(NATIVE_STACKS)})",
+        raise UserError(unknown_name(ecosystem, list(NATIVE_STACKS), "a built stack"),
                         code="bad-option") from None
 
 

@@ -18,11 +18,19 @@ from pathlib import Path
 import numpy as np
 
 import deepgreen_audit
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import UserError, refuse_unknown
 from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.package.schema import TABLES, load_schema, phases
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
-from deepgreen_audit.spec import declared_device, dl4j_backend, load_spec, master_seed, recipe, tf32_allowed
+from deepgreen_audit.spec import (
+    declared_device,
+    dl4j_backend,
+    load_spec,
+    master_seed,
+    out_of_scope_reasons,
+    recipe,
+    tf32_allowed,
+)
 from deepgreen_audit.synth.model import CODECARBON_CONFIG_PLACEHOLDER, SynthModel, precision_policy_changed
 from deepgreen_audit.units import J_PER_KWH
 
@@ -194,10 +202,9 @@ def _select(override, allowed: list[str], kind: str) -> list[str]:
     if isinstance(override, str):
         override = [override]
     chosen = list(dict.fromkeys(override))
-    for label in chosen:
-        if label not in allowed:
-            raise UserError(f"{kind} {label!r} is not in the experiment specification "
-                            f"({', '.join(allowed)})")
+    refuse_unknown(chosen, allowed, f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} in the "
+                   "experiment specification", reasons=out_of_scope_reasons(load_spec()),
+                   code="user-error")
     if not chosen:
         raise UserError(f"no {kind} selected")
     return chosen
@@ -974,10 +981,7 @@ def generate(seed: int | None = None, model: SynthModel = SynthModel(), *,
     seed = int(seed)
     if isinstance(defects, str):
         defects = [defects]
-    unknown = [d for d in defects if d not in DEFECTS]
-    if unknown:
-        raise UserError(f"unknown defect(s) {', '.join(map(repr, unknown))}; known: "
-                        + ", ".join(DEFECTS))
+    refuse_unknown(defects, list(DEFECTS), "a defect the generator plants", code="user-error")
     wanted = [d for d in DEFECTS if d in set(defects)]
     c = _plan(seed, model, ecosystems, architectures, datasets, repetitions, epochs,
               batch_size, input_resolution_px)
@@ -1007,10 +1011,9 @@ def _record_precision_change(c: Campaign) -> None:
     """The runs of each stack in `model.precision_change` record the policy they ran under
     (the specification's with its TF32 flag flipped); their training time already follows
     the factor (`SynthModel.block_duration_s`)."""
-    unknown = sorted(set(c.model.precision_change) - set(c.ecosystems))
-    if unknown:
-        raise UserError(f"--precision-change names {', '.join(unknown)}, not an ecosystem of "
-                        f"this campaign ({', '.join(c.ecosystems)})")
+    refuse_unknown(sorted(c.model.precision_change), c.ecosystems,
+                   "an ecosystem of this campaign", field="--precision-change",
+                   code="user-error")
     for i, eco in enumerate(c.runs["ecosystem"]):
         if eco in c.model.precision_change:
             policy = precision_policy_changed(str(c.recipe["precision_policy"]))

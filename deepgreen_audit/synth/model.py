@@ -225,7 +225,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import UserError, refuse_unknown
 from deepgreen_audit.spec import load_spec, read_toml
 
 
@@ -471,9 +471,9 @@ class SynthModel:
         """A copy with `overrides` applied; dict parameters are merged key by key."""
         names = {f.name: f for f in dataclasses.fields(self)}
         changes = {}
+        refuse_unknown(overrides, list(names), "a parameter of the synthetic model",
+                       path=where, code="user-error")
         for key, value in overrides.items():
-            if key not in names:
-                raise UserError(f"unknown synthetic-model parameter {key!r}", path=where)
             current = getattr(self, key)
             if isinstance(current, dict):
                 if not isinstance(value, dict):
