@@ -23,6 +23,7 @@ from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.package.schema import TABLES, load_schema, phases
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
 from deepgreen_audit.spec import (
+    DEVICES,
     declared_device,
     dl4j_backend,
     load_spec,
@@ -106,6 +107,8 @@ class SimState:
     run_end_us: np.ndarray
     #: (runs,) Slurm's whole-run energy of each run, joules
     run_energy_j: np.ndarray
+    #: (runs,) its CPU packages' part, joules (the whole run's on a host without a GPU)
+    run_cpu_energy_j: np.ndarray
     #: (runs, B, RAPL domains) True where the domain's counter wrapped in the block
     wrapped: np.ndarray
     #: (runs, B) seconds CodeCarbon's reading outlasts its block
@@ -144,7 +147,9 @@ class Campaign:
     run_pid: np.ndarray
     phys_arch: list[str]            # architecture the run's time and power follow
     eval_fixed_s: np.ndarray        # nan, or a fixed eval-block duration
-    on_cpu: np.ndarray              # True where the run's stack fell back to the CPU
+    on_cpu: np.ndarray              # True where the run's stack ran on the CPU
+    #: where every run is to place its work (the scope's device): on "cpu" the host has no GPU
+    device: str = "cuda"
     #: time per sample of each phase against the full design's recipe (resolution, batch size)
     work_factor: dict[str, float] = field(default_factory=dict)
     runs: dict[str, list] = field(default_factory=dict)
@@ -211,7 +216,7 @@ def _select(override, allowed: list[str], kind: str) -> list[str]:
 
 
 def _plan(seed: int, model: SynthModel, ecosystems, architectures, datasets, repetitions,
-          epochs, batch_size=None, input_resolution_px=None) -> Campaign:
+          epochs, batch_size=None, input_resolution_px=None, device=None) -> Campaign:
     spec = load_spec()
     rec = recipe(spec)
     full = dict(rec)
@@ -227,6 +232,8 @@ def _plan(seed: int, model: SynthModel, ecosystems, architectures, datasets, rep
     sized = [d for d in s3["classes"] if d in s3["train_samples"] and d in s3["eval_samples"]]
     dss = _select(datasets, sized, "dataset") if datasets is not None else \
         _select(None, [d for d in s3["datasets"] if d in sized], "dataset")
+    device = declared_device() if device is None else device
+    refuse_unknown([device], DEVICES, "a device", code="user-error")
     reps = int(spec["S6_replication"]["repetitions"] if repetitions is None else repetitions)
     n_epochs = int(rec["epochs"] if epochs is None else epochs)
     if reps < 1 or n_epochs < 1:
@@ -261,7 +268,7 @@ def _plan(seed: int, model: SynthModel, ecosystems, architectures, datasets, rep
         run_seed=run_seed, run_pid=run_pid,
         phys_arch=[configs[c][1] for c in order], eval_fixed_s=np.full(n, np.nan),
         work_factor={phase: model.work_factor(phase, rec, full) for phase in PHASES},
-        on_cpu=np.zeros(n, dtype=bool))
+        on_cpu=np.full(n, device == "cpu"), device=device)
 
 
 def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
@@ -480,6 +487,7 @@ class _Energies:
     cpu_j: np.ndarray               # (n, B)
     total_j: np.ndarray             # (n, B)
     run_j: np.ndarray               # (n,) Slurm's whole-run reading
+    run_cpu_j: np.ndarray           # (n,) its CPU packages' part (a host without a GPU)
     wrapped: np.ndarray             # (n, B, P) True where a RAPL domain wrapped in the block
 
 
@@ -493,10 +501,11 @@ def _energies(power: _Power, counters: _Counters) -> _Energies:
         cpu_energy_j = cpu_energy_j + diff[:, :, p] / 1e6
     # Slurm's whole-run reading of the exclusive job: every segment of the run, blocks and the
     # gaps between them, at the board-and-package boundary (integer sums: the same on any CPU)
+    run_cpu_j = power.segment_cpu_uj[:, 1:, :].sum(axis=(1, 2)) / 1e6
     run_energy_j = (power.segment_gpu_mj[:, 1:].sum(axis=1) * 1000
                     + power.segment_cpu_uj[:, 1:, :].sum(axis=(1, 2))) / 1e6
     return _Energies(gpu_j=gpu_energy_j, cpu_j=cpu_energy_j, total_j=gpu_energy_j + cpu_energy_j,
-                     run_j=run_energy_j, wrapped=k.rapl_wraps > 0)
+                     run_j=run_energy_j, run_cpu_j=run_cpu_j, wrapped=k.rapl_wraps > 0)
 
 
 @dataclass(frozen=True)
@@ -727,7 +736,8 @@ def _simulate(c: Campaign) -> None:
     sim = SimState(
         segment_start_us=clocks.segment_start_us, segment_us=timing.segment_us,
         block_gpu_w=power.block_gpu_w, run_start_us=clocks.run_start_us,
-        run_end_us=clocks.run_end_us, run_energy_j=energies.run_j, wrapped=energies.wrapped,
+        run_end_us=clocks.run_end_us, run_energy_j=energies.run_j,
+        run_cpu_energy_j=energies.run_cpu_j, wrapped=energies.wrapped,
         codecarbon_overhang_s=cc.overhang_s, rapl_wrap_planted=counters.rapl_wrap_planted,
         nvml_origin_mj=counters.nvml_origin_mj,
         rapl_origin_uj=tuple(int(o) for o in counters.rapl_origin_uj),
@@ -735,6 +745,42 @@ def _simulate(c: Campaign) -> None:
     c.sim = sim
     c.runs = _run_columns(c, lay, sim)
     c.env = _environment_columns(c.model, lay.eco, c.runs["run_id"])
+    if c.device == "cpu":
+        _without_gpu(c)
+
+
+#: Why a CPU host's GPU cells are empty, as its environment table says it.
+NO_GPU_REASON = "no GPU on this synthetic CPU host: gpu_model, gpu_count, gpu_driver, cuda_version"
+
+
+def _without_gpu(c: Campaign) -> None:
+    """A campaign on the CPU (`device = "cpu"`): the synthetic host has no GPU, so no NVML
+    reading, no GPU energy and no GPU sample; the measurement boundary is the CPU packages,
+    whose RAPL energy is the blocks' energy, and CodeCarbon reads no GPU either."""
+    b, m = c.blocks, c.model
+    shape = b["duration_s"].shape
+    for column in ("nvml_start_mj", "nvml_end_mj"):
+        b[column] = np.full(shape, None, dtype=object)
+    b["gpu_energy_j"] = np.full(shape, np.nan)
+    b["energy_j"] = np.array(b["cpu_energy_j"], dtype=float)
+    b["codecarbon_gpu_energy_kwh"] = np.zeros(shape)
+    b["codecarbon_gpu_power_w"] = np.zeros(shape)
+    b["codecarbon_gpu_method"] = np.full(shape, "none", dtype=object)
+    kwh = b["codecarbon_cpu_energy_kwh"] + b["codecarbon_ram_energy_kwh"]
+    b["codecarbon_energy_kwh"] = kwh
+    b["codecarbon_energy_j"] = kwh * J_PER_KWH
+    c.refresh_emissions(list(range(c.n)))
+    c.runs["slurm_consumed_energy_j"] = c.simulated.run_cpu_energy_j.tolist()
+    c.runs["cudnn_enabled"] = [False] * c.n
+    n = len(c.env["run_id"])
+    for column in ("gpu_model", "gpu_count", "gpu_driver", "cuda_version"):
+        c.env[column] = [None] * n
+    c.env["nvml_energy_available"] = [False] * n
+    c.env["codecarbon_gpu_count"] = [0] * n
+    c.env["cudnn_available"] = [False] * n
+    c.env["framework_backend"] = [dl4j_backend("cpu") if f == "dl4j" else v for f, v in
+                                  zip(c.env["framework"], c.env["framework_backend"])]
+    c.env["missing_reason"] = [NO_GPU_REASON] * n
 
 
 def _simulate_samples(c: Campaign) -> None:
@@ -748,14 +794,15 @@ def _simulate_samples(c: Campaign) -> None:
         eco, _, _ = c.configs[c.run_config[i]]
         rng = _rng(c.seed, _S_SAMPLES, i)
         t0, t1 = int(sim.run_start_us[i]), int(sim.run_end_us[i])
-        t = np.arange((t1 - t0) // 1_000_000 + 1, dtype=np.int64)
-        col = np.searchsorted(seg_start[i, 1:], t0 + t * 1_000_000, side="right")  # = segment col
+        phase_us = int(rng.integers(0, 1_000_000))      # the sampler's first tick (model)
+        t_us = phase_us + 1_000_000 * np.arange((t1 - t0 - phase_us) // 1_000_000 + 1, dtype=np.int64)
+        col = np.searchsorted(seg_start[i, 1:], t0 + t_us, side="right")  # = segment col
         block = (col >= 2) & (col % 2 == 0) & (col <= 2 * B)
         b = np.where(block, (col - 2) // 2, 0)
         train = block & (b % 2 == 0)
         evalb = block & (b % 2 == 1)
         startup = col == 1
-        k = len(t)
+        k = len(t_us)
         gap_w = m.gpu_idle_w if c.on_cpu[i] else m.gpu_gap_w
         power = np.where(block, p_gpu[i, b], gap_w) * np.exp(
             m.sample_power_sigma * rng.standard_normal(k))
@@ -767,12 +814,14 @@ def _simulate_samples(c: Campaign) -> None:
         mem = np.where(startup, m.gpu_context_mib, level) + m.sample_memory_sd * rng.standard_normal(k)
         if c.on_cpu[i]:     # a run on the CPU leaves its GPU without work and without a context
             util, mem = np.zeros(k), np.zeros(k)
+        if c.device == "cpu":   # a host without a GPU: the sampler reads none
+            util, power, mem = np.full(k, np.nan), np.full(k, np.nan), np.full(k, np.nan)
         c_tr = m.ecosystem_cpu_utilization_pct[eco]
         cpu = np.where(train, c_tr, np.where(evalb, c_tr * m.eval_utilization_ratio,
                                              m.gap_cpu_utilization_pct))
         cpu = cpu + m.sample_cpu_utilization_sd * rng.standard_normal(k)
         c.samples.append({
-            "t_s": t.astype(float),
+            "t_s": t_us / 1e6,
             "gpu_utilization_pct": np.clip(np.round(util, 1), 0.0, 100.0) + 0.0,
             "gpu_power_w": np.maximum(np.round(power, 1), 0.0) + 0.0,
             "gpu_memory_used_mib": np.maximum(np.round(mem), 0.0) + 0.0,
@@ -783,12 +832,15 @@ def _simulate_samples(c: Campaign) -> None:
 # --- truth ---------------------------------------------------------------
 
 def expected_config(model: SynthModel, eco: str, arch: str, n_train: int, n_eval: int,
-                    epochs: int) -> dict:
-    """Noise-free expected block and phase values of one configuration."""
+                    epochs: int, device: str = "cuda") -> dict:
+    """Noise-free expected block and phase values of one configuration (on a `cpu` host: its
+    blocks cpu_fallback_time_factor longer, and no GPU)."""
     out = {}
+    slower = model.cpu_fallback_time_factor if device == "cpu" else 1.0
     for phase, samples in (("train", n_train), ("eval", n_eval)):
-        t = max(model.block_duration_s(eco, arch, phase, samples), model.min_block_s)
-        pg, pc = model.gpu_power_w(eco, arch, phase), model.cpu_power_w(eco, phase)
+        t = max(model.block_duration_s(eco, arch, phase, samples) * slower, model.min_block_s)
+        pg = model.gpu_power_w(eco, arch, phase) if device != "cpu" else 0.0
+        pc = model.cpu_power_w(eco, phase)
         blocks = (epochs - 1 + model.warmup_factor) if phase == "train" else epochs
         out[phase] = {
             "block_duration_s": t, "block_energy_j": t * (pg + pc),
@@ -812,7 +864,7 @@ def _truth(c: Campaign, defect_entries: dict, n_samples: int) -> dict:
     for eco, arch, ds in c.configs:
         configs[f"{eco}.{arch}.{ds}"] = {
             "ecosystem": eco, "architecture": arch, "dataset": ds,
-            **expected_config(m, eco, arch, c.n_train[ds], c.n_eval[ds], E)}
+            **expected_config(m, eco, arch, c.n_train[ds], c.n_eval[ds], E, c.device)}
     spec = load_spec()
     control = [e for e in spec["S6_replication"].get("libtorch_control_group", [])
                if e in c.ecosystems]
@@ -841,7 +893,7 @@ def _truth(c: Campaign, defect_entries: dict, n_samples: int) -> dict:
         "campaign": {
             "name": CAMPAIGN, "ecosystems": c.ecosystems, "architectures": c.architectures,
             "datasets": c.datasets, "repetitions": c.repetitions, "epochs": c.epochs,
-            "runs": c.n, "blocks": int(keep.sum()), "samples": n_samples,
+            "runs": c.n, "blocks": int(keep.sum()), "samples": n_samples, "device": c.device,
             "campaign_start_utc": m.campaign_start_utc,
         },
         "model": m.to_dict(),
@@ -919,7 +971,7 @@ def _tables(c: Campaign) -> tuple[dict[str, TextTable], int]:
         s = c.samples[i]
         scol["run_id"].extend([c.runs["run_id"][i]] * len(s["t_s"]))
         for k, v in s.items():
-            scol[k].extend(v.tolist())
+            scol[k].extend(None if x != x else x for x in v.tolist())   # NaN: no reading
     tables["samples"] = TextTable(schema.field_names, rows_from_columns(schema, scol))
     return {name: tables[name] for name in TABLES}, len(scol["run_id"])
 
@@ -954,7 +1006,7 @@ def _meta(seed: int, defects: list[str], truth_sha: str, scope: dict) -> dict:
 
 #: The overrides of `generate` a campaign declares as its scope, in the order a plan lists them.
 SCOPE_OVERRIDES = ("ecosystems", "architectures", "datasets", "repetitions", "epochs",
-                   "batch_size", "input_resolution_px")
+                   "batch_size", "input_resolution_px", "device")
 
 
 def generate(seed: int | None = None, model: SynthModel = SynthModel(), *,
@@ -962,7 +1014,7 @@ def generate(seed: int | None = None, model: SynthModel = SynthModel(), *,
              architectures: Sequence[str] | None = None, datasets: Sequence[str] | None = None,
              repetitions: int | None = None, epochs: int | None = None,
              batch_size: int | None = None, input_resolution_px: int | None = None,
-             reason: str | None = None) -> SynthResult:
+             device: str | None = None, reason: str | None = None) -> SynthResult:
     """Generate a synthetic campaign, deterministically from `seed` (by default the
     specification's master seed, S6_replication.master_seed).
 
@@ -984,10 +1036,10 @@ def generate(seed: int | None = None, model: SynthModel = SynthModel(), *,
     refuse_unknown(defects, list(DEFECTS), "a defect the generator plants", code="user-error")
     wanted = [d for d in DEFECTS if d in set(defects)]
     c = _plan(seed, model, ecosystems, architectures, datasets, repetitions, epochs,
-              batch_size, input_resolution_px)
+              batch_size, input_resolution_px, device)
     given = {"ecosystems": ecosystems, "architectures": architectures, "datasets": datasets,
              "repetitions": repetitions, "epochs": epochs, "batch_size": batch_size,
-             "input_resolution_px": input_resolution_px}
+             "input_resolution_px": input_resolution_px, "device": device}
     scope = {k: list(v) if isinstance(v, (list, tuple)) else v
              for k, v in given.items() if v is not None}
     if scope and reason:

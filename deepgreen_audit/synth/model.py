@@ -167,7 +167,10 @@ with ``L_f = dataset_final_train_loss[d]`` (train rows) or
 1 Hz samples
 ============
 
-``t_s = 0, 1, 2, ...`` seconds since the run's start, up to its end.  Each
+``t_s = phi, phi + 1, phi + 2, ...`` seconds since the run's start, up to its end, where the
+phase ``phi`` (uniform in [0, 1), to the microsecond, one per run) is where a real sampler's
+first tick lands after the run's clock starts: real sample times are not whole seconds, and
+an analysis that joins them with block times must not rely on it.  Each
 second takes the state of the interval it falls in: during a block, GPU
 power is the block's own mean power ``P_gpu(r, b)`` times
 ``exp(sample_power_sigma * z)``, GPU utilisation
