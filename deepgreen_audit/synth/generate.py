@@ -757,7 +757,7 @@ def _without_gpu(c: Campaign) -> None:
     """A campaign on the CPU (`device = "cpu"`): the synthetic host has no GPU, so no NVML
     reading, no GPU energy and no GPU sample; the measurement boundary is the CPU packages,
     whose RAPL energy is the blocks' energy, and CodeCarbon reads no GPU either."""
-    b, m = c.blocks, c.model
+    b = c.blocks
     shape = b["duration_s"].shape
     for column in ("nvml_start_mj", "nvml_end_mj"):
         b[column] = np.full(shape, None, dtype=object)
