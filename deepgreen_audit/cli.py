@@ -70,7 +70,8 @@ exit codes (every verb; validate, audit, api-audit, parity and preflight alike):
 def strict_option(parser) -> None:
     """--strict, the same on every verb that checks something (errors.EXIT_CODES)."""
     parser.add_argument("--strict", action="store_true",
-                        help="exit 1 on a warning or a skipped check too (without it: on a "
+                        help="exit 1 on a warning or a check that could not run too (not on "
+                             "one that does not apply to the package; without --strict: on a "
                              "failed check only)")
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 #: Exit status of a check that failed: a failing check, an invalid package (or, with
-#: --strict, a warning or a skipped check), as pytest and frictionless use it.
+#: --strict, a warning or a check that could not run), as pytest and frictionless use it.
 CHECK_FAILED = 1
 #: Exit status of a usage or input error (a `UserError`; argparse's own errors too).
 USAGE_EXIT = 2
@@ -25,7 +25,7 @@ BUG_EXIT = 70
 EXIT_CODES: tuple[tuple[int, str], ...] = (
     (0, "done; every check passed (warnings allowed)"),
     (CHECK_FAILED, "a check failed or the package is invalid; with --strict, also a warning "
-                   "or a skipped check"),
+                   "or a check that could not run (not one that does not apply)"),
     (USAGE_EXIT, "a usage or input error: a bad option, an unreadable input, --select that "
                  "matches no check, an output that exists without --overwrite"),
     (BUG_EXIT, "a bug in deepgreen (one line; DEEPGREEN_TRACEBACK=1 shows the traceback)"),

@@ -13,8 +13,11 @@ annotated with the suite's context class (mypy checks each one)::
 
 It returns `Outcome.passed` or `Outcome.failed` (reported as ``fail`` for severity
 ``error`` and ``warn`` for ``warning``; `Outcome.allowed_gap` is a defect the user
-accepted, a ``warn``) or raises `Skip` when its inputs are missing;
-a skipped check is never a pass.  What `ctx` is belongs to the suite: the audit's
+accepted, a ``warn``), raises `NotApplicable` when what it checks is absent by the
+package's declared scope or kind (one architecture, a local collection, a CPU campaign,
+counters the collection declared missing), or raises `Skip` when inputs it needs are
+missing where they should be; a skipped check is never a pass, and only a `Skip` (a check
+that could not run) leaves the audit unfinished.  What `ctx` is belongs to the suite: the audit's
 `AuditContext`, parity's probes of one stack, the API-level calls, the preflight's plan.
 
 The modules that hold a suite's checks are listed by dotted name in `CHECK_MODULES`
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from deepgreen_audit.errors import UserError, did_you_mean
-from deepgreen_audit.report import SEVERITIES, Finding
+from deepgreen_audit.report import NOT_APPLICABLE, NOT_VERIFIED, SEVERITIES, Finding
 
 #: The suites, each with the sections its checks can belong to.
 SUITES: dict[str, tuple[str, ...]] = {
@@ -61,7 +64,14 @@ CHECK_MODULES: dict[str, tuple[str, ...]] = {
 
 
 class Skip(Exception):
-    """Raised by a check whose inputs or dependencies are missing."""
+    """Raised by a check whose inputs are missing where they should be: it could not run, so
+    what it checks is not verified (the report's `basis` "not verified")."""
+
+
+class NotApplicable(Skip):
+    """Raised by a check that does not apply to the package: what it checks is absent by the
+    package's declared scope or kind (`basis` "not applicable").  Reported as a skip, never
+    as an unfinished audit, and `--strict` does not fail for it."""
 
 
 @dataclass(frozen=True)
@@ -100,9 +110,11 @@ class Outcome:
         return "not recorded" if self.unrecorded and self.unrecorded == self.rows else "contradicted"
 
     @classmethod
-    def allowed_gap(cls, message: str) -> Outcome:
-        """A defect reported as `warn` whatever the check's severity, because the user allowed it."""
-        return cls(False, message, allowed=True)
+    def allowed_gap(cls, message: str, rows: int | None = None,
+                    details: dict | None = None) -> Outcome:
+        """A defect reported as `warn` whatever the check's severity, because the user allowed
+        it or the package's declared scope explains it."""
+        return cls(False, message, rows, details, allowed=True)
 
 
 @dataclass(frozen=True)
@@ -196,11 +208,15 @@ def run_check(c: Check, ctx: Any, **where: Any) -> Finding:
     started = time.perf_counter()
     try:
         outcome = c.func(ctx)
+    except NotApplicable as exc:
+        return c.finding("skip", str(exc), basis=NOT_APPLICABLE,
+                         seconds=time.perf_counter() - started, **where)
     except Skip as exc:
-        return c.finding("skip", str(exc), seconds=time.perf_counter() - started, **where)
+        return c.finding("skip", str(exc), basis=NOT_VERIFIED,
+                         seconds=time.perf_counter() - started, **where)
     except UserError as exc:
-        return c.finding("skip", f"could not run: {exc}", seconds=time.perf_counter() - started,
-                         **where)
+        return c.finding("skip", f"could not run: {exc}", basis=NOT_VERIFIED,
+                         seconds=time.perf_counter() - started, **where)
     except Exception as exc:  # a bug in a check must not hide the other checks' results
         last = traceback.extract_tb(exc.__traceback__)[-1]
         return c.finding("fail", f"the check crashed ({type(exc).__name__}: {exc} at "

@@ -19,6 +19,9 @@ import textwrap
 from dataclasses import asdict, dataclass, field
 
 STATUSES = ("pass", "fail", "warn", "skip")
+#: The bases of a skip: the check does not apply to the package (its subject is absent by the
+#: declared scope or kind), or it could not run, so what it checks is not verified.
+NOT_APPLICABLE, NOT_VERIFIED = "not applicable", "not verified"
 SEVERITIES = ("error", "warning")
 #: The verbs whose answer is a Report, with the words their verdict uses (ok, not ok).
 KINDS = {"validate": ("VALID", "INVALID"), "audit": ("PASSED", "FAILED"),
@@ -92,7 +95,9 @@ class Finding:
     rows_affected: int | None = None
     details: dict | None = None
     #: why a fail or warn failed: "contradicted" (the data contradicts the specification) or
-    #: "not recorded" (only empty cells: not verifiable); None for pass and skip
+    #: "not recorded" (only empty cells: not verifiable); why a skip skipped: "not applicable"
+    #: (its subject is absent by the package's scope or kind) or "not verified" (it could not
+    #: run); None for a pass
     basis: str | None = None
     #: how long the check took (JUnit's time; None for a finding no check timed)
     seconds: float | None = None
@@ -154,10 +159,21 @@ class Report:
 
     @property
     def counts(self) -> dict[str, int]:
-        """Findings per status; suppressed validation errors count as fails."""
+        """Findings per status; suppressed validation errors count as fails (the skips that do
+        not apply to the package are among `skip`: `not_applicable` lists them)."""
         counts = {s: sum(f.status == s for f in self.findings) for s in STATUSES}
         counts["fail"] += sum(self.suppressed.values())
         return counts
+
+    @property
+    def not_applicable(self) -> list[Finding]:
+        """The skipped checks that do not apply to the package."""
+        return [f for f in self.findings if f.status == "skip" and f.basis == NOT_APPLICABLE]
+
+    @property
+    def not_verified(self) -> list[Finding]:
+        """The skipped checks that could not run: what they check was not verified."""
+        return [f for f in self.findings if f.status == "skip" and f.basis != NOT_APPLICABLE]
 
     @property
     def error_count(self) -> int:
@@ -183,22 +199,25 @@ class Report:
 
     @property
     def finished(self) -> bool:
-        """A report with a skipped check did not finish: something was not checked."""
-        return not any(f.status == "skip" for f in self.findings)
+        """A report with a check that could not run did not finish: something was not
+        verified.  A check that does not apply to the package is no gap."""
+        return not self.not_verified
 
     def exit_status(self, strict: bool = False) -> int:
         """The verb's exit status (errors.EXIT_CODES): 1 when a check failed, or with `strict`
-        when one warned or was skipped (a strict gate accepts only what was verified); else 0."""
+        when one warned or could not run (a strict gate accepts only what was verified; a
+        check that does not apply is not a gap); else 0."""
         c = self.counts
-        return 1 if c["fail"] or (strict and (c["warn"] or c["skip"])) else 0
+        return 1 if c["fail"] or (strict and (c["warn"] or self.not_verified)) else 0
 
     def strict_verdict(self) -> str | None:
         """The line that says why --strict fails a report whose verdict reads ok (its warnings
-        and skips), or None when --strict changes nothing."""
+        and the checks that could not run), or None when --strict changes nothing."""
         c = self.counts
-        if self.valid and (c["warn"] or c["skip"]):
-            return (f"{KINDS[self.kind][1]} under --strict: {c['warn']} warning(s), {c['skip']} "
-                    "skipped check(s)")
+        unverified = len(self.not_verified)
+        if self.valid and (c["warn"] or unverified):
+            return (f"{KINDS[self.kind][1]} under --strict: {c['warn']} warning(s), {unverified} "
+                    "check(s) that could not run")
         return None
 
     def finding(self, finding_id: str) -> Finding:
@@ -213,6 +232,7 @@ class Report:
     def to_dict(self) -> dict:
         return {"kind": self.kind, "subject": self.subject, "valid": self.valid,
                 "finished": self.finished, "synthetic": self.synthetic, "notice": self.notice,
+                "not_applicable": [f.id for f in self.not_applicable],
                 "notes": self.notes, "counts": self.counts, "error_count": self.error_count,
                 "stats": self.stats, "findings": [asdict(f) for f in self.findings],
                 "suppressed": self.suppressed}
@@ -247,14 +267,22 @@ class Report:
             lines.append(f"  FAIL  {code:<{id_width}}  {resource} {fld}: {count} more not shown")
         c = self.counts
         if self.findings:
-            lines.append(f"{c['pass']} pass, {c['fail']} fail, {c['warn']} warn, {c['skip']} skip")
+            applicable = (f" ({len(self.not_applicable)} not applicable)" if self.not_applicable
+                          else "")
+            lines.append(f"{c['pass']} pass, {c['fail']} fail, {c['warn']} warn, {c['skip']} "
+                         f"skip{applicable}")
         ok, not_ok = KINDS[self.kind]
         verdict = (f"{ok}: {self.subject}" if self.valid
                    else f"{not_ok}: {self.subject}: {self.error_count} failure(s)")
         lines += _wrapped(verdict, width, 4, whole)
         if not self.finished:
-            lines += _wrapped(f"the {self.kind} did NOT finish: {c['skip']} check(s) were "
-                              "skipped, so what they check was not verified", width, 4, whole)
+            lines += _wrapped(f"the {self.kind} did NOT finish: {len(self.not_verified)} check(s) "
+                              "could not run, so what they check was not verified: "
+                              + ", ".join(f.id for f in self.not_verified), width, 4, whole)
+        if self.not_applicable:
+            lines += _wrapped(f"{len(self.not_applicable)} check(s) do not apply to this package "
+                              "(their lines above say why): "
+                              + ", ".join(f.id for f in self.not_applicable), width, 4, whole)
         if self.notice:
             lines.append(self.notice)
         return "\n".join(lines)

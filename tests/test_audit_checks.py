@@ -512,3 +512,34 @@ def test_clean_campaigns_raise_no_false_alarm(seed, tmp_path):
     alarms = [f"{f.id}: {f.message}" for f in audit(pkg, spec=small_spec()).findings
               if f.status in ("fail", "warn", "skip")]
     assert not alarms
+
+
+@pytest.fixture(scope="module")
+def digits_cpu(tmp_path_factory) -> Path:
+    """A synthetic smoke-scope campaign on the CPU: one architecture, digits."""
+    out = tmp_path_factory.mktemp("digits") / "pkg"
+    write_synthetic(out, ecosystems=["python-pytorch", "cpp-libtorch"], architectures=["resnet18"],
+                    datasets=["digits"], repetitions=2, epochs=2, device="cpu")
+    return out
+
+
+def test_short_blocks_of_the_smoke_dataset_warn_and_say_why(digits_cpu, tmp_path):
+    def shorten(frames):
+        blocks = frames["blocks"]
+        blocks.loc[blocks["phase"] == "eval", "duration_s"] = 0.1
+    pkg = edited(digits_cpu, tmp_path / "short", shorten)
+    finding = audit(pkg).finding("S5.short-blocks")
+    assert finding.status == "warn" and "smoke dataset digits" in finding.message
+    assert finding.rows_affected == 8 and finding.details["evidence_total"] == 8
+
+
+def test_checks_that_do_not_apply_to_a_scope_leave_the_audit_finished(digits_cpu):
+    """One architecture, a CPU host: the identity check of two architectures and the GPU count
+    do not apply; they are named, and the audit still finished (and --strict passes)."""
+    report = audit(digits_cpu)
+    skipped = {f.id: f.basis for f in report.findings if f.status == "skip"}
+    assert skipped["S1.architecture-identity"] == "not applicable"
+    assert skipped["S5.gpu-count"] == "not applicable"
+    assert set(skipped.values()) == {"not applicable"}
+    assert report.finished and report.exit_status(strict=True) == 0
+    assert report.to_dict()["not_applicable"] == list(skipped)

@@ -11,7 +11,7 @@ import pytest
 
 from deepgreen_audit.cli import main
 from deepgreen_audit.errors import BUG_EXIT, EXIT_CODES
-from deepgreen_audit.report import Finding, Report
+from deepgreen_audit.report import NOT_APPLICABLE, NOT_VERIFIED, Finding, Report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,9 +31,20 @@ def test_exit_status_of_a_report():
     assert report.exit_status() == report.exit_status(strict=True) == 0
     report.findings.append(Finding(id="S1.b", status="warn", message="w", severity="warning"))
     assert (report.exit_status(), report.exit_status(strict=True)) == (0, 1)
-    assert report.strict_verdict() == "FAILED under --strict: 1 warning(s), 0 skipped check(s)"
-    report.findings[-1] = Finding(id="S1.b", status="skip", message="s")
+    assert report.strict_verdict() == ("FAILED under --strict: 1 warning(s), 0 check(s) that "
+                                       "could not run")
+    report.findings[-1] = Finding(id="S1.b", status="skip", message="s", basis=NOT_VERIFIED)
     assert (report.exit_status(), report.exit_status(strict=True)) == (0, 1)
+    assert not report.finished
+    # a check that does not apply to the package leaves the audit finished, even strict
+    report.findings[-1] = Finding(id="S1.b", status="skip", message="one architecture",
+                                  basis=NOT_APPLICABLE)
+    assert (report.exit_status(), report.exit_status(strict=True)) == (0, 0)
+    assert report.finished and report.strict_verdict() is None
+    assert [f.id for f in report.not_applicable] == ["S1.b"]
+    text = report.format_text(width=100)
+    assert "did NOT finish" not in text and "1 check(s) do not apply" in text
+    assert "(1 not applicable)" in text
     report.findings.append(Finding(id="S1.c", status="fail", message="f"))
     assert report.exit_status() == 1 and report.strict_verdict() is None
 

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from deepgreen_audit.audit.frame import isin, seconds
-from deepgreen_audit.report import CODES, Finding, Report
+from deepgreen_audit.report import CODES, NOT_APPLICABLE, Finding, Report
 
 #: Evidence rows shown under a finding; all of them are in its CSV and in the JSON report.
 SHOWN_EVIDENCE_ROWS = 20
@@ -41,7 +41,8 @@ FLAGGED, FINE = "#b3261e", "#9aa0a6"
 #: The page's groups of findings, in page order: (key, heading).
 GROUPS = (("contradicted", "Contradicted by the data"),
           ("not recorded", "Not recorded, so not verifiable"),
-          ("skip", "Skipped: not verified"), ("pass", "Passed"))
+          ("skip", "Skipped: could not run, so not verified"), ("pass", "Passed"),
+          ("not applicable", "Not applicable to this package"))
 
 
 def group_of(finding: Finding) -> str:
@@ -49,6 +50,8 @@ def group_of(finding: Finding) -> str:
     contradicted: nothing shows it conforms), else its status."""
     if finding.status in ("fail", "warn"):
         return "not recorded" if finding.basis == "not recorded" else "contradicted"
+    if finding.status == "skip" and finding.basis == NOT_APPLICABLE:
+        return "not applicable"
     return finding.status
 
 
@@ -477,9 +480,16 @@ def _verdict(report: Report, groups: dict[str, list[Finding]], opening: str = ""
         parts.append(f"<h2>{heading} ({len(found)})</h2><ul>{items}</ul>")
     if groups["skip"]:
         links = ", ".join(f'<a href="#{_esc(f.id)}">{_esc(f.id)}</a>' for f in groups["skip"])
-        parts.append(f'<p class="meta">Skipped, so not verified ({len(groups["skip"])}): {links}</p>')
+        parts.append(f'<p class="meta">Could not run, so not verified ({len(groups["skip"])}): '
+                     f'{links}</p>')
+    if groups["not applicable"]:
+        links = ", ".join(f'<a href="#{_esc(f.id)}">{_esc(f.id)}</a>'
+                          for f in groups["not applicable"])
+        parts.append(f'<p class="meta">Not applicable to this package '
+                     f'({len(groups["not applicable"])}): {links}</p>')
     if not any(groups[key] for key in ("contradicted", "not recorded", "skip")):
-        parts.append(f"<h2>Every one of the {len(report.findings)} checks passed</h2>")
+        applying = " that apply" if groups["not applicable"] else ""
+        parts.append(f"<h2>Every one of the {len(groups['pass'])} checks{applying} passed</h2>")
     return '<nav class="verdict">' + "".join(parts) + "</nav>"
 
 
@@ -537,8 +547,8 @@ def render_page(report: Report, ctx=None, *, suite: str = "audit", verdict: str 
               'its numbers are not measurements.</div><div class="watermark">SYNTHETIC DATA</div>'
               if report.synthetic else "")
     finished = ("" if report.finished else
-                f'<p><strong>The audit did NOT finish:</strong> {counts["skip"]} check(s) were skipped, '
-                "so what they check was not verified.</p>")
+                f'<p><strong>The audit did NOT finish:</strong> {len(report.not_verified)} check(s) '
+                "could not run, so what they check was not verified.</p>")
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     words = "PASSED" if report.valid else "FAILED"
     return f"""<!DOCTYPE html>
@@ -553,7 +563,8 @@ def render_page(report: Report, ctx=None, *, suite: str = "audit", verdict: str 
 <p class="summary"><span style="color:{STATUS_COLOURS['pass']}">{counts['pass']} pass</span>
 <span style="color:{STATUS_COLOURS['fail']}">{counts['fail']} fail</span>
 <span style="color:{STATUS_COLOURS['warn']}">{counts['warn']} warn</span>
-<span style="color:{STATUS_COLOURS['skip']}">{counts['skip']} skip</span></p>{finished}
+<span style="color:{STATUS_COLOURS['skip']}">{counts['skip']} skip{
+    f" ({len(report.not_applicable)} not applicable)" if report.not_applicable else ""}</span></p>{finished}
 {_identity(report, package)}
 <p class="meta">Generated {generated} by deepgreen audit.  "Not recorded": every row the check
 failed lacks the value it checks (an empty cell, a missing reading), so nothing contradicts the
@@ -582,7 +593,8 @@ def render_junit(report: Report) -> str:
         if f.status == "fail":
             ET.SubElement(case, "failure", message=f.message[:500], type=f.severity).text = f.message
         elif f.status == "skip":
-            ET.SubElement(case, "skipped", message=f.message[:500])
+            said = f"not applicable: {f.message}" if f.basis == NOT_APPLICABLE else f.message
+            ET.SubElement(case, "skipped", message=said[:500])
         elif f.status == "warn":
             ET.SubElement(case, "system-out").text = f"WARN: {f.message}"
     if report.synthetic:

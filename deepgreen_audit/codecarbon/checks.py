@@ -18,7 +18,7 @@ import pandas as pd
 from deepgreen_audit.audit.context import evidence
 from deepgreen_audit.codecarbon import hardware
 from deepgreen_audit.codecarbon.context import MODELLED, NOT_TRACKED, UNVERIFIED, LogContext
-from deepgreen_audit.registry import Outcome, Skip, check
+from deepgreen_audit.registry import NotApplicable, Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 
 SUITE = "codecarbon"
@@ -125,7 +125,7 @@ def _component_outcome(ctx, comp: str, what: str) -> Outcome:
     if c.empty:
         raise Skip("the log has no rows")
     if (c["status"] == "not logged").all():
-        raise Skip("CodeCarbon 1.x logs no per-component power")
+        raise NotApplicable("CodeCarbon 1.x logs no per-component power")
     flagged = c[c["status"].isin([MODELLED, NOT_TRACKED, UNVERIFIED])]
     if flagged.empty:
         used = c[c["status"] == "measured"]
@@ -190,7 +190,7 @@ def cpu_power_max(ctx: LogContext) -> Outcome:
                               "cpu_model": r.at[i, "cpu_model"], "power": label, "power_w": float(p),
                               "maximum_w": limit[0], "source": limit[1]})
     if not checked:
-        raise Skip("no row's CPU is in CodeCarbon's table"
+        raise NotApplicable("no row's CPU is in CodeCarbon's table"
                    + (f" ({', '.join(sorted(unknown)[:3])})" if unknown else ""))
     tail = (f"; {len(unknown)} CPU model(s) not in {hardware.cpu_table()[1]}, not checked: "
             + ", ".join(sorted(unknown)[:4]) if unknown else f"; TDPs from {hardware.cpu_table()[1]}")
@@ -236,7 +236,7 @@ def gpu_power_limit(ctx: LogContext) -> Outcome:
                               "limit_w": limit[0] * count, "source": limit[1],
                               "duration_s": float(d) if pd.notna(d) else None})
     if not checked:
-        raise Skip("no row has a GPU power of a model in the board-limit table"
+        raise NotApplicable("no row has a GPU power of a model in the board-limit table"
                    + (f" (not in it: {', '.join(sorted(unknown)[:3])})" if unknown else ""))
     tail = (f"; not in the board-limit table, not checked: {', '.join(sorted(unknown)[:4])}"
             if unknown else "")
@@ -261,7 +261,7 @@ def power_duration(ctx: LogContext) -> Outcome:
     c = ctx.components
     c = c[c["constant"] & c["power_w"].notna() & c["energy_kwh"].notna()]
     if c.empty:
-        raise Skip("no component with a modelled constant power")
+        raise NotApplicable("no component with a modelled constant power")
     r = ctx.rows
     duration = r.loc[c["index"], "duration_s"].astype(float).to_numpy()
     with np.errstate(all="ignore"):  # overflow of absurd cells is a finding, not a warning

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deepgreen_audit.package import paths
-from deepgreen_audit.registry import Outcome, Skip, check
+from deepgreen_audit.registry import NotApplicable, Outcome, check
 
 if TYPE_CHECKING:  # the audit layer, for the annotation only
     from deepgreen_audit.audit.context import AuditContext
@@ -119,7 +119,7 @@ def results_text_numbers(ctx: AuditContext) -> Outcome:
     (deepgreen_audit.render.lint)."""
     paper = ctx.sources_root / "paper" / "paper.tex"
     if not paper.is_file():
-        raise Skip(f"no manuscript at {paper} to lint")
+        raise NotApplicable(f"no manuscript at {paper} to lint")
     typed = lint_paper(paper)
     if typed:
         return Outcome.failed(f"{len(typed)} number(s) typed in the results text: "

@@ -6,7 +6,7 @@ import numpy as np
 
 from deepgreen_audit.audit.context import CONFIG_COLUMNS, AuditContext, evidence, labels_in_spec
 from deepgreen_audit.audit.frame import Frame, Groups, lookup
-from deepgreen_audit.registry import Outcome, Skip, check
+from deepgreen_audit.registry import NotApplicable, Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 
 FEATURES = {"time": "train seconds per sample", "power": "train GPU power"}
@@ -140,7 +140,8 @@ def architecture_identity(ctx: AuditContext) -> Outcome:
     in work per sample, not in identity: both are reported as explained, not flagged."""
     archs = list(ctx.spec["S1_model"]["architectures"])
     if len(archs) != 2:
-        raise Skip("the identity check compares exactly two architectures")
+        raise NotApplicable(f"the design holds {len(archs)} architecture(s) ({', '.join(archs)}); "
+                            "the identity check compares exactly two")
     prof = _profiles(ctx)
     contrast = _contrasts(prof, archs)
     if not contrast:

@@ -6,7 +6,7 @@ import numpy as np
 
 from deepgreen_audit.audit.context import AuditContext, describe_counts, evidence, labels_in_spec
 from deepgreen_audit.audit.frame import Frame, Groups, cell_text, lookup
-from deepgreen_audit.registry import Outcome, Skip, check
+from deepgreen_audit.registry import NotApplicable, Outcome, Skip, check
 from deepgreen_audit.spec import RECIPE_SECTIONS, declared_device, dl4j_backend, recipe
 
 
@@ -186,7 +186,7 @@ def dl4j_backend_of_device(ctx: AuditContext) -> Outcome:
     (environment.framework_backend); an empty cell fails (unverifiable)."""
     run_ids = ctx.runs["run_id"][ctx.runs["ecosystem"] == DL4J]
     if not len(run_ids):
-        raise Skip(f"no {DL4J} runs")
+        raise NotApplicable(f"no {DL4J} runs")
     device = declared_device(ctx.spec)
     wanted = dl4j_backend(device, ctx.spec)
     env = _left_join(run_ids, ctx.environment, "framework_backend")

@@ -26,7 +26,7 @@ from deepgreen_audit.audit.frame import (
     seconds,
     utc,
 )
-from deepgreen_audit.registry import Outcome, Skip, check
+from deepgreen_audit.registry import NotApplicable, Outcome, Skip, check
 
 
 @check("S6.completeness-runs", "S6", table="runs")
@@ -141,7 +141,7 @@ def interleaving(ctx: AuditContext) -> Outcome:
     the time it ran)."""
     scheduled, basis = _schedule(ctx)
     if len(scheduled) < 2:
-        raise Skip("fewer than two runs")
+        raise NotApplicable("fewer than two runs")
     config_of_run = ctx.config_of_run
     cfg = np.array([config_of_run[r] for r in scheduled["run_id"]], dtype=object)
     repeat = np.r_[False, cfg[1:] == cfg[:-1]]
@@ -251,7 +251,8 @@ def warmup(ctx: AuditContext) -> Outcome:
     unlike its peers' (and, were the warm-up left out, a normal epoch would be dropped)."""
     b = _duration_ratio(ctx)
     if np.isnan(b["median_s"]).all():
-        raise Skip("no run has blocks after epoch 1 to compare epoch 1 with")
+        raise NotApplicable("no run has blocks after epoch 1 to compare epoch 1 with (one epoch a "
+                            "run)")
     first = b.take(b["epoch"] == 1)
     slow = first["ratio"] > float(ctx.tolerances["warmup_duration_ratio"])
     train = first["phase"] == "train"
@@ -284,7 +285,7 @@ def outlier_blocks(ctx: AuditContext) -> Outcome:
     b = _duration_ratio(ctx)
     later = b.take(b["epoch"] >= 2)
     if later.empty:
-        raise Skip("no blocks after epoch 1")
+        raise NotApplicable("no blocks after epoch 1")
     r = float(ctx.tolerances["outlier_duration_ratio"])
     out = (later["ratio"] > r) | (later["ratio"] < 1 / r)
     if out.any():
@@ -422,7 +423,7 @@ def contemporaneous(ctx: AuditContext) -> Outcome:
     window means another driver, firmware, load or room: a confound of the ecosystem)."""
     runs = ctx.runs
     if nunique(runs["ecosystem"]) < 2:
-        raise Skip("one ecosystem: nothing to be contemporaneous with")
+        raise NotApplicable("one ecosystem: nothing to be contemporaneous with")
     days = float(ctx.tolerances["max_ecosystem_offset_days"])
     # to the nanosecond, as pandas' Timedelta(days=...) took it
     limit = np.timedelta64(int(days * 24 * 3600 * 1_000_000_000), "ns")

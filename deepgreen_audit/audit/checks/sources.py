@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from deepgreen_audit.registry import Outcome, Skip, check
+from deepgreen_audit.registry import NotApplicable, Outcome, check
 
 if TYPE_CHECKING:  # the audit layer, for the annotation only
     from deepgreen_audit.audit.context import AuditContext
@@ -27,7 +27,7 @@ def recipe_not_hardcoded(ctx: AuditContext) -> Outcome:
     stacks = ctx.sources_root / "stacks"
     files = stack_sources(stacks) if stacks.is_dir() else []
     if not files:
-        raise Skip(f"no stack sources in {stacks} to check")
+        raise NotApplicable(f"no stack sources in {stacks} to check")
     hits = [f"{path.relative_to(ctx.sources_root)}:{line} ({key} {literal})"
             for path, line, literal, key in recipe_literals(stacks, ctx.spec)]
     if hits:
