@@ -100,9 +100,12 @@ class Outcome:
         return "not recorded" if self.unrecorded and self.unrecorded == self.rows else "contradicted"
 
     @classmethod
-    def allowed_gap(cls, message: str) -> Outcome:
-        """A defect reported as `warn` whatever the check's severity, because the user allowed it."""
-        return cls(False, message, allowed=True)
+    def allowed_gap(cls, message: str, rows: int | None = None, details: dict | None = None,
+                    unrecorded: int = 0) -> Outcome:
+        """A defect reported as `warn` whatever the check's severity, because the user allowed it
+        (a collection declared its missing counters); `rows`, `details` and `unrecorded` as for
+        `failed`."""
+        return cls(False, message, rows, details, allowed=True, unrecorded=int(unrecorded))
 
 
 @dataclass(frozen=True)
