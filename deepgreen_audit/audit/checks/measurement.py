@@ -189,9 +189,9 @@ def both_readings(ctx: AuditContext) -> Outcome:
         undeclared = no_counter & ~declared
         reasons = [r for r in b["energy_missing_reason"][undeclared] if r is not None]
         why = f" (reason given: {reasons[0]})" if reasons else " (no reason given)"
-        return Outcome.failed(f"{int(undeclared.sum()):,} block(s) lack the counter reading"
-                              f"{why if undeclared.any() else ''} where their run records no counter of "
-                              f"the boundary unreadable, {int(no_cc.sum()):,} lack CodeCarbon's"
+        return Outcome.failed(f"{int(undeclared.sum()):,} block(s) lack the counter reading where "
+                              "their run records no counter of the boundary unreadable"
+                              f"{why if undeclared.any() else ''}, {int(no_cc.sum()):,} lack CodeCarbon's"
                               + (f"; besides, {gap}{reason}" if gap else ""), rows=int(bad.sum()),
                               details=per_run_evidence(ctx, b.take(bad)), unrecorded=int(bad.sum()))
     if gap:
@@ -322,9 +322,10 @@ def energy_domains(ctx: AuditContext) -> Outcome:
                               f"{boundary_sum(ctx)} (the {declared_device(ctx.spec)} boundary), "
                               f"{int(cc_bad.sum()):,} whose CodeCarbon total is not "
                               "the sum of its domains", rows=int(bad.sum()))
-    return Outcome.passed(f"{int(known_total.sum()):,} counter totals equal {boundary_sum(ctx)} "
-                          f"(the {declared_device(ctx.spec)} boundary) and "
-                          f"{int(cc_known.sum()):,} CodeCarbon totals their domains' sum")
+    return Outcome.passed(f"{int(known_total.sum()):,} counter totals and {int(cc_known.sum()):,} "
+                          "CodeCarbon totals equal their domains' sum"
+                          + (f" (energy_j = {boundary_sum(ctx)}: the {declared_device(ctx.spec)} boundary)"
+                             if known_total.any() else ""))
 
 
 @check("S5.units", "S5", table="blocks")
