@@ -110,11 +110,12 @@ class Outcome:
         return "not recorded" if self.unrecorded and self.unrecorded == self.rows else "contradicted"
 
     @classmethod
-    def allowed_gap(cls, message: str, rows: int | None = None,
-                    details: dict | None = None) -> Outcome:
-        """A defect reported as `warn` whatever the check's severity, because the user allowed
-        it or the package's declared scope explains it."""
-        return cls(False, message, rows, details, allowed=True)
+    def allowed_gap(cls, message: str, rows: int | None = None, details: dict | None = None,
+                    unrecorded: int = 0) -> Outcome:
+        """A defect reported as `warn` whatever the check's severity, because the user allowed it
+        (a collection declared its missing counters) or the declared scope explains it;
+        `rows`, `details` and `unrecorded` as for `failed`."""
+        return cls(False, message, rows, details, allowed=True, unrecorded=int(unrecorded))
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -153,6 +154,36 @@ def declared_device(spec: dict | None = None) -> str:
     """The device the (scoped) specification says every run places its work on."""
     spec = spec or load_spec()
     return str(spec["S4_backend"]["device"])
+
+
+@dataclass(frozen=True)
+class Counter:
+    """An energy counter of S5_measurement.counters: the name collection reports it under, what
+    it measures, the blocks column its energy is written to and the environment column saying
+    whether the run could read it."""
+
+    name: str
+    covers: str
+    column: str
+    available: str
+
+    @property
+    def label(self) -> str:
+        """'CPU packages (RAPL)'."""
+        return f"{self.covers} ({self.name})"
+
+
+#: The energy counters, by their names in S5_measurement.counters.
+COUNTERS = {"nvml-total-energy": Counter("NVML", "GPU boards", "gpu_energy_j", "nvml_energy_available"),
+            "rapl-package": Counter("RAPL", "CPU packages", "cpu_energy_j", "rapl_available")}
+
+
+def boundary_counters(device: str, spec: dict | None = None) -> tuple[Counter, ...]:
+    """The counters whose energies make up energy_j on `device` (S5_measurement.boundary): the
+    GPU boards and the CPU packages on cuda, the CPU packages on cpu.  A specification without
+    a boundary table (an older one given with --spec) has every counter on every device."""
+    s5 = (spec or load_spec())["S5_measurement"]
+    return tuple(COUNTERS[name] for name in s5.get("boundary", {}).get(device, s5["counters"]))
 
 
 def dl4j_backend(device: str, spec: dict | None = None) -> str:

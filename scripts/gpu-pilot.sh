@@ -87,9 +87,10 @@ print(f"NVML: {', '.join(nvml.names())}, driver {nvml.driver_version()}; "
 nvml.close()
 EOF
 ALLOW=()
-if ! RAPL=$("$PYTHON" -c 'from deepgreen_audit.collect.rapl import Rapl; Rapl(); print("readable")' 2>&1); then
+if ! RAPL=$("$PYTHON" -c 'from deepgreen_audit.collect.rapl import Rapl, active_powercap_root
+Rapl(active_powercap_root()); print("readable")' 2>&1); then
   echo "RAPL: not readable here (${RAPL##*$'\n'}); the CPU energy is recorded empty with the reason,"
-  echo "      energy_j stays empty and the package's boundary is the GPU boards only"
+  echo "      and so is energy_j: the CPU packages are inside every device's measurement boundary"
   ALLOW=(--allow-missing-counters)
 else
   echo "RAPL: $RAPL"

@@ -7,6 +7,7 @@ import os
 import threading
 import time
 import types
+from dataclasses import replace
 
 import pytest
 
@@ -19,6 +20,9 @@ from deepgreen_audit.collect.nvml import Nvml
 from deepgreen_audit.collect.rapl import Rapl, discover, fewest_wraps, package_energy_j, wraps_between
 from deepgreen_audit.collect.record import block_row
 from deepgreen_audit.collect.sampler import Sampler
+from deepgreen_audit.spec import boundary_counters
+
+CUDA_BOUNDARY = boundary_counters("cuda")
 
 # ------------------------------------------------------------------ NVML
 
@@ -95,7 +99,7 @@ def test_two_wraps_inside_one_block_are_counted_by_the_sampler_and_paid_for(tmp_
     block = harness.end(1, "train", samples_processed=10, loss=1.0)
     assert block.rapl_start_uj == (300_000_000, 5_000) and block.rapl_end_uj == (700_000_000, 5_000)
     assert block.rapl_wraps == (2, 0) and block.duration_s == 12.0
-    row = block_row(block, "r1", instruments.rapl.max_energy_range_uj, {})
+    row = block_row(block, "r1", instruments.rapl.max_energy_range_uj, CUDA_BOUNDARY, None)
     assert row["rapl_wraps"] == "2;0"
     assert row["cpu_energy_j"] == drawing.drawn_uj / 1e6 == 2_400.0
 
@@ -112,7 +116,7 @@ def test_a_wrap_seen_only_by_a_boundary_read_counts_in_its_block(tmp_path):
     drawing.advance(9)                          # wraps again, seen by the closing read alone
     block = harness.end(1, "train", samples_processed=1, loss=1.0)
     assert block.rapl_wraps == (1,)
-    assert block_row(block, "r1", instruments.rapl.max_energy_range_uj, {})["cpu_energy_j"] == 900.0
+    assert block_row(block, "r1", instruments.rapl.max_energy_range_uj, CUDA_BOUNDARY, None)["cpu_energy_j"] == 900.0
 
 
 def test_sampler_and_boundary_reads_of_a_counter_are_ordered(tmp_path, monkeypatch):
@@ -217,6 +221,47 @@ def test_instruments_refuse_missing_counters_unless_allowed(tmp_path):
                             pynvml_module=fake_pynvml(FakeNvmlState(present=False)))
     assert inst.read() == CounterReading(nvml_mj=None, rapl=None)
     assert inst.counters_missing_reason.startswith("NVML: ") and "RAPL: " in inst.counters_missing_reason
+
+
+def test_a_cpu_campaign_needs_rapl_alone_and_says_why_nvml_cells_are_empty(tmp_path):
+    """On a cpu campaign the boundary is the CPU packages: a host without NVML is not refused
+    and lacks no counter, its blocks' NVML cells are empty with a reason saying NVML is outside
+    the boundary; a host without RAPL still lacks a counter."""
+    zone(tmp_path, "intel-rapl:0", "package-0", 1_000)
+    no_gpu = fake_pynvml(FakeNvmlState(present=False))
+    inst = Instruments.open(codecarbon=False, powercap_root=tmp_path, pynvml_module=no_gpu, device="cpu")
+    assert inst.nvml is None and inst.rapl is not None and inst.counters_missing_reason is None
+    assert [c.column for c in inst.boundary] == ["cpu_energy_j"]
+    assert inst.energy_missing_reason.startswith(
+        "NVML: not read, outside the measurement boundary of a cpu campaign (not readable here: ")
+    with pytest.raises(CountersMissing, match="RAPL: .*--allow-missing-counters") as refused:
+        Instruments.open(codecarbon=False, powercap_root=tmp_path / "none", pynvml_module=no_gpu,
+                         device="cpu")
+    assert "NVML" not in str(refused.value)
+    with pytest.raises(CountersMissing, match="NVML: "):   # a cuda campaign needs both
+        Instruments.open(codecarbon=False, powercap_root=tmp_path, pynvml_module=no_gpu)
+
+
+def test_a_cpu_block_s_energy_is_its_cpu_packages_and_a_gpu_present_is_recorded_beside_it(tmp_path):
+    """energy_j sums the boundary's counters: on cpu the CPU packages alone, while the GPU a
+    host happens to have is read and recorded in gpu_energy_j, outside energy_j."""
+    drawing = DrawingPackage(tmp_path, "intel-rapl:0", "package-0", power_w=50, start_uj=0,
+                             max_uj=1_000_000_000)
+    state = FakeNvmlState(energy_mj=[1_000])
+    inst = Instruments.open(codecarbon=False, powercap_root=tmp_path, pynvml_module=fake_pynvml(state),
+                            device="cpu")
+    assert inst.missing == {} and inst.energy_missing_reason is None
+    harness = Harness(inst, clock=drawing.clock)
+    harness.begin(1, "train")
+    drawing.advance(4)
+    state.energy_mj = [401_000]
+    block = harness.end(1, "train", samples_processed=1, loss=1.0)
+    cpu_row = block_row(block, "r1", inst.rapl.max_energy_range_uj, inst.boundary, None)
+    assert (cpu_row["cpu_energy_j"], cpu_row["gpu_energy_j"], cpu_row["energy_j"]) == (200.0, 400.0, 200.0)
+    cuda_row = block_row(block, "r1", inst.rapl.max_energy_range_uj, CUDA_BOUNDARY, None)
+    assert cuda_row["energy_j"] == 600.0
+    unread = replace(block, rapl_start_uj=None, rapl_end_uj=None, rapl_wraps=None)
+    assert block_row(unread, "r1", None, inst.boundary, "RAPL: gone")["energy_j"] is None
 
 
 # ------------------------------------------------------------------ CodeCarbon

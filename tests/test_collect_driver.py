@@ -29,11 +29,12 @@ def write_plan(tmp_path: Path, stacks: str, scope: str, name: str = "plan.toml")
     return path
 
 
-def _host_has_counters() -> bool:
+def _host_has_rapl() -> bool:
+    """Whether this host has what a cpu campaign's boundary needs: the CPU packages' RAPL."""
     found = probe()
     if found.nvml is not None:
         found.nvml.close()
-    return not found.missing
+    return "RAPL" not in found.missing
 
 
 # ------------------------------------------------------------------ plan
@@ -141,11 +142,11 @@ def test_real_smoke_run_refuses_then_collects_a_valid_package(tmp_path, capsys):
                       'datasets = ["digits"]\nrepetitions = 1\nepochs = 2\n'
                       'max_train_batches = 1\nmax_eval_batches = 1\ndevice = "cpu"')
     out = tmp_path / "out"
-    counters = _host_has_counters()
-    if not counters:
+    counters = _host_has_rapl()
+    if not counters:   # a cpu campaign needs RAPL alone: NVML is outside its boundary
         assert main(["collect", "--plan", str(path), "--out", str(out)]) == 2
         err = capsys.readouterr().err
-        assert "NVML" in err and "RAPL" in err and "--allow-missing-counters" in err
+        assert "RAPL: " in err and "NVML" not in err and "--allow-missing-counters" in err
         assert not (out / "runs").exists()
     assert main(["collect", "--plan", str(path), "--out", str(out), "--allow-missing-counters"]) == 0
     pkg = tmp_path / "pkg"
@@ -162,8 +163,8 @@ def test_real_smoke_run_refuses_then_collects_a_valid_package(tmp_path, capsys):
         assert b["codecarbon_emissions_kg"] > 0 and b["codecarbon_country_iso_code"] == "DEU"
         assert b["codecarbon_emissions_rate_kg_per_s"] > 0
         if not counters:
-            assert b["energy_j"] is None and b["cpu_energy_j"] is None and b["gpu_energy_j"] is None
-            assert "NVML" in b["energy_missing_reason"] and "RAPL" in b["energy_missing_reason"]
+            assert b["energy_j"] is None and b["cpu_energy_j"] is None
+            assert b["energy_missing_reason"].startswith("RAPL: ")
         assert (b["test_accuracy"] is not None) == (b["phase"] == "eval")
     run = package.table("runs").to_pylist()[0]
     assert run["status"] == "completed" and run["learning_rate"] == load_spec()["S2_optimisation"]["learning_rate"]
@@ -177,7 +178,9 @@ def test_real_smoke_run_refuses_then_collects_a_valid_package(tmp_path, capsys):
     # CodeCarbon's own GPU count, from what it published: NVML's (none when NVML is absent)
     assert env["codecarbon_gpu_count"] == (env["gpu_count"] or 0)
     if not counters:
-        assert env["nvml_energy_available"] is False and env["counters_missing_reason"]
+        assert env["rapl_available"] is False and env["counters_missing_reason"].startswith("RAPL: ")
+        assert "NVML" not in env["counters_missing_reason"]
+        assert package.descriptor["measured"]["counters_missing"].keys() == {"RAPL"}
     samples = package.table("samples").to_pylist()
     assert samples and all(s["cpu_utilization_pct"] is not None for s in samples)
     # the round trip: restoring the package gives back what collect wrote, byte for byte
@@ -301,3 +304,30 @@ def test_collect_refuses_a_plan_whose_data_is_not_prepared(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "the data of cifar100 is not prepared" in err.splitlines()[-1] and "Traceback" not in err
     assert not (tmp_path / "out" / "failed").exists()
+
+
+@pytest.mark.parametrize("declared, counters", [("cuda", {"NVML": "fail", "RAPL": "pass"}),
+                                                ("cpu", {"RAPL": "pass"})])
+def test_preflight_asks_for_the_counters_of_the_plan_s_boundary(declared, counters, tmp_path):
+    """A cpu campaign's boundary is the CPU packages: a host without NVML lacks nothing it needs."""
+    from collect_fakes import FakeNvmlState, fake_pynvml, zone
+    from deepgreen_audit.collect.preflight import run_checks
+
+    zone(tmp_path / "powercap", "intel-rapl:0", "package-0", 1_000)
+    plan = load_plan(_device_plan(tmp_path, declared, declared))
+    report = run_checks(plan, pynvml_module=fake_pynvml(FakeNvmlState(present=False)),
+                        powercap_root=tmp_path / "powercap")
+    assert {f.resource: f.status for f in report.findings if f.id == "counter.readable"} == counters
+
+
+def test_the_measurement_boundary_follows_the_declared_device():
+    from deepgreen_audit.collect.driver import measurement_boundary
+
+    no_rapl = {"RAPL": "no powercap driver"}
+    assert measurement_boundary({}) == "GPU boards (NVML) + CPU packages (RAPL)"
+    assert measurement_boundary(no_rapl) == "GPU boards (NVML) only; not measured: CPU packages"
+    assert measurement_boundary({"NVML": "no driver", **no_rapl}) == \
+        "none: not measured: GPU boards, CPU packages"
+    outside = " (GPU boards outside the boundary of a cpu campaign)"
+    assert measurement_boundary({}, "cpu") == "CPU packages (RAPL)" + outside
+    assert measurement_boundary(no_rapl, "cpu") == "none: not measured: CPU packages" + outside

@@ -17,6 +17,7 @@ from deepgreen_audit.collect.nvml import Nvml
 from deepgreen_audit.collect.protocol import MAX_LINE_BYTES, HarnessServer, Session
 from deepgreen_audit.collect.rapl import Rapl
 from deepgreen_audit.collect.record import block_row
+from deepgreen_audit.spec import boundary_counters
 
 CLIENT_SOURCE = Path(__file__).parent / "clients" / "harness_client.c"
 
@@ -49,7 +50,7 @@ def test_harness_block_keeps_raw_readings_and_computes_energy_with_a_wrap(counte
     assert len(synced) == 2 and rec.duration_s >= 0
     assert rec.nvml_start_mj == (3_500,) and rec.nvml_end_mj == (6_000,)
     assert rec.rapl_start_uj == (262_143_329_000 % 262_143_328_850,) == (150,)
-    row = block_row(rec, "r1", counters.rapl.max_energy_range_uj, {})
+    row = block_row(rec, "r1", counters.rapl.max_energy_range_uj, boundary_counters("cuda"), None)
     assert row["gpu_energy_j"] == 2.5 and row["cpu_energy_j"] == 0.001
     assert row["energy_j"] == 2.501 and row["energy_missing_reason"] is None
     with harness.block(1, "eval") as block:

@@ -75,7 +75,9 @@ class AuditContext:
         # validation proved every block's run in both tables, once each
         added: dict[str, np.ndarray] = {}
         for table, columns in ((self.runs, [*CONFIG_COLUMNS, "repetition"]),
-                               (self.environment, ["gpu_model", "gpu_count", "codecarbon_version"])):
+                               (self.environment, ["gpu_model", "gpu_count", "codecarbon_version",
+                                                   "nvml_energy_available", "rapl_available",
+                                                   "counters_missing_reason"])):
             row_of = {run_id: i for i, run_id in enumerate(table["run_id"])}
             codes, run_ids = factorize(blocks["run_id"])  # each run looked up once
             rows = np.array([*(row_of.get(r, -1) for r in run_ids), -1], dtype=np.intp)[codes]

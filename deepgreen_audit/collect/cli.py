@@ -155,7 +155,8 @@ def register(verb) -> None:
 
     p = verb("preflight", cmd_preflight, "check that every job of the plan can run here",
              "Check the interpreter, CodeCarbon (3.x and the pinned collect/codecarbon.ini), the "
-             "NVML and RAPL energy counters, and for each stack of the plan that it is defined, "
+             "energy counters of the plan's measurement boundary (NVML and RAPL on a cuda "
+             "campaign, RAPL on a cpu one), and for each stack of the plan that it is defined, "
              "importable or built, and that its data is present. Exit 0 when every job can run, "
              "1 otherwise, with one line per check.")
     p.add_argument("--plan", metavar="TOML", help=plan_help)
@@ -189,7 +190,8 @@ def register(verb) -> None:
              "wrote. The campaign stops after --max-consecutive-failures runs in a row failed for "
              "the same reason, and is refused before its first run when a dataset it reads is not "
              "prepared. Running it again skips completed runs and retries the rest. "
-             "Refuses a host without NVML or RAPL energy counters unless "
+             "Refuses a host without the energy counters of the plan's measurement boundary "
+             "(NVML and RAPL on a cuda campaign, RAPL on a cpu one) unless "
              f"{ALLOW_OPTION} is given. With --executor slurm the runs not yet completed are "
              "submitted as a Slurm job array, one exclusive task per run, with the same staging "
              "and failure records; cancelled, timed-out and node-failed tasks are recorded "

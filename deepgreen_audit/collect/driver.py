@@ -27,13 +27,15 @@ from pathlib import Path
 
 from deepgreen_audit.collect.codecarbon_tracker import load_config, require_codecarbon
 from deepgreen_audit.collect.errors import MAX_CONSECUTIVE_FAILURES
-from deepgreen_audit.collect.instruments import probe, raise_missing
+from deepgreen_audit.collect.instruments import missing_in_boundary, probe, raise_missing
 from deepgreen_audit.collect.plan import Plan
 from deepgreen_audit.collect.preflight import refuse_other_devices
+from deepgreen_audit.collect.rapl import redirected_reason
 from deepgreen_audit.collect.staging import is_completed, refuse_unusable_out, run_one
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.rundirs import PACKAGE_META
+from deepgreen_audit.spec import COUNTERS, boundary_counters
 
 
 @dataclass
@@ -54,19 +56,20 @@ class CollectSummary:
 class HostCheck:
     """What `check_host` found on a host it accepted."""
 
-    #: {counter ("NVML", "RAPL"): why it is missing}: the counters it lacks (allowed)
+    #: {counter ("NVML", "RAPL"): why it is missing}: the counters of the campaign's boundary
+    #: it lacks (allowed); a counter outside the boundary (NVML on a cpu campaign) is not missing
     missing: dict[str, str]
     #: the names of the GPUs NVML reports
     gpu_names: list[str]
 
 
-def check_host(allow_missing_counters: bool) -> HostCheck:
-    """Refuse a host that breaks the contract; returns the counters it lacks (allowed) and the
-    names of the GPUs NVML reports."""
+def check_host(allow_missing_counters: bool, device: str = "cuda") -> HostCheck:
+    """Refuse a host that lacks a counter of a `device` campaign's boundary (unless allowed);
+    returns the boundary counters it lacks (allowed) and the names of the GPUs NVML reports."""
     require_codecarbon()
     load_config()
     found = probe()
-    nvml, missing = found.nvml, found.missing
+    nvml, missing = found.nvml, missing_in_boundary(found.missing, device)
     gpus = []
     if nvml is not None:
         gpus = nvml.names()
@@ -76,21 +79,28 @@ def check_host(allow_missing_counters: bool) -> HostCheck:
     return HostCheck(missing=missing, gpu_names=gpus)
 
 
-def measurement_boundary(missing: dict[str, str]) -> str:
-    """What the energy columns of a campaign cover, from the counters the host lacks."""
-    parts = [what for counter, what in (("NVML", "GPU boards (NVML)"), ("RAPL", "CPU packages (RAPL)"))
-             if counter not in missing]
-    if not parts:
-        return "none: no energy counter was readable"
-    unmeasured = [what for counter, what in (("NVML", "GPU boards"), ("RAPL", "CPU packages"))
-                  if counter in missing]
-    return " + ".join(parts) + ("" if not unmeasured else " only; not measured: " + ", ".join(unmeasured))
+def measurement_boundary(missing: dict[str, str], device: str = "cuda") -> str:
+    """What energy_j of a `device` campaign covers, from the boundary counters the host lacks:
+    `GPU boards (NVML) + CPU packages (RAPL)` on cuda, `CPU packages (RAPL)` on cpu (where the
+    GPU boards are outside it, read when a GPU is there and never added)."""
+    boundary = boundary_counters(device)
+    read = [c.label for c in boundary if c.name not in missing]
+    unmeasured = [c.covers for c in boundary if c.name in missing]
+    outside = [c.covers for c in COUNTERS.values() if c not in boundary]
+    if not read:
+        text = "none: not measured: " + ", ".join(unmeasured)
+    else:
+        text = " + ".join(read) + ("" if not unmeasured else " only; not measured: " + ", ".join(unmeasured))
+    return text + (f" ({', '.join(outside)} outside the boundary of a {device} campaign)" if outside else "")
 
 
 def campaign_metadata(plan: Plan, missing: dict[str, str], gpus: list[str],
                       synthetic_reason: str | None = None) -> dict:
     """package.json of a collected run tree: what, where, on what and within which boundary it
-    was measured, and the scope the plan declares (the audit holds the campaign to it)."""
+    was measured, and the scope the plan declares (the audit holds the campaign to it).  RAPL
+    read from another powercap tree than the host's (DEEPGREEN_POWERCAP_ROOT) makes the package
+    synthetic: its CPU energies are not the host's."""
+    synthetic_reason = synthetic_reason or redirected_reason()
     meta = {"name": plan.campaign, "title": f"DeepGreen campaign {plan.campaign}",
             "synthetic": synthetic_reason is not None}
     if synthetic_reason is not None:
@@ -101,7 +111,7 @@ def campaign_metadata(plan: Plan, missing: dict[str, str], gpus: list[str],
     meta["measured"] = {
         "host": platform.node(), "gpus": gpus,
         "collection_started_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "boundary": measurement_boundary(missing),
+        "boundary": measurement_boundary(missing, plan.device),
         "counters_missing": dict(missing)}
     if plan.scope:
         meta["scope"] = dict(plan.scope)
@@ -143,7 +153,7 @@ def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, prog
     (`summary.stopped` says why): the rest would fail alike, hours of nothing."""
     out = Path(out)
     refuse_unusable_out(plan, out)
-    host = check_host(allow_missing_counters) if check else HostCheck(missing={}, gpu_names=[])
+    host = check_host(allow_missing_counters, plan.device) if check else HostCheck(missing={}, gpu_names=[])
     missing, gpus = host.missing, host.gpu_names
     if check:
         todo = [j for j in plan.jobs if not is_completed(out, j)]

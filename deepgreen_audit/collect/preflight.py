@@ -29,12 +29,10 @@ from deepgreen_audit.collect.plan import Job, Plan
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.registry import Outcome, check, registered_checks, run_check
 from deepgreen_audit.report import Report
-from deepgreen_audit.spec import dl4j_backend, load_spec
+from deepgreen_audit.spec import boundary_counters, dl4j_backend, load_spec
 from deepgreen_audit.stacks.runtime import DeviceReport
 
 SUITE = "preflight"
-#: The energy counters a host should have, by the names the probe reports them under.
-COUNTERS = ("NVML", "RAPL")
 #: Seconds one stack's device probe may take (it imports its framework, e.g. TensorFlow).
 DEVICE_PROBE_TIMEOUT_S = 300
 
@@ -109,10 +107,18 @@ def codecarbon(ctx: Preflight) -> Outcome:
     return Outcome.passed(f"CodeCarbon {version}, pinned file {config.path} (sha256 {config.sha256[:12]}...)")
 
 
-@preflight_check("counter.readable", "counter", subjects=lambda ctx: list(COUNTERS))
+def _boundary_counters(ctx: Preflight) -> list[str]:
+    """The counters of the plan's measurement boundary, by the names the probe reports them
+    under: NVML and RAPL on a cuda campaign, RAPL on a cpu one."""
+    return [c.name for c in boundary_counters(ctx.plan.device)]
+
+
+@preflight_check("counter.readable", "counter", subjects=_boundary_counters)
 def counter_readable(ctx: Preflight) -> Outcome:
-    """The energy counter (NVML for the GPUs, RAPL for the CPU packages) is readable;
-    --allow-missing-counters makes a missing one a warning (collect records empty cells)."""
+    """Each energy counter of the plan's measurement boundary (NVML for the GPU boards and RAPL
+    for the CPU packages on a cuda campaign; RAPL alone on a cpu campaign, where NVML is not
+    needed) is readable; --allow-missing-counters makes a missing one a warning (collect
+    records empty cells)."""
     if ctx.subject not in ctx.missing_counters:
         return Outcome.passed("readable")
     if ctx.allow_missing_counters:
@@ -285,9 +291,8 @@ def run_checks(plan: Plan, allow_missing_counters: bool = False, pynvml_module=N
                powercap_root=None, allow_unpinned: bool = False) -> Report:
     """Every preflight check of `plan` on this host, as a report."""
     from deepgreen_audit.collect.instruments import probe
-    from deepgreen_audit.collect.rapl import POWERCAP_ROOT
 
-    found = probe(pynvml_module=pynvml_module, powercap_root=powercap_root or POWERCAP_ROOT)
+    found = probe(pynvml_module=pynvml_module, powercap_root=powercap_root)
     nvml, missing = found.nvml, found.missing
     if nvml is not None:
         nvml.close()

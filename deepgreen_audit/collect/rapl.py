@@ -39,6 +39,9 @@ from pathlib import Path
 from deepgreen_audit.collect.errors import RaplUnavailable
 
 POWERCAP_ROOT = Path("/sys/class/powercap")
+#: Names another powercap tree for a whole collection (driver, runners, preflight): a test and
+#: rehearsal hook (a fake tree whose counters advance, tests/fakes/rapl.py), never a measurement.
+POWERCAP_ROOT_VARIABLE = "DEEPGREEN_POWERCAP_ROOT"
 #: Zone interfaces in order of preference when one domain appears in several.
 INTERFACES = ("intel-rapl", "amd-rapl", "intel-rapl-mmio")
 _ZONE_RE = re.compile(r"(intel-rapl|amd-rapl|intel-rapl-mmio):(\d+)\Z")
@@ -46,6 +49,22 @@ _PACKAGE_RE = re.compile(r"package-(\d+)(?:-die-(\d+))?\Z")
 PERMISSION_FIX = ("since Linux 5.10 energy_uj is readable by root only; run "
                   "'sudo chmod a+r /sys/class/powercap/*/energy_uj' (or install a udev rule "
                   "that does it at boot) before collecting")
+
+
+def active_powercap_root() -> Path:
+    """The powercap tree a collection reads: the folder DEEPGREEN_POWERCAP_ROOT names, else
+    /sys/class/powercap."""
+    redirected = os.environ.get(POWERCAP_ROOT_VARIABLE)
+    return Path(redirected) if redirected else POWERCAP_ROOT
+
+
+def redirected_reason() -> str | None:
+    """Why a collection's RAPL readings are not the host's (DEEPGREEN_POWERCAP_ROOT names
+    another tree), or None: the package is then marked synthetic."""
+    root = active_powercap_root()
+    if root == POWERCAP_ROOT:
+        return None
+    return f"RAPL read from {root} ({POWERCAP_ROOT_VARIABLE}), not from {POWERCAP_ROOT}"
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ This module turns what the harness measured into the run's rows (canonical cells
 codecarbon.csv / metrics.csv by the `rundir` property of the blocks schema, the runs
 and environment rows in manifest.json, the samples in samples.csv.  Energies are
 computed here from the raw readings, the way the audit recomputes them
-(docs/collection.md); a missing counter leaves its cells empty and says why in
-energy_missing_reason.
+(docs/collection.md): energy_j sums the counters of the campaign's measurement boundary
+(the GPU boards and CPU packages on cuda, the CPU packages on cpu); a missing counter
+leaves its cells empty and says why in energy_missing_reason.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from deepgreen_audit.package.canonical import parse_value
 from deepgreen_audit.package.rundirs import MANIFEST, manifest_bytes, run_dir_files
 from deepgreen_audit.package.schema import load_schema
 from deepgreen_audit.package.tables import rows_from_columns
+from deepgreen_audit.spec import Counter
 from deepgreen_audit.units import J_PER_KWH
 
 
@@ -28,16 +30,25 @@ def _joined(values) -> str | None:
     return None if values is None else ";".join(str(v) for v in values)
 
 
-def block_row(block: BlockRecord, run_id: str, rapl_max_energy_range_uj, missing: dict[str, str]) -> dict:
+def boundary_energy_j(domains_j: dict[str, float | None], boundary: tuple[Counter, ...]) -> float | None:
+    """A block's energy at the measurement boundary: the sum of its boundary counters' energies
+    ({column: joules}) in the boundary's order, as the audit adds them; None unless every one
+    was read."""
+    read = [j for c in boundary if (j := domains_j[c.column]) is not None]
+    return sum(read, 0.0) if len(read) == len(boundary) else None
+
+
+def block_row(block: BlockRecord, run_id: str, rapl_max_energy_range_uj, boundary: tuple[Counter, ...],
+              energy_missing_reason: str | None) -> dict:
     """The blocks-table row of a block, energies computed from the raw readings and the
-    wraps counted between them (the audit recomputes them from the same cells)."""
+    wraps counted between them (the audit recomputes them from the same cells); energy_j
+    sums the counters of the campaign's `boundary` (`Instruments.boundary`)."""
     rapl = block.rapl_start_uj is not None and block.rapl_end_uj is not None
     nvml0, nvml1, rapl0, rapl1 = block.nvml_start_mj, block.nvml_end_mj, block.rapl_start_uj, block.rapl_end_uj
     gpu_j = (sum(e - s for s, e in zip(nvml0, nvml1)) / 1000
              if nvml0 is not None and nvml1 is not None else None)
     cpu_j = (package_energy_j(rapl0, rapl1, rapl_max_energy_range_uj, block.rapl_wraps)
              if rapl0 is not None and rapl1 is not None else None)
-    reason = "; ".join(f"{k}: {v}" for k, v in missing.items()) or None
     cc = block.codecarbon
     row = {
         "run_id": run_id, "epoch": block.epoch, "phase": block.phase,
@@ -47,8 +58,8 @@ def block_row(block: BlockRecord, run_id: str, rapl_max_energy_range_uj, missing
         "rapl_max_energy_range_uj": _joined(rapl_max_energy_range_uj) if rapl else None,
         "rapl_wraps": _joined(block.rapl_wraps) if rapl else None,
         "gpu_energy_j": gpu_j, "cpu_energy_j": cpu_j,
-        "energy_j": gpu_j + cpu_j if gpu_j is not None and cpu_j is not None else None,
-        "energy_missing_reason": reason,
+        "energy_j": boundary_energy_j({"gpu_energy_j": gpu_j, "cpu_energy_j": cpu_j}, boundary),
+        "energy_missing_reason": energy_missing_reason,
         "codecarbon_missing_reason": block.codecarbon_missing_reason,
         "samples_processed": block.samples_processed, "loss": block.loss,
         "test_accuracy": block.test_accuracy,

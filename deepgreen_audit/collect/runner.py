@@ -141,7 +141,7 @@ def execute(plan: Plan, job: Job, work: Path, allow_missing_counters: bool,
         raise RunFailed(f"the plan defines no stack for {job.ecosystem} ([stacks.{job.ecosystem}])")
     t0 = time.monotonic()
     started = _dt.datetime.now(_dt.UTC)
-    instruments = Instruments.open(allow_missing_counters=allow_missing_counters)
+    instruments = Instruments.open(allow_missing_counters=allow_missing_counters, device=plan.device)
     rate_hz = float(load_spec()["S5_measurement"]["sampler_rate_hz"])
     sampler = Sampler(instruments.nvml, instruments.rapl, 1.0 / rate_hz, t0=t0).start()
     try:
@@ -162,7 +162,8 @@ def execute(plan: Plan, job: Job, work: Path, allow_missing_counters: bool,
                         + (f"; epoch {harness.open_block[0]} {harness.open_block[1]} left open"
                            if harness.open_block else ""))
     rapl_max = instruments.rapl.max_energy_range_uj if instruments.rapl else None
-    blocks = [block_row(b, job.run_id, rapl_max, instruments.missing) for b in harness.blocks]
+    blocks = [block_row(b, job.run_id, rapl_max, instruments.boundary, instruments.energy_missing_reason)
+              for b in harness.blocks]
     files = run_files(run_row(job, harness, started, ended, slurm_job),
                       environment_row(job.run_id, instruments, harness), blocks, samples)
     target = work / "tree" / job.campaign / job.run_id

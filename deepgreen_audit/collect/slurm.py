@@ -352,7 +352,7 @@ def run_task(args) -> int:
         return 0
     task_job = slurm_accounting.task_id_of_environment()
     try:
-        host = check_host(args.allow_missing_counters)
+        host = check_host(args.allow_missing_counters, plan.device)
     except UserError as exc:          # this node breaks the contract: the run fails, saying why
         move_to_failed(out, job.run_id, work_dir(out, job), {
             "run_id": job.run_id, "status": "failed", "reason": f"on {os.uname().nodename}: {exc}",

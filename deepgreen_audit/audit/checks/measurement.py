@@ -33,6 +33,7 @@ from deepgreen_audit.audit.frame import (
 )
 from deepgreen_audit.package import compute
 from deepgreen_audit.registry import NotApplicable, Outcome, Skip, check
+from deepgreen_audit.spec import Counter, boundary_counters, declared_device
 from deepgreen_audit.units import J_PER_KWH
 
 COUNTER_COLUMNS = ("nvml_start_mj", "nvml_end_mj", "rapl_start_uj", "rapl_end_uj",
@@ -146,21 +147,78 @@ def rapl_readings(b: Frame) -> RaplReadings:
     return RaplReadings(blocks, counts, s, e, r, w, recorded)
 
 
+def boundary(ctx: AuditContext) -> tuple[Counter, ...]:
+    """The counters whose energies make up energy_j in the package: those of the device it
+    declares (its scope's, else the specification's: S5_measurement.boundary)."""
+    return boundary_counters(declared_device(ctx.spec), ctx.spec)
+
+
+def boundary_sum(ctx: AuditContext) -> str:
+    """'gpu_energy_j + cpu_energy_j' (cuda) or 'cpu_energy_j' (cpu)."""
+    return " + ".join(c.column for c in boundary(ctx))
+
+
+def _is_false(values: np.ndarray) -> np.ndarray:
+    """Where a boolean column (object: True, False, None) records False; None is not False."""
+    return np.fromiter((v is False for v in values), dtype=bool, count=len(values))
+
+
+def unreadable_counters(ctx: AuditContext, b: Frame) -> dict[str, np.ndarray]:
+    """{counter label: where the block's run records that counter of the boundary unreadable
+    (environment nvml_energy_available / rapl_available false) and says why
+    (counters_missing_reason)}: what a collection allowed to miss counters declares.  A run
+    that records neither (the first campaign) or records the counter readable declares
+    nothing.  `b` is ctx.block_runs or a selection of its rows."""
+    explained = ~missing(b["counters_missing_reason"])
+    return {c.label: _is_false(b[c.available]) & explained for c in boundary(ctx)}
+
+
+def recorded_reason(reasons: np.ndarray) -> str:
+    """The commonest of the recorded reasons, naming how many others there are."""
+    found = counts(reasons[~missing(reasons)])
+    if not found:
+        return "no reason recorded"
+    return found[0][0] + (f" (and {len(found) - 1} other reason(s))" if len(found) > 1 else "")
+
+
 @check("S5.both-readings", "S5", table="blocks")
 def both_readings(ctx: AuditContext) -> Outcome:
-    """Every block carries both energy readings: the hardware counters (energy_j) and
-    CodeCarbon (codecarbon_energy_j)."""
-    b = ctx.blocks
+    """Every block carries both energy readings: the hardware counters at the measurement
+    boundary of the device the campaign declares (energy_j) and CodeCarbon
+    (codecarbon_energy_j). A block without counter energy is a warning, with the recorded
+    reason, where its collection declared the counter missing: its run's environment records a
+    counter of the boundary unreadable (nvml_energy_available or rapl_available false) with
+    counters_missing_reason, and the block says why (energy_missing_reason), as a collection
+    allowed to miss counters (--allow-missing-counters) writes it. It fails where nothing
+    declares it: no reason, availability not recorded, or every counter of the boundary
+    recorded readable."""
+    b = ctx.block_runs
     no_counter = np.isnan(b["energy_j"])
     no_cc = np.isnan(b["codecarbon_energy_j"])
-    bad = no_counter | no_cc
+    unreadable = unreadable_counters(ctx, b)
+    declared = no_counter & ~b.missing("energy_missing_reason") & np.logical_or.reduce(list(unreadable.values()))
+    bad = (no_counter & ~declared) | no_cc
+    gap, reason = "", ""
+    if declared.any():
+        labels = [label for label, where in unreadable.items() if (where & declared).any()]
+        gap = (f"energy at the measurement boundary ({boundary_sum(ctx)}) was not measured in "
+               f"{int(declared.sum()):,} block(s) of {nunique(b['run_id'][declared])} run(s): their "
+               f"collection declared the {' and '.join(labels)} unreadable")
+        reason = f"; recorded reason: {recorded_reason(b['counters_missing_reason'][declared])}"
     if bad.any():
-        reasons = [r for r in b["energy_missing_reason"][no_counter] if r is not None]
+        undeclared = no_counter & ~declared
+        reasons = [r for r in b["energy_missing_reason"][undeclared] if r is not None]
         why = f" (reason given: {reasons[0]})" if reasons else " (no reason given)"
-        return Outcome.failed(f"{int(no_counter.sum()):,} block(s) lack the counter reading"
-                              f"{why if no_counter.any() else ''}, {int(no_cc.sum()):,} lack "
-                              "CodeCarbon's", rows=int(bad.sum()),
+        return Outcome.failed(f"{int(undeclared.sum()):,} block(s) lack the counter reading where "
+                              "their run records no counter of the boundary unreadable"
+                              f"{why if undeclared.any() else ''}, {int(no_cc.sum()):,} lack CodeCarbon's"
+                              + (f"; besides, {gap}{reason}" if gap else ""), rows=int(bad.sum()),
                               details=per_run_evidence(ctx, b.take(bad)), unrecorded=int(bad.sum()))
+    if gap:
+        return Outcome.allowed_gap(f"{gap}, and every block carries CodeCarbon's reading{reason}",
+                                   rows=int(declared.sum()), unrecorded=int(declared.sum()),
+                                   details=per_run_evidence(ctx, b.take(declared),
+                                                            {"counters_missing_reason": "first"}))
     return Outcome.passed(f"all {len(b):,} blocks carry both readings")
 
 
@@ -256,15 +314,20 @@ def rapl_wraps(ctx: AuditContext) -> Outcome:
 
 @check("S5.energy-domains", "S5", table="blocks")
 def energy_domains(ctx: AuditContext) -> Outcome:
-    """Energy equals the sum of its domains: energy_j = gpu_energy_j + cpu_energy_j, and
-    CodeCarbon's energy_consumed (kWh) = its CPU + GPU + RAM energies."""
+    """Energy equals the sum of its domains: energy_j is the sum of the energies of the
+    boundary of the device the campaign declares (S5_measurement.boundary: gpu_energy_j +
+    cpu_energy_j on cuda, cpu_energy_j on cpu, where a GPU's energy is recorded beside it and
+    never added), and CodeCarbon's energy_consumed (kWh) = its CPU + GPU + RAM energies."""
     b = ctx.blocks
     tol = float(ctx.tolerances["counter_relative_tolerance"])
-    total, gpu, cpu = b["energy_j"], b["gpu_energy_j"], b["cpu_energy_j"]
-    parts = np.where(np.isnan(gpu), 0.0, gpu) + np.where(np.isnan(cpu), 0.0, cpu)
+    total = b["energy_j"]
+    domains = [b[c.column] for c in boundary(ctx)]
+    parts = np.zeros(len(b))
+    for energy_j in domains:
+        parts = parts + np.where(np.isnan(energy_j), 0.0, energy_j)
     known_total = ~np.isnan(total)
     counter_bad = known_total & (relative_difference(total, parts) > tol)
-    counter_bad |= known_total & np.isnan(gpu) & np.isnan(cpu)
+    counter_bad |= known_total & np.logical_and.reduce([np.isnan(d) for d in domains])
     cc = b["codecarbon_energy_kwh"]
     cc_parts = [b[c] for c in ("codecarbon_cpu_energy_kwh", "codecarbon_gpu_energy_kwh",
                                "codecarbon_ram_energy_kwh")]
@@ -276,10 +339,13 @@ def energy_domains(ctx: AuditContext) -> Outcome:
     bad = counter_bad | cc_bad
     if bad.any():
         return Outcome.failed(f"{int(counter_bad.sum()):,} block(s) whose energy_j is not "
-                              f"gpu + cpu, {int(cc_bad.sum()):,} whose CodeCarbon total is not "
+                              f"{boundary_sum(ctx)} (the {declared_device(ctx.spec)} boundary), "
+                              f"{int(cc_bad.sum()):,} whose CodeCarbon total is not "
                               "the sum of its domains", rows=int(bad.sum()))
-    return Outcome.passed(f"{int(known_total.sum()):,} counter totals and "
-                          f"{int(cc_known.sum()):,} CodeCarbon totals equal their domains' sum")
+    return Outcome.passed(f"{int(known_total.sum()):,} counter totals and {int(cc_known.sum()):,} "
+                          "CodeCarbon totals equal their domains' sum"
+                          + (f" (energy_j = {boundary_sum(ctx)}: the {declared_device(ctx.spec)} boundary)"
+                             if known_total.any() else ""))
 
 
 @check("S5.units", "S5", table="blocks")
@@ -392,24 +458,28 @@ def power_plausible(ctx: AuditContext) -> Outcome:
 def codecarbon_agreement(ctx: AuditContext) -> Outcome:
     """CodeCarbon's energy agrees with the counters' within codecarbon_agreement_tolerance,
     block by block, over the domains the counters measured: CPU + GPU, or the GPU alone in a
-    block whose CPU counter is missing (a GPU-board boundary, e.g. no RAPL on the host)."""
+    block whose CPU counter is missing (a GPU-board boundary, e.g. no RAPL on the host), or the
+    CPU alone in a block whose GPU counter is missing (a cpu campaign's boundary, no GPU)."""
     b = ctx.blocks
     cc_gpu = b["codecarbon_gpu_energy_kwh"] * J_PER_KWH
-    cc_both = (b["codecarbon_cpu_energy_kwh"] + b["codecarbon_gpu_energy_kwh"]) * J_PER_KWH
+    cc_cpu = b["codecarbon_cpu_energy_kwh"] * J_PER_KWH
+    cc_both = cc_cpu + cc_gpu
     counter_both = b["gpu_energy_j"] + b["cpu_energy_j"]
     on_both = ~np.isnan(cc_both) & (counter_both > 0)
     on_gpu = ~on_both & np.isnan(b["cpu_energy_j"]) & ~np.isnan(cc_gpu) & (b["gpu_energy_j"] > 0)
-    compared = on_both | on_gpu
+    on_cpu = ~on_both & np.isnan(b["gpu_energy_j"]) & ~np.isnan(cc_cpu) & (b["cpu_energy_j"] > 0)
+    compared = on_both | on_gpu | on_cpu
     if not compared.any():
         skip_without_counters(ctx.blocks, "no block carries both readings to compare")
-    cc = np.where(on_both, cc_both, cc_gpu)
-    counter = np.where(on_both, counter_both, b["gpu_energy_j"])
+    cc = np.select([on_both, on_gpu], [cc_both, cc_gpu], cc_cpu)
+    counter = np.select([on_both, on_gpu], [counter_both, b["gpu_energy_j"]], b["cpu_energy_j"])
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = ((cc - counter) / counter)[compared]
     tol = float(ctx.tolerances["codecarbon_agreement_tolerance"])
     bad = np.abs(rel) > tol
     domains = ", ".join(f"{int(n):,} on {what}" for n, what in
-                        ((on_both.sum(), "CPU + GPU"), (on_gpu.sum(), "the GPU alone (no CPU counter)")) if n)
+                        ((on_both.sum(), "CPU + GPU"), (on_gpu.sum(), "the GPU alone (no CPU counter)"),
+                         (on_cpu.sum(), "the CPU alone (no GPU counter)")) if n)
     summary = (f"{domains}; median {median(rel):+.1%}, range {smallest(rel):+.1%} to "
                f"{largest(rel):+.1%}")
     if bad.any():
@@ -458,7 +528,10 @@ def modelled_cpu_power(ctx: AuditContext) -> Outcome:
     tdp-constant or load-model) or detected from the data: a run whose CPU power is one
     constant (a TDP fallback), or sits on one value (to constant_power_relative_spread) in
     most blocks (a load model: measured RAPL power never repeats like that), or reads exactly
-    0 W."""
+    0 W. A warning, with the recorded reason, in a run whose environment records RAPL
+    unreadable (rapl_available false, with counters_missing_reason): on a host without RAPL
+    CodeCarbon can only model the CPU, and the collection declared it; a failure where the run
+    records RAPL readable, or does not record it, or where the model claims method rapl."""
     b = ctx.block_runs
     power = b["codecarbon_cpu_power_w"]
     if np.isnan(power).all():
@@ -485,21 +558,42 @@ def modelled_cpu_power(ctx: AuditContext) -> Outcome:
         elif (values == 0).any():
             kinds[rows] = "0 W readings"
     detected = ~missing(kinds)
-    bad = detected | declared
-    if not bad.any():
+    modelled = detected | declared
+    if not modelled.any():
         return Outcome.passed(f"CPU power varies as a measurement in all {nunique(b['run_id']):,} "
                               "runs, and no block declares a modelled method")
     label = kinds.copy()
     label[~detected] = [f"declared {m}" for m in methods[~detected]]
-    by = counts(joined(b["ecosystem"][bad], ": ", label[bad]))
-    text = ", ".join(f"{k} ({v:,} blocks)" for k, v in by)
     hidden = detected & isin(methods, ("rapl",))
+    no_rapl = modelled & ~hidden & _is_false(b["rapl_available"]) & ~missing(b["counters_missing_reason"])
+    bad = modelled & ~no_rapl
+    labelled = b.assign(cpu_power_model=label)
+
+    def evidence_of(rows: np.ndarray) -> dict:
+        return per_run_evidence(ctx, labelled.take(rows), {
+            "codecarbon_cpu_power_w": "median", "cpu_power_model": "first",
+            "counters_missing_reason": "first"})
+
+    gap = ""
+    if no_rapl.any():
+        gap = (f"CodeCarbon's CPU power is a model, not a measurement, in {int(no_rapl.sum()):,} "
+               f"block(s) of {nunique(b['run_id'][no_rapl])} run(s), because their host had no "
+               f"readable RAPL counter, as their collection declared: {_models(b, label, no_rapl)}; "
+               f"recorded reason: {recorded_reason(b['counters_missing_reason'][no_rapl])}")
+    if not bad.any():
+        return Outcome.allowed_gap(gap, rows=int(no_rapl.sum()), details=evidence_of(no_rapl))
     return Outcome.failed(f"modelled CPU power in {int(bad.sum()):,} block(s) of "
-                          f"{nunique(b['run_id'][bad])} run(s): {text}"
-                          + (f"; {int(hidden.sum()):,} of them claim method rapl" if hidden.any() else ""),
-                          rows=int(bad.sum()), details=per_run_evidence(
-                              ctx, b.assign(cpu_power_model=label).take(bad),
-                              {"codecarbon_cpu_power_w": "median", "cpu_power_model": "first"}))
+                          f"{nunique(b['run_id'][bad])} run(s) whose host records RAPL readable "
+                          f"or does not record it: {_models(b, label, bad)}"
+                          + (f"; {int(hidden.sum()):,} of them claim method rapl" if hidden.any() else "")
+                          + (f"; besides, {gap}" if gap else ""),
+                          rows=int(bad.sum()), details=evidence_of(bad))
+
+
+def _models(b: Frame, label: np.ndarray, rows: np.ndarray) -> str:
+    """'python-pytorch: declared load-model (8 blocks), ...' for the blocks at `rows`."""
+    by = counts(joined(b["ecosystem"][rows], ": ", label[rows]))
+    return ", ".join(f"{k} ({v:,} blocks)" for k, v in by)
 
 
 def _major(version) -> int | None:
