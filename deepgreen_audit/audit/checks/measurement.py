@@ -838,11 +838,14 @@ def emissions_rate(ctx: AuditContext) -> Outcome:
 def power_duration(ctx: AuditContext) -> Outcome:
     """Where CodeCarbon reports one constant power for a domain over a whole run (a modelled
     power), the domain's energy is that power times its duration, within
-    power_duration_relative_tolerance: where it is not, CodeCarbon integrated its energy over
+    power_duration_relative_tolerance or the power times power_duration_window_slack_s
+    (CodeCarbon closes its energy window and reads its duration at moments a few milliseconds
+    apart), whichever is larger: where it is not, CodeCarbon integrated its energy over
     another window than the duration it reports."""
     b = ctx.block_runs
     constant_rel = float(ctx.tolerances["constant_power_relative_spread"])
     tol = float(ctx.tolerances["power_duration_relative_tolerance"])
+    slack_s = float(ctx.tolerances["power_duration_window_slack_s"])
     by_run = Groups(b["run_id"])
     duration_s = b["codecarbon_duration_s"]
     found, checked, domains = [], 0, []
@@ -859,10 +862,11 @@ def power_duration(ctx: AuditContext) -> Outcome:
         checked += int(constant.sum())
         domains.append(f"{domain} {int(constant.sum()):,}")
         expected = power * duration_s
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rel = np.abs((energy_j - expected) / expected)
+        allowed = np.maximum(tol * np.abs(expected), np.abs(power) * slack_s)
+        with np.errstate(invalid="ignore"):
+            off = np.abs(energy_j - expected) > allowed
         found += [{**_identity_row(b, i, energy_j[i], expected[i], "J"), "domain": domain}
-                  for i in np.flatnonzero(constant & (rel > tol))]
+                  for i in np.flatnonzero(constant & off)]
     if not checked:
         raise NotApplicable("no run reports a constant CodeCarbon power for any domain")
     return _identity_outcome(ctx, found, checked, "energy = constant power x duration",
