@@ -450,3 +450,17 @@ def test_a_folder_collected_before_campaign_json_is_resumed_when_its_package_jso
                                     name="more.toml"))
     with pytest.raises(UserError, match="which is not this campaign"):
         check_out_folder(other, out, False)
+
+
+def test_an_out_that_links_to_a_folder_is_that_folder(tmp_path):
+    """OUT as a symbolic link to a folder on a scratch disk: collect fills the folder it names."""
+    from deepgreen_audit.collect.outfolder import check_out_folder
+
+    scratch, link = tmp_path / "scratch", tmp_path / "out"
+    scratch.mkdir()
+    link.symlink_to(scratch)
+    plan = load_plan(_failing_plan(tmp_path))
+    assert check_out_folder(plan, link, False) is None
+    (scratch / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match=re.escape("did not write (notes.txt)")):
+        check_out_folder(plan, link, False)

@@ -69,7 +69,8 @@ def read_identity(out: Path) -> dict | None:
         found = json.loads(paths.read_bytes(path))
     except ValueError:
         found = None
-    if not isinstance(found, dict) or not isinstance(found.get("campaign"), str):
+    if not isinstance(found, dict) or not isinstance(found.get("campaign"), str) \
+            or not isinstance(found.get("plan"), dict):
         raise UserError("is not the record of a campaign that 'deepgreen collect' writes; "
                         "choose another --out", path=path, code="output-exists")
     return found
@@ -98,8 +99,7 @@ def check_out_folder(plan: Plan, out: Path, synthetic: bool) -> str | None:
 
 
 def _plan_path(recorded: dict) -> str:
-    plan = recorded.get("plan")
-    return str(plan.get("resolved") or plan.get("path")) if isinstance(plan, dict) else "a plan"
+    return str(recorded["plan"].get("resolved") or recorded["plan"].get("path"))
 
 
 def _design_changes(recorded: dict, plan: Plan, synthetic: bool) -> str:
@@ -132,8 +132,9 @@ def _plan_file_note(recorded: dict, plan: Plan) -> str | None:
 
 
 def _check_unmarked(plan: Plan, out: Path, synthetic: bool) -> str | None:
-    """A folder without campaign.json: new, empty, or collected before campaign.json existed."""
-    held = holdings(out)
+    """A folder without campaign.json: new, empty, or collected before campaign.json existed
+    (a symbolic link to a folder, such as one on a scratch disk, is that folder)."""
+    held = holdings(Path(os.path.realpath(out)))
     meta_path = out / "runs" / RUN_TREE_MARK
     if held is None:
         return None
