@@ -94,7 +94,7 @@ def weight_items(plan: Plan, torchscript: bool = True) -> list[DiskItem]:
     parameters = ", ".join(f"{arch} {_millions(n[0])}" + (f"-{_millions(n[-1])}" if n[-1] != n[0] else "")
                            for arch, n in spans.items())
     hows = {"weights (safetensors)":
-            (lambda e: e.path, f"{len(exports)} exports, one per run's seed, {dtype.name}: "
+            (lambda e: e.path, f"{_count(len(exports), 'export')}, one per run's seed, {dtype.name}: "
                                f"{dtype.itemsize} bytes a trainable parameter "
                                f"(S1_model.trainable_parameters: {parameters} parameters) plus "
                                f"{OVERHEAD_FRACTION:.0%}"),
@@ -110,6 +110,10 @@ def weight_items(plan: Plan, torchscript: bool = True) -> list[DiskItem]:
         items.append(DiskItem(what, "deepgreen data prepare", folder, sum(file_bytes.values()),
                               sum(file_bytes[key] for key in missing), how))
     return items
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _millions(count: int) -> str:
@@ -150,7 +154,7 @@ def run_dirs_item(plan: Plan, out: Path) -> DiskItem:
     per_run = {job.run_id: run_dir_bytes(job.epochs * len(phases()), samples) for job in plan.jobs}
     todo = [job.run_id for job in plan.jobs if not is_completed(out, job)]
     epochs = sorted({job.epochs for job in plan.jobs})
-    how = (f"{len(plan.jobs)} runs, each at most {size_text(RUN_FIXED_BYTES)} + "
+    how = (f"{_count(len(plan.jobs), 'run')}, each at most {size_text(RUN_FIXED_BYTES)} + "
            f"{'/'.join(str(e * len(phases())) for e in epochs)} blocks x {size_text(BLOCK_BYTES)} + "
            f"{samples:,} samples x {SAMPLE_BYTES} bytes (a run as long as run_timeout_s, "
            f"{rate_hz:g} Hz)")
