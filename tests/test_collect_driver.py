@@ -333,7 +333,7 @@ def _tree(root: Path) -> dict[str, bytes]:
     ("another campaign", "holds campaign 'other' (collected from "),
     ("a package", "holds a package (datapackage.json: 'A tiny hand-written package for tests'); "
                   "collect fills a new or empty folder, or one its own campaign started"),
-    ("files of the user's", "holds 1 file(s) or folder(s) that deepgreen did not write (notes.txt)")])
+    ("files of the user's", "holds 1 unrelated file(s) or folder(s) (notes.txt)")])
 def test_collect_refuses_an_out_that_holds_something_else_before_any_work(holds, says, tmp_path,
                                                                            tiny_package, capsys):
     from deepgreen_audit.collect.outfolder import claim_out_folder
@@ -462,5 +462,5 @@ def test_an_out_that_links_to_a_folder_is_that_folder(tmp_path):
     plan = load_plan(_failing_plan(tmp_path))
     assert check_out_folder(plan, link, False) is None
     (scratch / "notes.txt").write_text("mine")
-    with pytest.raises(UserError, match=re.escape("did not write (notes.txt)")):
+    with pytest.raises(UserError, match=re.escape("unrelated file(s) or folder(s) (notes.txt)")):
         check_out_folder(plan, link, False)

@@ -180,7 +180,7 @@ def _held(kind: str, folder: Path, tree: Path) -> Path:
 
 
 @pytest.mark.parametrize("verb", ["flatten", "synth"])
-@pytest.mark.parametrize("kind, says", [("other files", "1 file(s) or folder(s) that deepgreen did not write (thesis.tex)"),
+@pytest.mark.parametrize("kind, says", [("other files", "1 unrelated file(s) or folder(s) (thesis.tex)"),
                                         ("collect output", "the collect output folder of campaign 'mycpu' (runs/package.json)"),
                                         ("run tree", "a run tree of 'tiny-test-package' (package.json)")])
 @pytest.mark.parametrize("overwrite", [False, True])
@@ -409,3 +409,15 @@ def test_an_import_into_its_own_source_is_refused(source, tmp_path, capsys):
     assert main(["import", source, str(folder), "--out", str(folder / "pkg")]) == 2
     assert "would destroy what the command reads" in capsys.readouterr().err
     assert not (folder / "pkg").exists()
+
+
+@pytest.mark.parametrize("verb", ["flatten", "synth"])
+def test_an_out_that_is_a_file_is_refused_even_with_overwrite(verb, tree, tmp_path, monkeypatch,
+                                                               capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    _no_work(monkeypatch)
+    source = [str(tree)] if verb == "flatten" else SYNTH_SMALL
+    assert main([verb, *source, "--out", str(notes), "--overwrite"]) == 2
+    assert f"{notes}: is a file, not a folder" in capsys.readouterr().err
+    assert notes.read_text() == "mine"

@@ -24,7 +24,7 @@ COLLECT_MARK = "campaign.json"
 RUN_TREE_MARK = "package.json"
 #: A key every descriptor deepgreen writes holds (descriptor.PACKAGE_PROFILE is its value).
 DESCRIPTOR_KEY = "$schema"
-#: Names listed when a folder holds files deepgreen did not write.
+#: Names listed when a folder holds unrelated files.
 _SHOWN = 3
 
 
@@ -44,9 +44,9 @@ def holdings(path: Path) -> str | None:
     if not os.path.lexists(path):
         return None
     if path.is_symlink():
-        return "a symbolic link"
+        return f"a symbolic link to {os.readlink(path)}"
     if not path.is_dir():
-        return "a file, not a folder"
+        return "a file"
     entries = sorted(p.name for p in path.iterdir())
     if not entries:
         return None
@@ -64,7 +64,7 @@ def holdings(path: Path) -> str | None:
         name = _named(path / RUN_TREE_MARK, "name")
         return "a run tree" + (f" of {name!r}" if name else "") + f" ({RUN_TREE_MARK})"
     shown = ", ".join(entries[:_SHOWN]) + (", ..." if len(entries) > _SHOWN else "")
-    return f"{len(entries)} file(s) or folder(s) that deepgreen did not write ({shown})"
+    return f"{len(entries)} unrelated file(s) or folder(s) ({shown})"
 
 
 def is_package_folder(path: Path) -> bool:
@@ -81,6 +81,9 @@ def refuse_package_out(out: Path, *, overwrite: bool, inputs=(),
     atomic.refuse_overlap(out, inputs)
     if os.path.lexists(out):
         held = holdings(out)
+        if not out.is_dir():
+            raise UserError(f"is {held}, not a folder; --out names the package folder to write: "
+                            "choose another --out", path=out, code="output-exists")
         if held is not None and not is_package_folder(out):
             raise UserError(f"holds {held}, not a package: choose another --out (--overwrite "
                             "replaces a package only)", path=out, code="output-exists")
