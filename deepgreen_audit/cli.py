@@ -322,15 +322,22 @@ def build_parser(verb_named: str | None = None) -> argparse.ArgumentParser:
 
     p = verb("flatten", cmd_flatten, "turn a tree of run directories into a package",
              "Read RUNS/<campaign>/<run_id>/ directories (as 'collect' or 'restore' write them) "
-             "and write the four canonical tables, SHA256SUMS and datapackage.json to OUT. "
-             "Refuses symbolic links, unsafe names, and anything that would not validate.",
+             "and write the four canonical tables, SHA256SUMS and datapackage.json to PKG. "
+             "Refuses symbolic links, unsafe names, and anything that would not validate; says "
+             "so when RUNS is a package, a collect output folder (flatten its runs/) or a tree "
+             "that mixes campaigns. PKG is checked before anything is read: an existing PKG needs "
+             "--overwrite, and a folder that holds anything but a package is refused.",
              [("deepgreen restore examples/first-campaign --out runs/", "run directories"),
               ("deepgreen flatten runs/ --out pkg/", "back to a package, byte for byte")])
     p.add_argument("runs", metavar="RUNS", help="folder of run directories")
-    p.add_argument("--out", required=True, metavar="PKG", help="package folder to write")
+    p.add_argument("--out", required=True, metavar="PKG",
+                   help="package folder to write: new, or (with --overwrite) an empty folder or a "
+                        "package")
     p.add_argument("--descriptor", metavar="FILE",
                    help="write datapackage.json here instead of inside PKG")
-    p.add_argument("--overwrite", action="store_true", help="replace PKG if it exists")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace PKG (and FILE) if it is a package (a descriptor); a folder of "
+                        "anything else is refused")
 
     p = verb("restore", cmd_restore, "turn a package back into run directories",
              "Validate PKG, then write one directory per run (manifest.json, blocks.csv, "
@@ -358,7 +365,9 @@ def build_parser(verb_named: str | None = None) -> argparse.ArgumentParser:
              "Generate a full-size synthetic campaign from a documented generative model "
              "(deepgreen_audit/synth/model.py), deterministic from --seed, with optional planted "
              "defects, and write it as a package with its truth file (synth-truth.json). "
-             "Its descriptor and every command that reads it say that it is synthetic.",
+             "Its descriptor and every command that reads it say that it is synthetic. PKG is "
+             "checked before anything is drawn: an existing PKG needs --overwrite, and a folder "
+             "that holds anything but a package is refused.",
              [("deepgreen synth --out synth/ --plan collect/contrast.toml",
                "the S7 contrast cell, synthetic"),
               ("deepgreen synth --out planted/ --plan collect/contrast.toml --defect short-blocks "
@@ -366,7 +375,9 @@ def build_parser(verb_named: str | None = None) -> argparse.ArgumentParser:
               ("deepgreen audit planted/", "which the audit finds (exit 1)"),
               ("deepgreen synth --out x3/ --plan collect/contrast.toml --copies 3",
                "that cell written three times in a row, 3x the runs")])
-    p.add_argument("--out", required=True, metavar="PKG", help="package folder to write")
+    p.add_argument("--out", required=True, metavar="PKG",
+                   help="package folder to write: new, or (with --overwrite) an empty folder or a "
+                        "package")
     p.add_argument("--seed", type=int, help="master seed (default: the specification's "
                    "S6_replication.master_seed)")
     p.add_argument("--model", metavar="TOML", help="overrides of the generative model's parameters")
@@ -408,7 +419,9 @@ def build_parser(verb_named: str | None = None) -> argparse.ArgumentParser:
                         "campaign; not with --defect or --precision-change (default 1), e.g. "
                         "--plan collect/contrast.toml --copies 3")
     p.add_argument("--descriptor", metavar="FILE", help="write datapackage.json here instead")
-    p.add_argument("--overwrite", action="store_true", help="replace PKG if it exists")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace PKG (and FILE) if it is a package (a descriptor); a folder of "
+                        "anything else is refused")
     import importlib
 
     for module in VERB_MODULES:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from collect_fakes import fake_stack
 from deepgreen_audit.cli import main
+from deepgreen_audit.collect.disk import run_dir_bytes
 from deepgreen_audit.collect.driver import collect
 from deepgreen_audit.collect.instruments import probe
 from deepgreen_audit.collect.plan import load_plan
@@ -183,6 +185,9 @@ def test_real_smoke_run_refuses_then_collects_a_valid_package(tmp_path, capsys):
         assert package.descriptor["measured"]["counters_missing"].keys() == {"RAPL"}
     samples = package.table("samples").to_pylist()
     assert samples and all(s["cpu_utilization_pct"] is not None for s in samples)
+    # the disk estimate of a run directory (collect.disk) holds for this real one
+    run_dir = next((out / "runs" / "test").iterdir())
+    assert sum(p.stat().st_size for p in run_dir.iterdir()) <= run_dir_bytes(len(blocks), len(samples))
     # the round trip: restoring the package gives back what collect wrote, byte for byte
     restore(pkg, tmp_path / "restored")
     for path in sorted((tmp_path / "restored").rglob("*")):
@@ -331,3 +336,160 @@ def test_the_measurement_boundary_follows_the_declared_device():
     outside = " (GPU boards outside the boundary of a cpu campaign)"
     assert measurement_boundary({}, "cpu") == "CPU packages (RAPL)" + outside
     assert measurement_boundary(no_rapl, "cpu") == "none: not measured: CPU packages" + outside
+
+# ------------------------------------------------------------------ whose folder OUT is (issue 36)
+
+ONE_FAILING_RUN = ('ecosystems = ["cpp-libtorch"]\narchitectures = ["resnet18"]\ndatasets = ["digits"]\n'
+                   'repetitions = 1\nepochs = 1')
+
+
+def _failing_plan(tmp_path: Path, campaign: str = "test", scope: str = ONE_FAILING_RUN,
+                  timeout_s: int = 120, name: str = "plan.toml") -> Path:
+    """A plan of one run whose stack exits 1 at once: started, it would leave OUT/failed/."""
+    command = ", ".join(f'"{part}"' for part in FAILING_STACK)
+    path = tmp_path / name
+    path.write_text(f'campaign = "{campaign}"\nmaster_seed = 11\nrun_timeout_s = {timeout_s}\n'
+                    f'[stacks.cpp-libtorch]\nkind = "external"\ncommand = [{command}]\n'
+                    f'[scope]\n{scope}\n')
+    return path
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("holds, says", [
+    ("another campaign", "holds campaign 'other' (collected from "),
+    ("a package", "holds a package (datapackage.json: 'A tiny hand-written package for tests'); "
+                  "collect fills a new or empty folder, or one its own campaign started"),
+    ("files of the user's", "holds 1 unrelated file(s) or folder(s) (notes.txt)")])
+def test_collect_refuses_an_out_that_holds_something_else_before_any_work(holds, says, tmp_path,
+                                                                           tiny_package, capsys):
+    from deepgreen_audit.collect.outfolder import claim_out_folder
+
+    out = tmp_path / "out"
+    if holds == "another campaign":
+        claim_out_folder(load_plan(_failing_plan(tmp_path, "other", name="other.toml")), out, False)
+    elif holds == "a package":
+        shutil.copytree(tiny_package, out)
+    else:
+        out.mkdir()
+        (out / "notes.txt").write_text("mine")
+    before = _tree(out)
+    path = _failing_plan(tmp_path)
+    assert main(["collect", "--plan", str(path), "--out", str(out), "--allow-missing-counters"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{out}: {says}" in err and "choose another --out" in err
+    assert _tree(out) == before  # no run started, nothing written
+
+
+def test_collect_resumes_its_own_campaign_only(tmp_path):
+    from deepgreen_audit.collect.outfolder import check_out_folder, claim_out_folder, read_identity
+
+    out = tmp_path / "out"
+    first = load_plan(_failing_plan(tmp_path))
+    assert check_out_folder(first, out, False) is None          # a new folder
+    claim_out_folder(first, out, False)
+    assert check_out_folder(first, out, False) is None          # the same campaign and plan
+    # the same runs from a changed plan file: resumed, with a note, and recorded
+    longer = load_plan(_failing_plan(tmp_path, timeout_s=600, name="longer.toml"))
+    note = check_out_folder(longer, out, False)
+    assert note is not None and "its runs are the same, so collect resumes" in note
+    claim_out_folder(longer, out, False)
+    revisions = read_identity(out)["plan_revisions"]
+    assert [r["path"] for r in revisions] == [str(longer.path)]
+    assert check_out_folder(longer, out, False) is None
+    # other runs under the same name, another mark, another campaign: refused, naming why
+    for plan, synthetic, says in (
+            (_failing_plan(tmp_path, scope=ONE_FAILING_RUN.replace("epochs = 1", "epochs = 2"),
+                           name="epochs.toml"), False, "scope.epochs 1, now 2"),
+            (_failing_plan(tmp_path, name="same.toml"), True, "collected without --synthetic"),
+            (_failing_plan(tmp_path, "renamed", name="renamed.toml"), False,
+             "holds campaign 'test' (collected from")):
+        with pytest.raises(UserError, match=re.escape(says)):
+            check_out_folder(load_plan(plan), out, synthetic)
+
+
+def test_collect_records_its_plan_and_says_what_it_measures(tmp_path, capsys):
+    from deepgreen_audit.collect.measuring import Measuring
+    from deepgreen_audit.package.checksums import sha256_file
+    from deepgreen_audit.spec import spec_path
+
+    path, out = _failing_plan(tmp_path), tmp_path / "out"
+    assert main(["collect", "--plan", str(path), "--out", str(out), "--allow-missing-counters"]) == 1
+    err = capsys.readouterr().err
+    running = next(line for line in err.splitlines() if ": running (seed" in line)
+    assert "measuring " in running and "CodeCarbon, the 1 Hz sampler (" in running
+    found = probe()
+    if found.nvml is not None:
+        found.nvml.close()
+    loud = Measuring.of(found).not_measured()
+    assert err.count("NOT MEASURED: ") == (1 if loud else 0)
+    if loud:
+        assert loud in err.splitlines()
+    provenance = json.loads((out / "runs" / "package.json").read_text())["provenance"]
+    assert provenance["plan"] == {"path": str(path), "resolved": str(path.resolve()),
+                                  "sha256": sha256_file(path)}
+    assert provenance["spec_sha256"] == sha256_file(spec_path()) and "plan_revisions" not in provenance
+    path.write_text(path.read_text().replace("run_timeout_s = 120", "run_timeout_s = 300"))
+    assert main(["collect", "--plan", str(path), "--out", str(out), "--allow-missing-counters"]) == 1
+    assert "its runs are the same, so collect resumes" in capsys.readouterr().err
+    provenance = json.loads((out / "runs" / "package.json").read_text())["provenance"]
+    assert [r["sha256"] for r in provenance["plan_revisions"]] == [sha256_file(path)]
+
+
+def test_what_is_measured_follows_the_probe(tmp_path):
+    from collect_fakes import FakeNvmlState, fake_pynvml, zone
+    from deepgreen_audit.collect.measuring import Measuring
+
+    zone(tmp_path / "rapl", "intel-rapl:0", "package-0", 1000)
+    both = Measuring.of(probe(pynvml_module=fake_pynvml(FakeNvmlState()), powercap_root=tmp_path / "rapl"))
+    assert both.not_measured() is None
+    assert both.per_run() == ("measuring GPU energy (NVML), CPU energy (RAPL), CodeCarbon, the 1 Hz "
+                              "sampler (GPU and CPU utilisation)")
+    cpu = Measuring.of(probe(pynvml_module=fake_pynvml(FakeNvmlState(present=False)),
+                             powercap_root=tmp_path / "rapl"))
+    assert cpu.per_run().startswith("measuring CPU energy (RAPL), CodeCarbon")
+    assert cpu.not_measured().startswith("NOT MEASURED: GPU energy (NVML: nvmlInit failed")
+    assert "models on this host" not in cpu.not_measured()
+    none = Measuring.of(probe(pynvml_module=fake_pynvml(FakeNvmlState(present=False)),
+                              powercap_root=tmp_path / "none"))
+    assert none.per_run().endswith("; NO energy counter")
+    assert "GPU energy (NVML: nvmlInit failed" in none.not_measured()
+    assert "CPU energy (RAPL: " in none.not_measured()
+    assert "CodeCarbon's CPU and RAM figures are models on this host" in none.not_measured()
+    # a counter neither opened nor missing lies outside the campaign's boundary
+    outside = Measuring(readable=("RAPL",), missing={})
+    assert outside.not_measured() == ("NOT MEASURED: GPU energy (NVML): outside this campaign's "
+                                      "measurement boundary; CodeCarbon reports no GPU, and the "
+                                      "samples' GPU columns stay empty")
+
+
+def test_a_folder_collected_before_campaign_json_is_resumed_when_its_package_json_agrees(tmp_path):
+    from deepgreen_audit.collect.driver import ensure_campaign_metadata
+    from deepgreen_audit.collect.outfolder import check_out_folder
+
+    out = tmp_path / "out"
+    plan = load_plan(_failing_plan(tmp_path))
+    ensure_campaign_metadata(plan, out, {}, [])        # what an earlier collect left: no campaign.json
+    note = check_out_folder(plan, out, False)
+    assert note is not None and "names this campaign, scope and master seed, so collect resumes" in note
+    other = load_plan(_failing_plan(tmp_path, scope=ONE_FAILING_RUN.replace("repetitions = 1",
+                                                                            "repetitions = 2"),
+                                    name="more.toml"))
+    with pytest.raises(UserError, match="which is not this campaign"):
+        check_out_folder(other, out, False)
+
+
+def test_an_out_that_links_to_a_folder_is_that_folder(tmp_path):
+    """OUT as a symbolic link to a folder on a scratch disk: collect fills the folder it names."""
+    from deepgreen_audit.collect.outfolder import check_out_folder
+
+    scratch, link = tmp_path / "scratch", tmp_path / "out"
+    scratch.mkdir()
+    link.symlink_to(scratch)
+    plan = load_plan(_failing_plan(tmp_path))
+    assert check_out_folder(plan, link, False) is None
+    (scratch / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match=re.escape("unrelated file(s) or folder(s) (notes.txt)")):
+        check_out_folder(plan, link, False)

@@ -144,6 +144,84 @@ def test_leftovers_of_a_killed_writer_are_cleaned_and_an_old_output_put_back(tin
     assert leftovers(tmp_path) == [".runs.other.abc.staged", ".runs.x.lock"]
 
 
+# ---------------------------------------------------------------- outputs that hold something else
+
+
+SYNTH_SMALL = ["--ecosystems", "python-pytorch", "--architectures", "resnet18", "--datasets",
+               "cifar100", "--repetitions", "1", "--epochs", "1"]
+
+
+def _no_work(monkeypatch) -> None:
+    """Make the work of flatten and synth fail loudly: a refusal must come before it."""
+    import importlib
+
+    generate = importlib.import_module("deepgreen_audit.synth.generate")
+
+    def work_started(*args, **kwargs):
+        raise AssertionError("the command started its work before refusing its --out")
+
+    monkeypatch.setattr(rundirs, "flatten_tables", work_started)
+    monkeypatch.setattr(generate, "generate", work_started)
+
+
+def _held(kind: str, folder: Path, tree: Path) -> Path:
+    """A folder holding `kind`: files of the user's, a collect output folder, a run tree."""
+    if kind == "other files":
+        folder.mkdir()
+        (folder / "thesis.tex").write_text("mine")
+    elif kind == "collect output":
+        (folder / "runs").mkdir(parents=True)
+        (folder / "runs" / "package.json").write_text('{"name": "mycpu"}')
+    else:
+        import shutil
+
+        shutil.copytree(tree, folder)
+    return folder
+
+
+@pytest.mark.parametrize("verb", ["flatten", "synth"])
+@pytest.mark.parametrize("kind, says", [("other files", "1 unrelated file(s) or folder(s) (thesis.tex)"),
+                                        ("collect output", "the collect output folder of campaign 'mycpu' (runs/package.json)"),
+                                        ("run tree", "a run tree of 'tiny-test-package' (package.json)")])
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_an_out_that_holds_something_else_is_refused_before_any_work_even_with_overwrite(
+        verb, kind, says, overwrite, tree, tmp_path, monkeypatch, capsys):
+    out = _held(kind, tmp_path / "out", tree)
+    before = tree_bytes(out)
+    _no_work(monkeypatch)
+    source = [str(tree)] if verb == "flatten" else SYNTH_SMALL
+    assert main([verb, *source, "--out", str(out), *(["--overwrite"] if overwrite else [])]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{out}: holds {says}, not a package: choose another --out" in err
+    assert tree_bytes(out) == before and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("verb", ["flatten", "synth"])
+def test_an_existing_package_needs_overwrite_and_is_refused_before_any_work(verb, tree, tiny_package,
+                                                                           monkeypatch, capsys):
+    before = tree_bytes(tiny_package)
+    source = [str(tree)] if verb == "flatten" else SYNTH_SMALL
+    with monkeypatch.context() as patched:
+        _no_work(patched)
+        assert main([verb, *source, "--out", str(tiny_package)]) == 2
+    assert (f"{tiny_package}: already exists and holds a package (datapackage.json: "
+            "'A tiny hand-written package for tests'); pass --overwrite to replace it") in capsys.readouterr().err
+    assert tree_bytes(tiny_package) == before
+    assert main([verb, *source, "--out", str(tiny_package), "--overwrite"]) == 0
+    assert validate(tiny_package).valid   # replaced: flatten's round trip, or synth's package
+    assert (tiny_package / "synth-truth.json").exists() == (verb == "synth")
+
+
+def test_overwrite_replaces_a_descriptor_only(tree, tmp_path, monkeypatch, capsys):
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": true}\n')
+    _no_work(monkeypatch)
+    assert main(["flatten", str(tree), "--out", str(tmp_path / "flat"), "--descriptor", str(notes),
+                 "--overwrite"]) == 2
+    assert "notes.json: is not a package descriptor" in capsys.readouterr().err
+    assert notes.read_text() == '{"mine": true}\n' and not (tmp_path / "flat").exists()
+
+
 # ---------------------------------------------------------------- full disks, read-only folders
 
 
@@ -331,3 +409,15 @@ def test_an_import_into_its_own_source_is_refused(source, tmp_path, capsys):
     assert main(["import", source, str(folder), "--out", str(folder / "pkg")]) == 2
     assert "would destroy what the command reads" in capsys.readouterr().err
     assert not (folder / "pkg").exists()
+
+
+@pytest.mark.parametrize("verb", ["flatten", "synth"])
+def test_an_out_that_is_a_file_is_refused_even_with_overwrite(verb, tree, tmp_path, monkeypatch,
+                                                               capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    _no_work(monkeypatch)
+    source = [str(tree)] if verb == "flatten" else SYNTH_SMALL
+    assert main([verb, *source, "--out", str(notes), "--overwrite"]) == 2
+    assert f"{notes}: is a file, not a folder" in capsys.readouterr().err
+    assert notes.read_text() == "mine"

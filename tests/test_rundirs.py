@@ -161,3 +161,55 @@ def test_export_parquet(tiny_package, tmp_path):
     table = pq.read_table(tmp_path / "pq" / "blocks.parquet")
     assert table.num_rows == 8
     assert table.column("duration_s")[0].as_py() == 12.345678901234567
+
+
+# ---------------------------------------------------------------- what is not a run tree (issue 36)
+
+
+def test_flatten_of_a_package_or_a_collect_folder_says_what_it_is(tiny_package, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["flatten", str(tiny_package), "--out", str(out)]) == 2
+    assert (f"{tiny_package}: is a package (datapackage.json), not a run tree: 'deepgreen restore "
+            f"{tiny_package} --out RUNS' writes its run directories") in capsys.readouterr().err
+    collected = tmp_path / "collected"
+    restore(tiny_package, collected / "runs")
+    assert main(["flatten", str(collected), "--out", str(out)]) == 2
+    assert (f"is a collect output folder, not a run tree: its run tree is {collected / 'runs'}"
+            in capsys.readouterr().err)
+    assert not out.exists()
+
+
+def _two_campaigns(tiny_package, tmp_path, collected: bool) -> Path:
+    """A run tree holding the tiny campaign's runs twice, the copies as campaign 'other': under
+    the same run ids, or (`collected`: a tree whose package.json 'deepgreen collect' wrote for
+    campaign 'tiny') under run ids of their own."""
+    runs = tmp_path / "runs"
+    restore(tiny_package, runs)
+    for run in sorted((runs / "tiny").iterdir()):
+        run_id = run.name.replace(".r1", ".r9") if collected else run.name
+        copy = runs / "other" / run_id
+        copy.mkdir(parents=True)
+        for name in [*block_files(), "samples.csv"]:
+            (copy / name).write_bytes((run / name).read_bytes())
+        manifest = json.loads((run / "manifest.json").read_text())
+        manifest["run"].update(campaign="other", run_id=run_id)
+        (copy / "manifest.json").write_text(json.dumps(manifest))
+    if collected:
+        meta = json.loads((runs / "package.json").read_text())
+        meta.update(name="tiny", provenance={"collected_by": "deepgreen collect"})
+        (runs / "package.json").write_text(json.dumps(meta))
+    return runs
+
+
+@pytest.mark.parametrize("collected, says", [
+    (False, "mixes campaigns: run python-pytorch.resnet18.cifar100.r1 lies in the folders of "
+            "'other' and 'tiny', and a package names each run once"),
+    (True, "mixes campaigns: its package.json describes campaign 'tiny', which 'deepgreen "
+           "collect' measured, and it also holds 'other'")])
+def test_flatten_of_a_tree_that_mixes_campaigns_says_so(collected, says, tiny_package, tmp_path,
+                                                        capsys):
+    runs = _two_campaigns(tiny_package, tmp_path, collected)
+    assert main(["flatten", str(runs), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "unique" not in err
+    assert not (tmp_path / "out").exists()

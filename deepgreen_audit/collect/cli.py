@@ -12,7 +12,12 @@ def _progress(n: int, total: int, run_id: str, what: str) -> None:
     print(f"  [{n}/{total}] {run_id}: {what}", file=sys.stderr, flush=True)
 
 
+def _announce(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def cmd_plan(args) -> int:
+    from deepgreen_audit.collect.disk import campaign_items, format_disk
     from deepgreen_audit.collect.plan import format_schedule, load_plan
 
     plan = load_plan(Path(args.plan) if args.plan else None)
@@ -27,6 +32,7 @@ def cmd_plan(args) -> int:
     undefined = sorted({j.ecosystem for j in plan.jobs} - set(plan.stacks))
     if undefined:
         print(f"  no stack defined yet for: {', '.join(undefined)}")
+    print("\n".join(format_disk(campaign_items(plan, Path(args.out)))))
     print("  'deepgreen plan --print' lists every run with its seed and exact command")
     return 0
 
@@ -112,13 +118,12 @@ def cmd_collect(args) -> int:
     if args.dry_run:
         raise UserError("--dry-run applies to --executor slurm only (see 'deepgreen plan --print')",
                         code="usage-error")
-    print(f"collecting {len(plan.jobs)} runs of {plan.path} into {args.out}", file=sys.stderr)
     if args.max_consecutive_failures < 0:
         raise UserError("--max-consecutive-failures takes 0 (never stop) or more",
                         code="usage-error")
     summary = collect(plan, Path(args.out), allow_missing_counters=args.allow_missing_counters,
                       progress=_progress, synthetic_reason=args.synthetic,
-                      max_consecutive_failures=args.max_consecutive_failures)
+                      max_consecutive_failures=args.max_consecutive_failures, announce=_announce)
     print(f"{len(summary.completed)} completed, {len(summary.skipped)} already done, "
           f"{len(summary.failed)} failed; run tree: {summary.runs_dir} "
           f"(deepgreen flatten {summary.runs_dir} --out PKG)")
@@ -145,13 +150,18 @@ def register(verb) -> None:
              "Expand the campaign plan (collect/plan.toml, with configurations and repetitions "
              "from collect/experiment.toml) into its runs: interleaved order, distinct seeds. "
              "--print lists every run with its schedule position, repetition index, seed and "
-             "the exact command, so that external stacks can be driven on the same schedule.",
-             [("deepgreen plan", "the campaign in one paragraph"),
+             "the exact command, so that external stacks can be driven on the same schedule. "
+             "Without --print it also states the disk the campaign needs, estimated: the weight "
+             "exports (safetensors and TorchScript, one per run's seed), the datasets and the run "
+             "directories, each with what is not written yet and the free space of the file "
+             "system it goes to (docs/collection.md, \"Disk\").",
+             [("deepgreen plan", "the campaign in one paragraph, and its disk"),
               ("deepgreen plan --plan collect/contrast.toml --print", "every run of the S7 cell")])
     p.add_argument("--plan", metavar="TOML", help=plan_help)
     p.add_argument("--print", action="store_true", help="list every run and its exact command")
     p.add_argument("--out", default="collected", metavar="DIR",
-                   help="output folder the printed commands use (default: collected)")
+                   help="collect's output folder: the printed commands use it, and the disk "
+                        "estimate leaves out the runs it already holds (default: collected)")
 
     p = verb("preflight", cmd_preflight, "check that every job of the plan can run here",
              "Check the interpreter, CodeCarbon (3.x and the pinned collect/codecarbon.ini), the "
@@ -189,7 +199,13 @@ def register(verb) -> None:
              "never into OUT/runs; a failed run's progress line ends with the last line its stack "
              "wrote. The campaign stops after --max-consecutive-failures runs in a row failed for "
              "the same reason, and is refused before its first run when a dataset it reads is not "
-             "prepared. Running it again skips completed runs and retries the rest. "
+             "prepared, or when the file system of OUT cannot hold the run directories still "
+             "to write. OUT must be new, empty, or a folder this campaign's collect started "
+             "(OUT/campaign.json): running it again skips completed runs and retries the rest; "
+             "a folder of another campaign, a package or other files is refused before any work. "
+             "Each run's progress line says what it measures, and a line NOT MEASURED, once "
+             "before the first run, says which counters the host lacks and what that leaves "
+             "empty. "
              "Refuses a host without the energy counters of the plan's measurement boundary "
              "(NVML and RAPL on a cuda campaign, RAPL on a cpu one) unless "
              f"{ALLOW_OPTION} is given. With --executor slurm the runs not yet completed are "
@@ -197,7 +213,11 @@ def register(verb) -> None:
              "and failure records; cancelled, timed-out and node-failed tasks are recorded "
              "failed with Slurm's reason and resubmitted by the next collect.")
     p.add_argument("--plan", metavar="TOML", help=plan_help)
-    p.add_argument("--out", required=True, metavar="DIR", help="output folder (created; reused on resume)")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="output folder: new, empty, or one this campaign's earlier collect wrote "
+                        "(resumed; OUT/campaign.json records the campaign and its plan); a folder "
+                        "that holds another campaign, a package or other files is refused before "
+                        "any work")
     p.add_argument(ALLOW_OPTION, action="store_true",
                    help="collect without the missing counters: empty energy cells with the reason")
     p.add_argument("--synthetic", metavar="REASON",

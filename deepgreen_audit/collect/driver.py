@@ -2,6 +2,7 @@
 
 Output folder layout (only `runs/` is a run tree; flatten that)::
 
+    OUT/campaign.json                  the campaign and plan this folder collects (outfolder.py)
     OUT/runs/package.json              package-level metadata of the campaign
     OUT/runs/<campaign>/<run_id>/      completed runs, each moved in by one rename
     OUT/failed/<run_id>.<attempt>/     failed runs: failure.json, the run's log, partial files
@@ -12,7 +13,9 @@ the Slurm executor, `slurm`).  A run counts as completed only when
 its process exited 0 and its run directory reads back in the package format;
 then it is renamed into `runs/`.  Otherwise its work folder is renamed into
 `failed/`.  So `runs/` never holds half a run, whatever kills what.  Running
-collect again skips completed runs and retries the others (resume).  Before the first run, every
+collect again skips completed runs and retries the others (resume); a folder that holds anything
+but this campaign is refused before any work (`outfolder`), and so is an OUT whose file system
+cannot hold the run directories still to write (`disk`).  Before the first run, every
 stack with runs to do is asked which device it would use: a stack that would run elsewhere than
 the plan declares (a CPU fallback in a cuda campaign) refuses the whole collect.
 """
@@ -22,20 +25,25 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import platform
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepgreen_audit.collect.codecarbon_tracker import load_config, require_codecarbon
+from deepgreen_audit.collect.disk import refuse_unless_room, run_dirs_item
 from deepgreen_audit.collect.errors import MAX_CONSECUTIVE_FAILURES
 from deepgreen_audit.collect.instruments import missing_in_boundary, probe, raise_missing
+from deepgreen_audit.collect.measuring import Measuring
+from deepgreen_audit.collect.outfolder import claim_out_folder, plan_record, read_identity
 from deepgreen_audit.collect.plan import Plan
 from deepgreen_audit.collect.preflight import refuse_other_devices
 from deepgreen_audit.collect.rapl import redirected_reason
 from deepgreen_audit.collect.staging import is_completed, refuse_unusable_out, run_one
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
+from deepgreen_audit.package.checksums import sha256_file
 from deepgreen_audit.package.rundirs import PACKAGE_META
-from deepgreen_audit.spec import COUNTERS, boundary_counters
+from deepgreen_audit.spec import COUNTERS, boundary_counters, spec_path
 
 
 @dataclass
@@ -61,6 +69,8 @@ class HostCheck:
     missing: dict[str, str]
     #: the names of the GPUs NVML reports
     gpu_names: list[str]
+    #: what the campaign measures on this host, and what it does not
+    measuring: Measuring
 
 
 def check_host(allow_missing_counters: bool, device: str = "cuda") -> HostCheck:
@@ -76,7 +86,7 @@ def check_host(allow_missing_counters: bool, device: str = "cuda") -> HostCheck:
         nvml.close()
     if missing and not allow_missing_counters:
         raise_missing(missing)
-    return HostCheck(missing=missing, gpu_names=gpus)
+    return HostCheck(missing=missing, gpu_names=gpus, measuring=Measuring.of(found, missing))
 
 
 def measurement_boundary(missing: dict[str, str], device: str = "cuda") -> str:
@@ -95,10 +105,11 @@ def measurement_boundary(missing: dict[str, str], device: str = "cuda") -> str:
 
 
 def campaign_metadata(plan: Plan, missing: dict[str, str], gpus: list[str],
-                      synthetic_reason: str | None = None) -> dict:
+                      synthetic_reason: str | None = None, recorded: dict | None = None) -> dict:
     """package.json of a collected run tree: what, where, on what and within which boundary it
-    was measured, and the scope the plan declares (the audit holds the campaign to it).  RAPL
-    read from another powercap tree than the host's (DEEPGREEN_POWERCAP_ROOT) makes the package
+    was measured, and the scope the plan declares (the audit holds the campaign to it);
+    `recorded`: the folder's campaign.json (`outfolder`), whose plan file it names.  RAPL read
+    from another powercap tree than the host's (DEEPGREEN_POWERCAP_ROOT) makes the package
     synthetic: its CPU energies are not the host's."""
     synthetic_reason = synthetic_reason or redirected_reason()
     meta = {"name": plan.campaign, "title": f"DeepGreen campaign {plan.campaign}",
@@ -106,7 +117,7 @@ def campaign_metadata(plan: Plan, missing: dict[str, str], gpus: list[str],
     if synthetic_reason is not None:
         meta["title"] = f"SYNTHETIC: {meta['title']} ({synthetic_reason})"
         meta["synthetic_reason"] = synthetic_reason
-    meta["provenance"] = {"collected_by": "deepgreen collect", "plan": plan.path.name,
+    meta["provenance"] = {"collected_by": "deepgreen collect", **plan_provenance(plan, recorded),
                           "master_seed": plan.master_seed}
     meta["measured"] = {
         "host": platform.node(), "gpus": gpus,
@@ -120,13 +131,32 @@ def campaign_metadata(plan: Plan, missing: dict[str, str], gpus: list[str],
     return meta
 
 
+def plan_provenance(plan: Plan, recorded: dict | None) -> dict:
+    """The provenance of the plan: the plan file the campaign started from (its path as given,
+    resolved, SHA-256; campaign.json's when the folder has one, so a Slurm task on a compute
+    node records the path the user gave), any changed plan file a later collect resumed it
+    with (`plan_revisions`), and the SHA-256 of the specification."""
+    first = recorded["plan"] if recorded and isinstance(recorded.get("plan"), dict) else plan_record(plan)
+    revisions = list(recorded.get("plan_revisions") or []) if recorded else []
+    return {"plan": first, **({"plan_revisions": revisions} if revisions else {}),
+            "spec_sha256": sha256_file(spec_path())}
+
+
 def ensure_campaign_metadata(plan: Plan, out: Path, missing: dict[str, str], gpus: list[str],
                              synthetic_reason: str | None = None) -> Path:
-    """Write OUT/runs/package.json unless a first collect (or array task) already did."""
+    """Write OUT/runs/package.json unless a first collect (or array task) already did; bring
+    its plan_revisions up to campaign.json's when a later collect resumed from a changed plan."""
     meta_path = Path(out) / "runs" / PACKAGE_META
+    recorded = read_identity(out)
     if not meta_path.exists():
-        meta = campaign_metadata(plan, missing, gpus, synthetic_reason)
-        atomic.write_text(meta_path, json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+        meta = campaign_metadata(plan, missing, gpus, synthetic_reason, recorded)
+    else:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        revisions = list((recorded or {}).get("plan_revisions") or [])
+        if not revisions or meta["provenance"].get("plan_revisions") == revisions:
+            return meta_path
+        meta["provenance"]["plan_revisions"] = revisions
+    atomic.write_text(meta_path, json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
     return meta_path
 
 
@@ -146,23 +176,34 @@ def refuse_missing_stores(jobs) -> None:
 
 def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, progress=None,
             check=True, synthetic_reason: str | None = None,
-            max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES) -> CollectSummary:
+            max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES,
+            announce: Callable[[str], None] | None = None) -> CollectSummary:
     """Run every job of the plan not yet completed under `out`; see the module docstring.
     `synthetic_reason` marks the package synthetic (a rehearsal on fake counters).  After
     `max_consecutive_failures` runs in a row failed for the same reason the campaign stops
-    (`summary.stopped` says why): the rest would fail alike, hours of nothing."""
+    (`summary.stopped` says why): the rest would fail alike, hours of nothing.  `announce` is
+    told, once before the first run, what is collected where, a note on a changed plan file,
+    and what the campaign does not measure here; `progress`, for each run, what it measures."""
     out = Path(out)
-    refuse_unusable_out(plan, out)
-    host = check_host(allow_missing_counters, plan.device) if check else HostCheck(missing={}, gpu_names=[])
-    missing, gpus = host.missing, host.gpu_names
+    synthetic = (synthetic_reason or redirected_reason()) is not None
+    note = refuse_unusable_out(plan, out, synthetic)
+    host = check_host(allow_missing_counters, plan.device) if check else None
+    missing, gpus = (host.missing, host.gpu_names) if host else ({}, [])
     if check:
         todo = [j for j in plan.jobs if not is_completed(out, j)]
         refuse_missing_stores(todo)
         refuse_other_devices(plan, {j.ecosystem for j in todo})
+    refuse_unless_room([run_dirs_item(plan, out)], plan)
     runs_dir = out / "runs"
     summary = CollectSummary(runs_dir=runs_dir)
-    ensure_campaign_metadata(plan, out, missing, gpus, synthetic_reason)
     total = len(plan.jobs)
+    claim_out_folder(plan, out, synthetic)
+    ensure_campaign_metadata(plan, out, missing, gpus, synthetic_reason)
+    for line in (f"collecting {total} runs of {plan.path} into {out}", note,
+                 host.measuring.not_measured() if host else None):
+        if line and announce:
+            announce(line)
+    measuring = f"; {host.measuring.per_run()}" if host else ""
     alike: list[str | None] = []  # the causes of the latest consecutive failures
     for n, job in enumerate(plan.jobs, start=1):
         if is_completed(out, job):
@@ -171,7 +212,8 @@ def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, prog
                 progress(n, total, job.run_id, "already completed, skipped")
             continue
         if progress:
-            progress(n, total, job.run_id, f"running (seed {job.seed}, repetition {job.repetition})")
+            progress(n, total, job.run_id,
+                     f"running (seed {job.seed}, repetition {job.repetition}){measuring}")
         outcome = run_one(plan, job, out, allow_missing_counters)
         if outcome.reason is None:
             alike = []

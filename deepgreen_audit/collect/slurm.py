@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepgreen_audit.collect import slurm_accounting
+from deepgreen_audit.collect.disk import refuse_unless_room, run_dirs_item
+from deepgreen_audit.collect.outfolder import claim_out_folder
 from deepgreen_audit.collect.plan import Job, Plan, load_plan
 from deepgreen_audit.collect.record import record_slurm_energy
 from deepgreen_audit.collect.staging import (
@@ -238,8 +240,11 @@ def submit(plan: Plan, out: Path, options: SlurmOptions, *, in_flight=(), allow_
     """Submit the runs neither completed nor `in_flight`; {array job: its runs} ({} if none).
     `dry_run` prints the scripts (through `print_script`) and submits nothing."""
     out = Path(out)
-    refuse_unusable_out(plan, out)
+    refuse_unusable_out(plan, out, synthetic_reason is not None)
     todo = [job for job in plan.jobs if not is_completed(out, job) and job.run_id not in in_flight]
+    if todo and not dry_run:
+        refuse_unless_room([run_dirs_item(plan, out)], plan)
+        claim_out_folder(plan, out, synthetic_reason is not None)
     submitted = {}
     for node, run_ids in _arrays(plan, todo).items():
         script = batch_script(plan, out, run_ids, options, allow_missing_counters=allow_missing_counters,
@@ -267,7 +272,7 @@ def collect_slurm(plan: Plan, out: Path, options: SlurmOptions, *, allow_missing
     `progress(counts)` is called whenever the counts change."""
     require_slurm()
     out = Path(out)
-    refuse_unusable_out(plan, out)
+    refuse_unusable_out(plan, out, synthetic_reason is not None)
     watched = {record["job_id"] for _, record in _records(out) if not record["settled"]}
     _, before = settle(plan, out)              # what ended since the last look: failed runs go again
     skipped = [job.run_id for job in plan.jobs if is_completed(out, job)]

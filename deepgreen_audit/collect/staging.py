@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from deepgreen_audit.collect.outfolder import check_out_folder
 from deepgreen_audit.collect.plan import Job, Plan
 from deepgreen_audit.collect.runner import FAILURE_FILE
 from deepgreen_audit.errors import UserError
@@ -30,10 +31,11 @@ LOG_FILE = "run.log"
 FAILURE_RECORD = "failure.json"
 
 
-def refuse_unusable_out(plan: Plan, out: Path) -> None:
+def refuse_unusable_out(plan: Plan, out: Path, synthetic: bool = False) -> str | None:
     """Refuse, before anything is written, an --out that is not a folder collect may fill:
-    a file (the plan itself, say), or the plan's data folder or a folder inside it, whose
-    prepared datasets the runs read."""
+    a file (the plan itself, say), the plan's data folder or a folder inside it, whose
+    prepared datasets the runs read, or a folder that holds anything but this campaign
+    (`outfolder.check_out_folder`); returns its note on a changed plan file, if any."""
     paths.check_output_name(out)
     if out.exists() and not out.is_dir():
         raise UserError("is not a folder; --out names the folder collect writes runs/, failed/ "
@@ -43,6 +45,7 @@ def refuse_unusable_out(plan: Plan, out: Path) -> None:
         if target == data_dir or data_dir in target.parents:
             raise UserError(f"lies in the plan's data folder {data_dir}, which the runs read: "
                             "choose another --out", path=out, code="output-overlaps-input")
+    return check_out_folder(plan, out, synthetic)
 
 
 @dataclass(frozen=True)

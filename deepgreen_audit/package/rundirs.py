@@ -35,7 +35,7 @@ from operator import itemgetter
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.package import atomic, paths
+from deepgreen_audit.package import atomic, outputs, paths
 from deepgreen_audit.package.beside import Beside, ChildFailed
 from deepgreen_audit.package.canonical import format_value, is_canonical, parse_value
 from deepgreen_audit.package.descriptor import Package, parse_json
@@ -338,11 +338,13 @@ def _cells_from_json(obj: dict, fields, path: Path, section: str) -> list[str]:
 def flatten_tables(root: Path, progress=None) -> tuple[dict[str, TextTable], dict]:
     """Read a run tree into the four text tables and the package metadata."""
     root = Path(root)
+    _refuse_other_folders(root)
     found = _walk(root)
     with cycle_collection_paused():
         meta = _read_meta(paths.read_bytes(found.pop(PACKAGE_META)), root) \
             if PACKAGE_META in found else {}
         run_dirs = _run_dirs(found, root)
+        _refuse_mixed_campaigns(meta, run_dirs, root)
         rows: dict[str, list] = {name: [] for name in TABLES}
         for n, (run_id, rel_dir) in enumerate(run_dirs, start=1):
             if progress:
@@ -353,6 +355,43 @@ def flatten_tables(root: Path, progress=None) -> tuple[dict[str, TextTable], dic
                 rows[name].extend(part)
     tables = {name: TextTable(header=load_schema(name).field_names, rows=rows[name]) for name in TABLES}
     return tables, meta
+
+
+def _refuse_other_folders(root: Path) -> None:
+    """Say what a folder given as a run tree is when it is a package or a collect output folder
+    (whose run tree is its runs/), instead of a layout error about its first file."""
+    if (root / outputs.DESCRIPTOR_NAME).is_file():
+        raise UserError(f"is a package ({outputs.DESCRIPTOR_NAME}), not a run tree: 'deepgreen "
+                        f"restore {root} --out RUNS' writes its run directories", path=root,
+                        code="layout-error")
+    if (root / outputs.COLLECT_MARK).is_file() or (root / "runs" / PACKAGE_META).is_file():
+        raise UserError(f"is a collect output folder, not a run tree: its run tree is "
+                        f"{root / 'runs'} ('deepgreen flatten {root / 'runs'} --out PKG')",
+                        path=root, code="layout-error")
+
+
+def _refuse_mixed_campaigns(meta: dict, run_dirs: list[tuple[str, str]], root: Path) -> None:
+    """Refuse, in words, a tree that mixes campaigns where a package cannot: one run id in two
+    campaigns' folders (the runs table names each run once), or a campaign folder beside the
+    one a collected tree's package.json describes (its scope, host and seed are that one's)."""
+    campaigns: dict[str, list[str]] = defaultdict(list)
+    for run_id, rel_dir in run_dirs:
+        campaigns[run_id].append(rel_dir.split("/")[0])
+    twice = next(((run_id, found) for run_id, found in campaigns.items() if len(found) > 1), None)
+    if twice is not None:
+        raise UserError(f"mixes campaigns: run {twice[0]} lies in the folders of "
+                        f"{' and '.join(repr(c) for c in twice[1])}, and a package names each run "
+                        "once; flatten each campaign's runs from a tree of their own", path=root,
+                        code="layout-error")
+    provenance = meta.get("provenance")
+    if not isinstance(provenance, dict) or provenance.get("collected_by") != "deepgreen collect":
+        return
+    others = sorted({c for found in campaigns.values() for c in found} - {meta.get("name")})
+    if others:
+        raise UserError(f"mixes campaigns: its {PACKAGE_META} describes campaign "
+                        f"{meta.get('name')!r}, which 'deepgreen collect' measured, and it also "
+                        f"holds {', '.join(repr(c) for c in others)}; flatten each campaign's "
+                        "runs from a tree of their own", path=root, code="layout-error")
 
 
 def _read_meta(data: bytes, root: Path) -> dict:
@@ -559,8 +598,10 @@ def _received(pipe) -> Iterator[tuple[str, str, dict[str, bytes]]]:
 
 def flatten(root: Path, out: Path, *, overwrite: bool = False, descriptor_path: Path | None = None,
             progress=None) -> Path:
-    """Flatten a run tree into a package at `out`; refuses to write an invalid package."""
-    atomic.refuse_overlap(out, [root])
+    """Flatten a run tree into a package at `out`; refuses to write an invalid package, and
+    refuses an `out` it must not write before it reads anything (`outputs.refuse_package_out`)."""
+    outputs.refuse_package_out(out, overwrite=overwrite, inputs=[root],
+                               descriptor_path=descriptor_path)
     tables, meta = flatten_tables(root, progress)
     return write_package(tables, out, meta, descriptor_path=descriptor_path, overwrite=overwrite,
                          check=lambda staged: _refuse_invalid(staged, root), inputs=[root])

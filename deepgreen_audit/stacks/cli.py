@@ -110,7 +110,9 @@ def register(verb) -> None:
              "manifest.json with the fingerprint runs record ('digits' needs no file).  'weights' writes "
              "the canonical seeded initial weights of one (architecture, classes, seed): safetensors, "
              "manifest and TorchScript.  'prepare --plan PLAN' writes every store and export a plan's "
-             "jobs read (needed by the C++ stack).")
+             "jobs read (needed by the C++ stack), and refuses before writing anything when the "
+             "data folder's file system cannot hold what it would write ('deepgreen plan' states "
+             "it; keeping only the exports' hashes: docs/collection.md, \"Disk\").")
     p.add_argument("action", choices=("convert", "weights", "prepare"),
                    help="convert an official dataset, write canonical weights, or prepare a plan's inputs")
     p.add_argument("dataset", nargs="?", help="convert: fashion-mnist, cifar100, tiny-imagenet, imagenette, digits")
@@ -122,7 +124,8 @@ def register(verb) -> None:
     p.add_argument("--architecture", choices=("resnet18", "vgg16"), help="weights: the network")
     p.add_argument("--classes", type=int, help="weights: the number of output classes")
     p.add_argument("--seed", type=int, help="weights: the seed the initial weights are drawn from")
-    p.add_argument("--plan", help="prepare: the campaign plan (default collect/plan.toml)")
+    p.add_argument("--plan", help="prepare: the campaign plan (default collect/plan.toml); its "
+                                  "exports and the digits store are written under its data_dir")
 
     from deepgreen_audit.stacks.native import ACCELERATOR_VARIABLE, BACKEND_CHOICES, NATIVE_STACKS
 

@@ -16,7 +16,14 @@ from deepgreen_audit.stacks import data, weights
 
 
 def prepare_plan(plan, torchscript: bool = True, progress=None) -> list[Path]:
-    """Write what the plan's jobs read under its data_dir; returns the files written or found."""
+    """Write what the plan's jobs read under its data_dir; returns the files written or found.
+    Refuses, before writing anything, when the data_dir's file system cannot hold what is not
+    written yet (`collect.disk`)."""
+    from deepgreen_audit.collect.disk import dataset_item, refuse_unless_room, weight_items
+
+    refuse_unless_room([*weight_items(plan, torchscript),
+                        dataset_item(plan, "deepgreen data prepare", only=frozenset({"digits"}))],
+                       plan)
     written = []
     for dataset in sorted({j.dataset for j in plan.jobs}):
         folder = Path(plan.jobs[0].data_dir) / dataset

@@ -27,6 +27,8 @@ from deepgreen_audit.package import atomic
 from deepgreen_audit.package.checksums import sha256_bytes, sha256_file
 
 FORMAT = "deepgreen-initial-weights/1"
+#: Every tensor of an export is float32, little-endian (its TorchScript module holds the same).
+TENSOR_DTYPE = "<f4"
 
 
 def export_stem(architecture: str, classes: int, seed: int) -> str:
@@ -86,7 +88,7 @@ def safetensors_bytes(tensors: dict[str, np.ndarray], metadata: dict[str, str]) 
     header: dict[str, object] = {"__metadata__": dict(sorted(metadata.items()))}
     offset, parts = 0, []
     for name in sorted(tensors):
-        data = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
+        data = np.ascontiguousarray(tensors[name], dtype=TENSOR_DTYPE).tobytes()
         header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
                         "data_offsets": [offset, offset + len(data)]}
         parts.append(data)

@@ -1098,11 +1098,16 @@ def write_synthetic(out, seed: int | None = None, model: SynthModel = SynthModel
     ``synth-truth.json``; the descriptor says the package is synthetic.  With `copies` N > 1
     the drawn campaign is written N times in a row under new run ids
     (`deepgreen_audit.synth.copies`), its rows streamed to disk, so memory holds the drawn
-    campaign and not the package; N = 1 writes the drawn campaign as it is.
+    campaign and not the package; N = 1 writes the drawn campaign as it is.  An `out` it must
+    not write (it exists without `overwrite`, or holds something other than a package) is
+    refused before anything is drawn.
     """
+    from deepgreen_audit.package.outputs import refuse_package_out
     from deepgreen_audit.package.writer import write_package_streamed
     from deepgreen_audit.synth.copies import Copies
 
+    refuse_package_out(Path(out), overwrite=overwrite,
+                       descriptor_path=Path(descriptor_path) if descriptor_path else None)
     if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
         raise UserError(f"copies must be a positive integer, not {copies!r}")
     if copies > 1 and (defects or model.precision_change):
