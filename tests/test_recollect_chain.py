@@ -7,9 +7,9 @@ Rust/tch stacks), ResNet-18 on digits, two repetitions of two whole epochs, on t
 
 * Without counters (this host has no NVML and no RAPL: `--allow-missing-counters`), the PDF's
   first page says that energy was not measured and why, and the text ranks the stacks by time.
-* With fake counters (the fake NVML module and a fake powercap tree that advances like a
-  RAPL counter: the lowest layer, tests/fakes), the same chain yields energy numbers in the
-  text.
+* With a fake counter (a fake powercap tree that advances like a RAPL counter: the lowest
+  layer, tests/fakes/rapl.py; a CPU campaign's boundary is its CPU packages), the same chain
+  yields energy numbers in the text.
 * `synth --plan` of the same plan, then the same chain from `flatten` on, also ends in a PDF.
 """
 
@@ -28,7 +28,6 @@ import pytest
 from deepgreen_audit.collect.plan import write_scoped_plan
 
 ROOT = Path(__file__).resolve().parents[1]
-NVML_FAKES = ROOT / "tests" / "fakes" / "nvidia"
 SCOPE = {"ecosystems": ["python-pytorch", "cpp-libtorch", "rust-tch"],
          "architectures": ["resnet18"], "datasets": ["digits"], "repetitions": 2, "epochs": 2,
          "device": "cpu", "reason": "a re-collection on a CPU host, as a new user makes one"}
@@ -105,8 +104,9 @@ def test_without_counters_the_first_page_says_energy_was_not_measured(without_co
 def test_with_fake_counters_the_text_quotes_energy(tmp_path):
     from tests.fakes.rapl import advancing_powercap
 
+    # a cpu campaign's boundary is the CPU packages: a fake RAPL counter is all it reads
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(NVML_FAKES), str(ROOT), os.environ.get("PYTHONPATH")) if p))
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     with advancing_powercap(tmp_path / "powercap") as root:
         env["DEEPGREEN_POWERCAP_ROOT"] = str(root)
         _, runs = collect(tmp_path, "fakecounters", env=env)
