@@ -464,6 +464,10 @@ def contemporaneous(ctx: AuditContext) -> Outcome:
                           f"{utc(runs['ended_at_utc'].max()):%Y-%m-%d})")
 
 
+#: The fewest epochs a run needs for S6.phase-work to judge it (the warm-up is one of them).
+MIN_PHASE_WORK_EPOCHS = 3
+
+
 @check("S6.phase-work", "S6", table="blocks")
 def phase_work(ctx: AuditContext) -> Outcome:
     """Each phase in step with its work: in every epoch the eval phase's time per sample
@@ -472,7 +476,8 @@ def phase_work(ctx: AuditContext) -> Outcome:
     epochs (the warm-up epoch counts in the median, and is not itself judged). An epoch
     that departs was measured over another window than its phase (a tracker started late or
     stopped early, a phase that waited on something else); a wrong architecture shifts every
-    epoch of a run alike and is the business of S1.architecture-identity."""
+    epoch of a run alike and is the business of S1.architecture-identity.  A run of fewer than
+    MIN_PHASE_WORK_EPOCHS epochs is not judged: its median is pulled halfway to the warm-up."""
     b = ctx.block_runs
     s3 = ctx.spec["S3_data"]
     phase = b["phase"]
@@ -495,6 +500,13 @@ def phase_work(ctx: AuditContext) -> Outcome:
     run_ids, epoch, ratio = epochs.keys[0][kept], epochs.keys[1][kept], log_ratio[kept]
     per_run = Groups(run_ids)
     deviation = ratio - per_run.spread(per_run.median(ratio))
+    # with two epochs the median is half the warm-up's: a run is judged from its third epoch on
+    enough = per_run.spread(per_run.size) >= MIN_PHASE_WORK_EPOCHS
+    if not enough.any():
+        raise NotApplicable(f"no run has {MIN_PHASE_WORK_EPOCHS} epochs or more: with fewer, the "
+                            "median ratio a run's epochs are held to is half its warm-up epoch's")
+    run_ids, epoch, ratio, deviation = (run_ids[enough], epoch[enough], ratio[enough],
+                                        deviation[enough])
     judged = epoch >= 2
     if judged.any():     # epoch 1 is the warm-up (S6.warmup): reference only
         run_ids, epoch, deviation = run_ids[judged], epoch[judged], deviation[judged]
