@@ -102,8 +102,10 @@ def test_audit_checks_compare_with_no_unnamed_tolerance():
 
 
 def test_every_audit_tolerance_is_read_by_a_check():
-    text = "".join(p.read_text(encoding="utf-8") for p in (PACKAGE / "audit").rglob("*.py"))
-    unread = [key for key in load_spec()["audit"] if key != "title" and f'"{key}"' not in text]
+    readers = [*(PACKAGE / "audit").rglob("*.py"), PACKAGE / "batchnorm.py"]
+    text = "".join(p.read_text(encoding="utf-8") for p in readers)
+    unread = [key for key in load_spec()["audit"]
+              if key not in ("title", "notes") and f'"{key}"' not in text]
     assert not unread
 
 

@@ -30,6 +30,7 @@ from deepgreen_audit.analysis.values import (
     exact_decimals,
     scaled,
 )
+from deepgreen_audit.batchnorm import accuracy_caveat
 from deepgreen_audit.spec import load_spec
 from deepgreen_audit.units import J_PER_KWH
 
@@ -148,7 +149,7 @@ def analyse(tables: CampaignTables, design: Design, spec: dict | None = None,
     _correlations(r, design)
     _instruments(r, tables, design)
     _codecarbon(r, tables)
-    _accuracy(r, tables, design)
+    _accuracy(r, tables, design, spec)
     _comparisons(r, design)
     _utilisation(r, tables, design)
     _campaign_energy(r, tables)
@@ -405,7 +406,12 @@ def _codecarbon(r: Results, tables: CampaignTables) -> None:
            "how CodeCarbon read each component")
 
 
-def _accuracy(r: Results, tables: CampaignTables, design: Design) -> None:
+def _accuracy(r: Results, tables: CampaignTables, design: Design, spec: dict) -> None:
+    caveat = accuracy_caveat(spec)
+    r.flags["AccuracyCaveat"] = caveat is not None
+    if caveat is not None:
+        r.text("AccuracyCaveatText", caveat, "why the scope's test accuracy does not measure the "
+               "trained weights (deepgreen_audit.batchnorm)")
     r.final_accuracy = accuracy.final_accuracy(tables)
     r.accuracy_spreads = accuracy.accuracy_spreads(r.final_accuracy, design)
     r.range("AccuracySpreadPp", r.accuracy_spreads["spread_pp"].min(),

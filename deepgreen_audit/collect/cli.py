@@ -16,9 +16,16 @@ def _announce(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def _count(n: int, noun: str) -> str:
+    """'1 run', '8 runs'."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def cmd_plan(args) -> int:
+    from deepgreen_audit.batchnorm import accuracy_caveat
     from deepgreen_audit.collect.disk import campaign_items, format_disk
     from deepgreen_audit.collect.plan import format_schedule, load_plan
+    from deepgreen_audit.spec import load_spec, scoped
 
     plan = load_plan(Path(args.plan) if args.plan else None)
     if args.print:
@@ -26,13 +33,17 @@ def cmd_plan(args) -> int:
         return 0
     configs = {(j.ecosystem, j.architecture, j.dataset) for j in plan.jobs}
     reps = max(j.repetition for j in plan.jobs)
-    print(f"plan {plan.path}: campaign {plan.campaign!r}, {len(configs)} configurations x "
-          f"{reps} repetitions = {len(plan.jobs)} runs, {plan.jobs[0].epochs} epochs each, "
-          f"interleaved, seeds from master seed {plan.master_seed}")
+    print(f"plan {plan.path}: campaign {plan.campaign!r}, {_count(len(configs), 'configuration')} x "
+          f"{_count(reps, 'repetition')} = {_count(len(plan.jobs), 'run')}, "
+          f"{_count(plan.jobs[0].epochs, 'epoch')} each, interleaved, seeds from master seed "
+          f"{plan.master_seed}")
     undefined = sorted({j.ecosystem for j in plan.jobs} - set(plan.stacks))
     if undefined:
         print(f"  no stack defined yet for: {', '.join(undefined)}")
     print("\n".join(format_disk(campaign_items(plan, Path(args.out)))))
+    caveat = accuracy_caveat(scoped(load_spec(), plan.scope, plan.path))
+    if caveat:
+        print(f"  note: {caveat}")
     print("  'deepgreen plan --print' lists every run with its seed and exact command")
     return 0
 

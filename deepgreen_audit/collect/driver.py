@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deepgreen_audit.batchnorm import accuracy_caveat
 from deepgreen_audit.collect.codecarbon_tracker import load_config, require_codecarbon
 from deepgreen_audit.collect.disk import refuse_unless_room, run_dirs_item
 from deepgreen_audit.collect.errors import MAX_CONSECUTIVE_FAILURES
@@ -43,7 +44,7 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.checksums import sha256_file
 from deepgreen_audit.package.rundirs import PACKAGE_META
-from deepgreen_audit.spec import COUNTERS, boundary_counters, spec_path
+from deepgreen_audit.spec import COUNTERS, boundary_counters, load_spec, scoped, spec_path
 
 
 @dataclass
@@ -107,7 +108,9 @@ def measurement_boundary(missing: dict[str, str], device: str = "cuda") -> str:
 def campaign_metadata(plan: Plan, missing: dict[str, str], gpus: list[str],
                       synthetic_reason: str | None = None, recorded: dict | None = None) -> dict:
     """package.json of a collected run tree: what, where, on what and within which boundary it
-    was measured, and the scope the plan declares (the audit holds the campaign to it);
+    was measured (and, for a scope too short for BatchNorm's running statistics, why its test
+    accuracy does not measure the trained weights), and the scope the plan declares (the audit
+    holds the campaign to it);
     `recorded`: the folder's campaign.json (`outfolder`), whose plan file it names.  RAPL read
     from another powercap tree than the host's (DEEPGREEN_POWERCAP_ROOT) makes the package
     synthetic: its CPU energies are not the host's."""
@@ -119,11 +122,16 @@ def campaign_metadata(plan: Plan, missing: dict[str, str], gpus: list[str],
         meta["synthetic_reason"] = synthetic_reason
     meta["provenance"] = {"collected_by": "deepgreen collect", **plan_provenance(plan, recorded),
                           "master_seed": plan.master_seed}
-    meta["measured"] = {
+    measured: dict = {
         "host": platform.node(), "gpus": gpus,
         "collection_started_utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "boundary": measurement_boundary(missing, plan.device),
         "counters_missing": dict(missing)}
+    caveat = accuracy_caveat(scoped(load_spec(), plan.scope, plan.path))
+    if caveat:
+        # a scope too short for BatchNorm's running statistics: its accuracy says so beside it
+        measured["accuracy_caveat"] = caveat
+    meta["measured"] = measured
     if plan.scope:
         meta["scope"] = dict(plan.scope)
     if plan.hosts:

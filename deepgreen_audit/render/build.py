@@ -235,7 +235,8 @@ def measured_context(results: Results) -> dict:
             "measured": [q for q in coverage.quantities if q.measured],
             "not_measured": [q for q in coverage.quantities if not q.measured],
             "energy_measured": coverage.energy.measured,
-            "accuracy_caveat": None}
+            "accuracy_caveat": text.value if (text := results.values.get("AccuracyCaveatText"))
+            else None}
 
 
 def pilot_tex(env, pilot) -> str:

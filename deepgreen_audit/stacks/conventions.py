@@ -23,6 +23,8 @@ BATCHNORM_EPSILON = 1e-5
 BATCHNORM_TORCH_MOMENTUM = 0.1
 #: The same rule in Keras/Flax terms: weight of the old running value.
 BATCHNORM_DECAY = 1.0 - BATCHNORM_TORCH_MOMENTUM
+#: The architectures with BatchNorm layers (VGG-16, torchvision's plain ``vgg16``, has none).
+BATCHNORM_ARCHITECTURES = ("resnet18",)
 
 ADAM_BETA1 = 0.9
 ADAM_BETA2 = 0.999
