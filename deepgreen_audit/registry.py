@@ -51,8 +51,8 @@ SUITES: dict[str, tuple[str, ...]] = {
 CHECK_MODULES: dict[str, tuple[str, ...]] = {
     "audit": ("deepgreen_audit.audit.checks.integrity",
               "deepgreen_audit.audit.checks.model",
-              "deepgreen_audit.audit.checks.recipe",
               "deepgreen_audit.audit.checks.training",
+              "deepgreen_audit.audit.checks.recipe",
               "deepgreen_audit.audit.checks.measurement",
               "deepgreen_audit.audit.checks.replication",
               "deepgreen_audit.audit.checks.sources",

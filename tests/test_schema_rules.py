@@ -114,8 +114,12 @@ def test_length_constraints_are_enforced():
 
 def test_minus_zero_beside_zero_is_not_a_second_sample_key(tmp_path, capsys):
     pkg = _shipped_copy(tmp_path)
+    _set_cell(pkg, "samples", 2, "t_s", "0.0")        # a run's first sample, at its start
     lines = _lines(pkg, "samples")
-    lines.insert(2, lines[1].replace(",0.0,", ",-0.0,", 1))
+    column = lines[0].split(",").index("t_s")
+    cells = lines[1].split(",")
+    cells[column] = "-0.0"
+    lines.insert(2, ",".join(cells))
     _write_lines(pkg, "samples", lines)
     rehash(pkg)
     findings = _findings(pkg, capsys)
