@@ -15,7 +15,7 @@ When ``batch`` and ``recalibrated`` score high while ``running`` is at chance, t
 are fine and only the running statistics lag behind them (PyTorch momentum 0.1: the running
 value is an average over roughly the last 1 / 0.1 = 10 steps of weights that moved).
 
-    .venv/bin/python benchmarks/bench_batchnorm_stats.py --data-dir /tmp/d --seed 1965637896 --epochs 10
+    .venv/bin/python benchmarks/bench_batchnorm_stats.py --data-dir /tmp/d --seed 1058281272 --epochs 10
 """
 
 from __future__ import annotations
