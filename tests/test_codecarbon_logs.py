@@ -223,6 +223,19 @@ def test_identities(tmp_path, layout):
     assert rate.status == "fail" and "grams per second" in rate.message
 
 
+def test_a_tasks_rate_may_span_its_readings_not_its_duration(tmp_path):
+    """A CodeCarbon task divides its emissions by the span between its two energy readings and
+    reads its duration a few milliseconds later: on a 0.65 s block that is 0.24 %, not a defect;
+    a rate whose window is a second away from the duration is."""
+    rows = clean("3.x", duration=0.65)
+    rows[0]["emissions_rate"] = rows[0]["emissions"] / (0.65 - 0.0016)
+    report, _ = audited(tmp_path / "gap", "3.x", rows)
+    assert status(report, "S5.emissions-rate") == "pass"
+    rows[0]["emissions_rate"] = rows[0]["emissions"] / 1.65
+    report, _ = audited(tmp_path / "off", "3.x", rows)
+    assert status(report, "S5.emissions-rate") == "fail"
+
+
 @pytest.mark.parametrize("layout", list(HEADERS))
 def test_settings_changing_within_a_project(tmp_path, layout):
     rows = clean(layout)

@@ -819,18 +819,24 @@ def carbon_intensity(ctx: AuditContext) -> Outcome:
 @check("S5.emissions-rate", "S5", table="blocks")
 def emissions_rate(ctx: AuditContext) -> Outcome:
     """CodeCarbon's emissions_rate is its emissions over its duration, within
-    emissions_rate_relative_tolerance."""
+    emissions_rate_relative_tolerance or, in seconds of the window the rate implies
+    (emissions / rate), power_duration_window_slack_s, whichever is larger: a task's rate
+    (CodeCarbon 2.5 and later) divides by the span between its two energy readings, while its
+    duration is read from another clock call a few milliseconds later."""
     b = ctx.block_runs
     rate = b["codecarbon_emissions_rate_kg_per_s"]
     duration_s = b["codecarbon_duration_s"]
+    tol = float(ctx.tolerances["emissions_rate_relative_tolerance"])
+    slack_s = float(ctx.tolerances["power_duration_window_slack_s"])
     with np.errstate(divide="ignore", invalid="ignore"):
         expected = np.where(duration_s > 0, b["codecarbon_emissions_kg"] / duration_s, np.nan)
         has = ~np.isnan(rate) & (expected > 0)
         rel = np.abs((rate - expected) / expected)
+        window_gap_s = np.abs(b["codecarbon_emissions_kg"] / rate - duration_s)
     if not has.any():
         raise Skip("no block records CodeCarbon's emissions and their rate")
-    tol = float(ctx.tolerances["emissions_rate_relative_tolerance"])
-    found = [_identity_row(b, i, rate[i], expected[i], "kg/s") for i in np.flatnonzero(has & (rel > tol))]
+    off = has & (rel > tol) & ~(window_gap_s <= slack_s)
+    found = [_identity_row(b, i, rate[i], expected[i], "kg/s") for i in np.flatnonzero(off)]
     return _identity_outcome(ctx, found, int(has.sum()), "emissions_rate = emissions / duration")
 
 
