@@ -1,44 +1,15 @@
-"""The `deepgreen` program (and `python -m deepgreen_audit`): Ctrl-C exits 130 from the start.
+"""The `deepgreen` program (and `python -m deepgreen_audit`): Ctrl-C exits 130 from the start
+(`program.quiet_interrupt`, before anything heavy is imported)."""
 
-Python turns Ctrl-C into KeyboardInterrupt wherever it lands, and while the program starts
-(argparse, then pandas and pyarrow behind the verbs) no handler of ours is there to catch it:
-Python would print a traceback.  So the first thing this module does, before anything heavy
-is imported, is install a handler that says "interrupted" in one line and exits 130;
-`cli.main` raises KeyboardInterrupt instead while a verb runs, so that a write in progress
-unwinds and removes its staging folder, and puts this handler back when the verb ends.
-"""
+from deepgreen_audit.program import exit_with, quiet_interrupt
 
-import contextlib
-import os
-import signal
-import sys
-
-
-def _interrupted(signum, frame) -> None:
-    os.write(2, b"deepgreen: interrupted; nothing was half-written\n")
-    os._exit(130)
-
-
-signal.signal(signal.SIGINT, _interrupted)
+quiet_interrupt()
 
 
 def main() -> None:
     from deepgreen_audit.cli import main as run
 
     exit_with(run(owns_process=True))
-
-
-def exit_with(status: int) -> None:
-    """End the program with `status`.  After Ctrl-C, 130 by `os._exit`: once a
-    KeyboardInterrupt has crossed C code that runs Python (an extension's import), the
-    interpreter marks it unhandled and, at a normal exit, kills itself with SIGINT instead,
-    although the command caught it and cleaned up."""
-    if status == 130:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
-        os._exit(130)
-    sys.exit(status)
 
 
 if __name__ == "__main__":

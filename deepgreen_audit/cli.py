@@ -11,7 +11,9 @@ interrupted write removes its staging folder.
 from __future__ import annotations
 
 if __name__ == "__main__":  # `python -m deepgreen_audit.cli`: Ctrl-C exits 130 from here on
-    import deepgreen_audit.__main__  # noqa: F401
+    from deepgreen_audit.program import quiet_interrupt
+
+    quiet_interrupt()
 
 import argparse
 import errno
@@ -20,26 +22,18 @@ import os
 import signal
 import sys
 import textwrap
-from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 from deepgreen_audit import __version__
-from deepgreen_audit.errors import BUG_EXIT, EXIT_CODES, USAGE_EXIT, Terminated, UserError, unknown_name
-
-
-def examples_epilog(examples) -> str:
-    """A help's examples, each `(command, what it shows)`: every line `  deepgreen ...` under
-    "examples" runs as written from the checkout's root (tests/test_cli_help.py runs them all,
-    in order, in a scratch copy), exiting 0 unless its note says `(exit N)`."""
-    if not examples:
-        return ""
-    width = max((len(command) for command, _ in examples if len(command) <= 50), default=0) + 3
-    lines = []
-    for command, note in examples:
-        lines.append(f"  {command:<{width}}{note}".rstrip() if len(command) < width
-                     and 2 + width + len(note) <= 88 else f"  {command}\n      {note}".rstrip())
-    return "\nexamples (run from the checkout's root):\n" + "\n".join(lines) + "\n"
+from deepgreen_audit.console import (
+    HelpFormatter,
+    LazyChoicesAppend,
+    Parser,
+    examples_epilog,
+    positive_int,
+    strict_option,
+)
+from deepgreen_audit.errors import BUG_EXIT, EXIT_CODES, USAGE_EXIT, Terminated, UserError
 
 
 def exit_code_lines() -> list[str]:
@@ -65,25 +59,6 @@ exit codes (every verb; validate, audit, api-audit, parity and preflight alike):
     ("deepgreen restore datapackage.json --out runs/", "back to run directories"),
     ("deepgreen flatten runs/ --out pkg/", "and those into a package"),
     ("deepgreen audit examples/first-campaign", "audit the first campaign (exit 1)")])
-
-
-def strict_option(parser) -> None:
-    """--strict, the same on every verb that checks something (errors.EXIT_CODES)."""
-    parser.add_argument("--strict", action="store_true",
-                        help="exit 1 on a warning or a check that could not run too (not on "
-                             "one that does not apply to the package; without --strict: on a "
-                             "failed check only)")
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1 (a usage error, exit 2, otherwise)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
-    return value
 
 
 def _say(text: str = "") -> None:
@@ -229,61 +204,10 @@ def cmd_synth(args) -> int:
 # ---------------------------------------------------------------- parser
 
 
-class LazyChoicesAppend(argparse._AppendAction):
-    """A repeatable option whose choices a registry holds that is costly to import (the synth
-    defects import numpy and the generator): `load_choices` is called only when the option is
-    given or its help shown, so that every other verb starts without it.  Its help may say
-    %(choices)s."""
-
-    def __init__(self, *args, load_choices: Callable[[], Iterable[str]], **kwargs):
-        self._load_choices = load_choices
-        super().__init__(*args, **kwargs)
-
-    @property
-    def choices(self) -> list[str]:
-        return list(self._load_choices())
-
-    @choices.setter
-    def choices(self, _value) -> None:
-        """The registry is the one list: what argparse sets (None) is ignored."""
-
-    @property
-    def help(self) -> str:
-        return self._help.replace("%(choices)s", ", ".join(self.choices))
-
-    @help.setter
-    def help(self, value: str) -> None:
-        self._help = value
-
-
 def defect_names() -> list[str]:
     from deepgreen_audit.synth.defects import DEFECTS
 
     return list(DEFECTS)
-
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Descriptions wrapped to the terminal, while the lines an epilog indents (examples, the
-    exit codes) stay as written, so that each example remains one line to copy."""
-
-    def _fill_text(self, text, width, indent):
-        return "\n".join(line if line.startswith("  ") or len(line) <= width else
-                         textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent)
-                         for line in text.splitlines())
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse's parser, refusing a value outside an option's choices (a verb, --defect, ...)
-    as every verb refuses a misspelt name: the valid ones and the closest
-    (`errors.unknown_name`), where argparse 3.11 lists them only."""
-
-    def _check_value(self, action: argparse.Action, value: Any) -> None:
-        choices = action.choices
-        if choices is not None and value not in choices:
-            what = ("a verb" if isinstance(action, argparse._SubParsersAction)
-                    else "one of its choices")
-            raise argparse.ArgumentError(action, unknown_name(str(value), [str(c) for c in choices],
-                                                              what))
 
 
 def build_parser(verb_named: str | None = None) -> argparse.ArgumentParser:
@@ -540,4 +464,6 @@ def _report_bug(name: str, exc: Exception) -> int:
 
 
 if __name__ == "__main__":
-    deepgreen_audit.__main__.exit_with(main())
+    from deepgreen_audit.program import exit_with
+
+    exit_with(main())

@@ -62,7 +62,7 @@ else
 fi
 # The project itself runs from this checkout.
 export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
-DG() { "$PYTHON" -m deepgreen_audit.cli "$@"; }
+DG() { "$PYTHON" -m deepgreen_audit "$@"; }
 "$PYTHON" - <<'EOF' || fail "the Python packages the pilot needs are missing (scripts/pilot-wheels.sh carries them)"
 import importlib, sys
 need = ["codecarbon", "pandera", "pyarrow", "pandas", "scipy", "jinja2", "pynvml", "sklearn", "safetensors", "torch"]

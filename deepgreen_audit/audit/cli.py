@@ -130,7 +130,7 @@ def cmd_spec(args) -> int:
 
 
 def register(verb) -> None:
-    from deepgreen_audit.cli import strict_option
+    from deepgreen_audit.console import strict_option
 
     p = verb("audit", cmd_audit, "audit a package against the experiment specification (S1-S6)",
              "Validate PKG (checksums, schemas, keys), prove the round trip to run directories, "

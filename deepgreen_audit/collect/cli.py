@@ -154,7 +154,7 @@ def cmd_envs(args) -> int:
 
 
 def register(verb) -> None:
-    from deepgreen_audit.cli import strict_option
+    from deepgreen_audit.console import strict_option
 
     plan_help = "campaign plan (default: collect/plan.toml)"
     p = verb("plan", cmd_plan, "show the campaign plan (runs, seeds, order, commands)",

@@ -56,7 +56,7 @@ def cmd_api_audit(args) -> int:
 
 
 def register(verb) -> None:
-    from deepgreen_audit.cli import strict_option
+    from deepgreen_audit.console import strict_option
 
     p = verb("profile-api", cmd_profile_api, "measure framework API calls at several input sizes",
              "Profile API calls (PyTorch, TensorFlow, JAX) at several input sizes with this "

@@ -75,7 +75,7 @@ SOURCE_HELP: dict[str, dict] = {
 
 
 def register(verb) -> None:
-    from deepgreen_audit.cli import HelpFormatter, examples_epilog
+    from deepgreen_audit.console import HelpFormatter, examples_epilog
 
     p = verb("import", cmd_import, "import another campaign's records as a package",
              "Convert the records of another campaign into a package. SOURCE names the layout; "

@@ -101,7 +101,7 @@ def _parity_stacks() -> tuple[str, ...]:
 
 
 def register(verb) -> None:
-    from deepgreen_audit.cli import LazyChoicesAppend, strict_option
+    from deepgreen_audit.console import LazyChoicesAppend, strict_option
 
     p = verb("data", cmd_data, "convert official dataset archives; write canonical weight exports",
              "Dataset and weight preparation for the stacks.  'convert DATASET FILE... --out DIR' "
