@@ -14,7 +14,7 @@ from deepgreen_audit.audit.checks.measurement import (
     counter_cells,
     rapl_readings,
 )
-from deepgreen_audit.audit.frame import Frame
+from deepgreen_audit.columnar.frame import Frame
 
 
 def _cells(values: list[str | None]) -> np.ndarray:

@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from deepgreen_audit.audit.frame import Frame, Groups, counts, mode, order, plain_value
+from deepgreen_audit.columnar.frame import Frame, Groups, counts, mode, order, plain_value
 
 SEEDS = range(150)
 

@@ -77,7 +77,7 @@ def test_a_cargo_pin_that_differs_from_the_specification_stops_the_build(tmp_pat
 
 def test_pinned_versions_check_reads_the_release_and_keeps_the_build_label():
     from deepgreen_audit.audit.checks.recipe import pinned_versions
-    from deepgreen_audit.audit.frame import Frame
+    from deepgreen_audit.columnar.frame import Frame
 
     env = Frame.of({"run_id": ["a", "b", "c"], "framework": ["torch", "torch", "tch"],
                     "framework_version": [f"{SPEC_PINS['torch']}+cu130", "2.5.1+cpu", SPEC_PINS["tch"]]})

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from deepgreen_audit.analysis.data import CampaignTables
-from deepgreen_audit.audit.context import run_block_energy_j
+from deepgreen_audit.columnar.evidence import run_block_energy_j
 
 #: The runs-table column that holds Slurm's reading.
 SLURM_COLUMN = "slurm_consumed_energy_j"

@@ -50,7 +50,7 @@ write a function `fn(ctx) -> Outcome` with a docstring, decorate it with
 and add its module's dotted name to `CHECK_MODULES["audit"]` there; the audit imports
 it by that name, so no layer imports one above it.
 `ctx` gives the typed tables as numpy columns (`ctx.runs`, `ctx.blocks`, ...: Frames,
-deepgreen_audit/audit/frame.py; the audit imports no pandas), the specification
+deepgreen_audit/columnar/frame.py; the audit imports no pandas), the specification
 (`ctx.spec`, tolerances in `ctx.tolerances`) and the checkout (`ctx.sources_root`).
 """
 

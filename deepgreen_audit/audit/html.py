@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from deepgreen_audit.audit.frame import isin, seconds
+from deepgreen_audit.columnar.frame import isin, seconds
 from deepgreen_audit.report import CODES, NOT_APPLICABLE, Finding, Report
 
 #: Evidence rows shown under a finding; all of them are in its CSV and in the JSON report.

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.audit.context import evidence
 from deepgreen_audit.codecarbon import hardware
 from deepgreen_audit.codecarbon.context import MODELLED, NOT_TRACKED, UNVERIFIED, LogContext
+from deepgreen_audit.columnar.evidence import evidence
 from deepgreen_audit.registry import NotApplicable, Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 

@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from deepgreen_audit.audit.frame import Frame, joined
 from deepgreen_audit.codecarbon import hardware
 from deepgreen_audit.codecarbon.layout import COMPONENTS, major, version_tuple
+from deepgreen_audit.columnar.frame import Frame, joined
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import paths
 from deepgreen_audit.package.descriptor import Package

@@ -56,7 +56,7 @@ from deepgreen_audit.analysis.data import (
     typed_columns,
 )
 from deepgreen_audit.analysis.energy import phase_totals
-from deepgreen_audit.audit.context import json_records
+from deepgreen_audit.columnar.evidence import json_records
 from deepgreen_audit.errors import UserError, refuse_unknown
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.schema import load_schema

@@ -9,8 +9,8 @@ from typing import NoReturn
 import numpy as np
 import pyarrow as pa
 
-from deepgreen_audit.audit.context import (
-    AuditContext,
+from deepgreen_audit.audit.context import AuditContext
+from deepgreen_audit.columnar.evidence import (
     describe_counts,
     evidence,
     per_run_evidence,
@@ -18,7 +18,7 @@ from deepgreen_audit.audit.context import (
     rows_by_run,
     run_block_energy_j,
 )
-from deepgreen_audit.audit.frame import (
+from deepgreen_audit.columnar.frame import (
     Frame,
     Groups,
     counts,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from deepgreen_audit.audit.context import AuditContext, describe_counts, evidence, labels_in_spec
-from deepgreen_audit.audit.frame import Frame, Groups, cell_text, lookup
+from deepgreen_audit.audit.context import AuditContext, labels_in_spec
+from deepgreen_audit.columnar.evidence import describe_counts, evidence
+from deepgreen_audit.columnar.frame import Frame, Groups, cell_text, lookup
 from deepgreen_audit.registry import NotApplicable, Outcome, Skip, check
 from deepgreen_audit.spec import RECIPE_SECTIONS, declared_device, dl4j_backend, recipe
 

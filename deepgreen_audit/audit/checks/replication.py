@@ -8,8 +8,9 @@ from collections import Counter
 
 import numpy as np
 
-from deepgreen_audit.audit.context import CONFIG_COLUMNS, AuditContext, describe_counts, evidence
-from deepgreen_audit.audit.frame import (
+from deepgreen_audit.audit.context import CONFIG_COLUMNS, AuditContext
+from deepgreen_audit.columnar.evidence import describe_counts, evidence
+from deepgreen_audit.columnar.frame import (
     Frame,
     Groups,
     cell_text,

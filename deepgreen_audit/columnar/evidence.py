@@ -1,0 +1,68 @@
+"""What a finding cites and the small column computations every kind's checks and analyses
+share: evidence rows as plain JSON values, counts in words, relative differences, each run's
+summed block energy.  Below every audited kind (`audit`, `codecarbon`) and every analysis."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from deepgreen_audit.columnar.frame import Frame, Groups, counts, plain_value
+
+
+def rows_by_run(frame: Frame) -> list[np.ndarray]:
+    """The positions of each run's rows in `frame` (by its run_id column), runs in run_id
+    order, each run's rows in frame order."""
+    return Groups(frame["run_id"]).rows()
+
+
+def describe_counts(values, limit: int = 8) -> str:
+    """'a: 3, b: 1' from labels, most frequent first."""
+    found = counts(values)
+    text = ", ".join(f"{k}: {v}" for k, v in found[:limit])
+    return text + (f", ... ({len(found) - limit} more)" if len(found) > limit else "")
+
+
+def relative_difference(a, b) -> np.ndarray:
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    scale = np.maximum(np.abs(a), np.abs(b))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(scale > 0, np.abs(a - b) / scale, 0.0)
+
+
+def evidence(frame) -> dict:
+    """A finding's evidence for the JSON report: every row of `frame` (a Frame, or a pandas
+    frame of the CodeCarbon-log checks) as plain JSON values (the runs or configurations it
+    names and the figures that convicted them), so a reader can check each one; the HTML page
+    shows the first rows and links the rest as CSV.  `evidence_total` (the count) is kept for
+    readers of older reports, which carried 50 rows at most."""
+    rows = frame.records(digits=6) if isinstance(frame, Frame) else json_records(frame, digits=6)
+    return {"evidence": rows, "evidence_total": len(rows)}
+
+
+def json_records(frame, digits: int | None = None) -> list[dict]:
+    """The rows of a pandas frame as plain JSON values (a comparison's tables)."""
+    return [{k: plain_value(v, digits) for k, v in record.items()}
+            for record in frame.to_dict(orient="records")]
+
+
+def run_block_energy_j(run_ids: np.ndarray, energy_j: np.ndarray) -> dict[str, float]:
+    """Each run's summed block energy_j, NaN where a block lacks it: what a whole-run reading
+    (Slurm's) is set against, by the audit's check and by the paper alike."""
+    groups = Groups(run_ids)
+    complete = groups.valid(energy_j) == groups.size
+    sums = np.where(complete, groups.sum(energy_j), np.nan)
+    return dict(zip(groups.keys[0], sums))
+
+
+def per_run_evidence(ctx, blocks: Frame, figures: dict | None = None) -> dict:
+    """Evidence of a block-level finding, one row per run: its ecosystem, how many of its
+    blocks the finding concerns, and `figures` ({column: "median" or "first"}) of those
+    blocks; the runs with most blocks first."""
+    groups = Groups(blocks["run_id"])
+    run_ids = groups.keys[0]
+    columns = {"run_id": run_ids, "ecosystem": ctx.of_runs("ecosystem", run_ids),
+               "blocks": groups.size}
+    for column, how in (figures or {}).items():
+        columns[column] = getattr(groups, how)(blocks[column])
+    return evidence(Frame.of(columns).sort(groups.size, descending=True))
