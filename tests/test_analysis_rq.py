@@ -218,7 +218,7 @@ def test_render_writes_the_new_numbers_tables_and_flags(short, tmp_path):
 
 
 def test_the_defect_table_lists_every_section_and_what_the_audit_found(short, tmp_path, copy_of):
-    from deepgreen_audit.registry import SUITES, registered_checks
+    from deepgreen_audit.suite.registry import SUITES, registered_checks
 
     render(short, tmp_path / "clean", design=_design())
     clean = (tmp_path / "clean" / "table-defects.tex").read_text()

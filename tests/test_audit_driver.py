@@ -7,7 +7,7 @@ import json
 from deepgreen_audit.audit import audit
 from deepgreen_audit.audit.docs import doc_path, to_markdown
 from deepgreen_audit.cli import main
-from deepgreen_audit.registry import SUITES, registered_checks
+from deepgreen_audit.suite.registry import SUITES, registered_checks
 
 
 def test_registry_entries_have_id_section_severity_and_docstring():

@@ -214,7 +214,7 @@ def test_in_chromium_a_click_on_a_failing_check_scrolls_to_its_section(pages, tm
 def test_not_recorded_only_when_every_failing_row_is_only_unrecorded():
     """The rule the page groups by: one contradicted row makes the finding contradicted, and a
     check that does not count its unrecorded rows (or crashed) never hides as a gap in records."""
-    from deepgreen_audit.registry import Outcome
+    from deepgreen_audit.suite.registry import Outcome
     from deepgreen_audit.report import Finding
 
     assert Outcome.failed("x", rows=3, unrecorded=3).basis == "not recorded"

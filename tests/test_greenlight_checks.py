@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from deepgreen_audit.greenlight.checks import SUITE, run_checks
 from deepgreen_audit.package.schema import load_schema
-from deepgreen_audit.registry import registered_checks
+from deepgreen_audit.suite.registry import registered_checks
 
 
 def row(position, start_s, end_s, **values):

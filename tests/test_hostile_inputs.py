@@ -11,7 +11,7 @@ import pytest
 from deepgreen_audit.cli import main
 from deepgreen_audit.errors import BUG_EXIT
 from deepgreen_audit.package.validate import validate
-from deepgreen_audit.registry import Check, run_check
+from deepgreen_audit.suite.registry import Check, run_check
 from package_edits import rehash
 
 RUN1 = "python-pytorch.resnet18.cifar100.r1"

@@ -22,7 +22,7 @@ from deepgreen_audit.package.schema import TABLES, load_schema
 from deepgreen_audit.package.tables import TextTable, canonical_rows, canonical_text, parse_text, stream_rows
 from deepgreen_audit.package.validate import validate
 from deepgreen_audit.package.writer import write_package
-from deepgreen_audit.registry import registered_checks, run_check
+from deepgreen_audit.suite.registry import registered_checks, run_check
 
 QUOTED = ["a,b", 'say "hi"', "two\nlines", "cr\r\nlf", "", "plain", "é,ü"]
 

@@ -1,7 +1,7 @@
 """The conformance audit: integrity, the experiment specification (S1-S6), the round trip.
 
 `audit(PKG)` validates the package, then runs every check of the audit suite
-(`deepgreen_audit.registry`) and returns a `deepgreen_audit.report.Report`.  What each
+(`deepgreen_audit.suite.registry`) and returns a `deepgreen_audit.report.Report`.  What each
 check means is in docs/audit.md (generated from the registry).
 """
 

@@ -14,7 +14,7 @@ from deepgreen_audit.errors import UserError
 def cmd_audit(args) -> int:
     if args.list:
         from deepgreen_audit.audit import docs
-        from deepgreen_audit.registry import registered_checks
+        from deepgreen_audit.suite.registry import registered_checks
 
         if args.markdown:
             if args.check:

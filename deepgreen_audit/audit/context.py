@@ -99,7 +99,7 @@ def _at(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 def labels_in_spec(runs: Frame, column: str, allowed, section: str):
     """Outcome of 'every run's <column> is one the specification names'."""
-    from deepgreen_audit.registry import Outcome
+    from deepgreen_audit.suite.registry import Outcome
 
     allowed = set(allowed)
     values = runs[column]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deepgreen_audit.registry import SUITES, registered_checks
 from deepgreen_audit.resources import require_checkout
+from deepgreen_audit.suite.registry import SUITES, registered_checks
 
 DOC_PATH = ("docs", "audit.md")
 
@@ -46,7 +46,7 @@ some checks (a prefix that matches none is a usage error).
 
 Adding a check (from any layer: the renderer's lint of the results text is one):
 write a function `fn(ctx) -> Outcome` with a docstring, decorate it with
-`@check("<section>.<name>", "<section>", table=...)` from `deepgreen_audit.registry`,
+`@check("<section>.<name>", "<section>", table=...)` from `deepgreen_audit.suite.registry`,
 and add its module's dotted name to `CHECK_MODULES["audit"]` there; the audit imports
 it by that name, so no layer imports one above it.
 `ctx` gives the typed tables as numpy columns (`ctx.runs`, `ctx.blocks`, ...: Frames,

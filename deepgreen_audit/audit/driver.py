@@ -1,15 +1,13 @@
-"""The one driver that runs the registered checks over a package.
-
-Integrity comes first (deepgreen_audit.package.validate): checks read typed
-tables, which only a valid package has, so on an invalid package every other
-check is skipped and the audit says it did not finish.
+"""The audit of a replication package: the suite `audit` run by the suite runner
+(deepgreen_audit.suite.run: the integrity gate first, then every check), against the
+specification scoped to what the package declares, with the round-trip proof started beside
+it and collected last.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,14 +16,14 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.beside import Beside
 from deepgreen_audit.package.descriptor import DESCRIPTOR_NAME, Package
 from deepgreen_audit.package.rundirs import RoundTrip, prove_round_trip
-from deepgreen_audit.registry import registered_checks, run_check, select_checks
-from deepgreen_audit.report import Report
+from deepgreen_audit.report import Finding, Report
 from deepgreen_audit.spec import load_spec, scoped
+from deepgreen_audit.suite.registry import Check, registered_checks, select_checks
+from deepgreen_audit.suite.run import INTEGRITY_ID, run_suite
 
 if TYPE_CHECKING:
     from deepgreen_audit.audit.context import AuditContext
 
-INTEGRITY_ID = "integrity.validate"
 ROUND_TRIP_ID = "integrity.round-trip"
 
 
@@ -79,50 +77,30 @@ def _prove_round_trip(location) -> RoundTrip:
 
 def _audit(location, registered, spec: dict, sources_root: Path | None,
            round_trip: Beside | None) -> tuple[Report, AuditContext | None]:
-    from deepgreen_audit.audit.context import AuditContext
-    from deepgreen_audit.package.validate import validate_tables
+    def context_of(report: Report, integrity: Report, typed_tables: dict) -> AuditContext:
+        from deepgreen_audit.audit.context import AuditContext
 
-    started = time.perf_counter()
-    integrity, typed_tables = validate_tables(location)
-    validated_in = time.perf_counter() - started  # integrity.validate's time: it reads the result
-    report = Report(integrity.subject, "audit", synthetic=integrity.synthetic,
-                    notice=integrity.notice)
-    if not integrity.valid:
-        first = integrity.findings[0] if integrity.findings else None
-        for c in registered:
-            if c.id == INTEGRITY_ID:
-                report.findings.append(c.finding(
-                    "fail", f"the package does not validate: {integrity.error_count} error(s); "
-                    f"first: [{first.id}] {first.where()}: {first.message}" if first else
-                    "the package does not validate", rows_affected=integrity.error_count,
-                    seconds=validated_in))
-            else:
-                report.findings.append(c.finding(
-                    "skip", "not run: the package does not validate (integrity.validate)"))
-        return report, None
-    package = Package.open(location)
-    spec = scoped(spec, package.descriptor.get("scope"), package.descriptor_path)
-    scope = spec.get("scope")
-    if scope:
-        report.stats["scope"] = scope
-        report.notes.append("audited against the scope the package declares: "
-                            + ", ".join(f"{k} {v}" for k, v in scope.items()))
-    for key, labels in spec.get("scope_outside_spec", {}).items():
-        report.notes.append(f"the declared scope's {key} name what the specification does not "
-                            f"hold, left out of the design: {', '.join(map(str, labels))}")
-    ctx = AuditContext(package, spec, sources_root, integrity, typed_tables)
-    ctx.round_trip = round_trip
-    del typed_tables  # the context's now: each goes once it is a frame
-    findings = {}
-    for c in sorted(registered, key=lambda c: c.id == ROUND_TRIP_ID):  # stable: that one last
-        finding = run_check(c, ctx)
-        if c.id == INTEGRITY_ID:
-            finding = dataclasses.replace(finding, seconds=(finding.seconds or 0.0) + validated_in)
-        elif c.id == ROUND_TRIP_ID and round_trip is not None and round_trip.seconds is not None:
-            finding = dataclasses.replace(finding, seconds=round_trip.seconds)  # its own time
-        findings[c.id] = finding
-    report.findings.extend(findings[c.id] for c in registered)
-    return report, ctx
+        package = Package.open(location)
+        scoped_spec = scoped(spec, package.descriptor.get("scope"), package.descriptor_path)
+        scope = scoped_spec.get("scope")
+        if scope:
+            report.stats["scope"] = scope
+            report.notes.append("audited against the scope the package declares: "
+                                + ", ".join(f"{k} {v}" for k, v in scope.items()))
+        for key, labels in scoped_spec.get("scope_outside_spec", {}).items():
+            report.notes.append(f"the declared scope's {key} name what the specification does "
+                                f"not hold, left out of the design: {', '.join(map(str, labels))}")
+        ctx = AuditContext(package, scoped_spec, sources_root, integrity, typed_tables)
+        ctx.round_trip = round_trip
+        return ctx
+
+    def round_trip_time(c: Check, finding: Finding, ctx: AuditContext) -> Finding:
+        """The round trip's finding takes its own time, measured in its process."""
+        if c.id == ROUND_TRIP_ID and round_trip is not None and round_trip.seconds is not None:
+            return dataclasses.replace(finding, seconds=round_trip.seconds)
+        return finding
+
+    return run_suite(location, registered, context_of, last=ROUND_TRIP_ID, adjust=round_trip_time)
 
 
 def resolve_package(location: str | Path | None) -> str | Path | None:

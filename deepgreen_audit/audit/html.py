@@ -456,7 +456,7 @@ def _identity(report: Report, package) -> str:
 def descriptions(suite: str = "audit") -> dict[str, str]:
     """What each check of `suite` checks (its docstring in the registry), the audit's checks
     it reuses, and what each validation code means."""
-    from deepgreen_audit.registry import REGISTRY, registered_checks
+    from deepgreen_audit.suite.registry import REGISTRY, registered_checks
 
     docs = {c.id: c.doc for c in registered_checks("audit")} if suite == "audit" else {
         c.id: c.doc for c in REGISTRY["audit"].values()}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import html
-import time
 
 import numpy as np
 
@@ -17,10 +16,10 @@ from deepgreen_audit.codecarbon.context import LogContext
 from deepgreen_audit.codecarbon.verdict import log_verdicts, run_verdicts
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.kinds import CODECARBON_LOG
-from deepgreen_audit.package.validate import validate_tables
-from deepgreen_audit.registry import REGISTRY, registered_checks, run_check, select_checks
-from deepgreen_audit.report import Report
+from deepgreen_audit.report import Finding, Report
 from deepgreen_audit.spec import load_spec
+from deepgreen_audit.suite.registry import REGISTRY, Check, registered_checks, select_checks
+from deepgreen_audit.suite.run import INTEGRITY_ID, run_suite
 
 #: Runs listed under each log in the text report (all of them are in --json and --html).
 RUNS_SHOWN = 12
@@ -60,37 +59,27 @@ def audit_log(location, *, spec: dict | None = None,
               select: list[str] | None = None) -> tuple[Report, LogContext | None]:
     """Audit the CodeCarbon-log package at `location`; never raises for bad data."""
     spec = spec or load_spec()
-    started = time.perf_counter()
-    integrity, typed = validate_tables(location, CODECARBON_LOG.tables)
-    validated_in = time.perf_counter() - started  # integrity.validate's time: it reads the result
-    report = Report(integrity.subject, "audit", synthetic=integrity.synthetic, notice=integrity.notice)
     import deepgreen_audit.audit.checks.measurement  # noqa: F401  (registers the reused checks)
 
     own = registered_checks(cc_checks.SUITE)
     reused = [REGISTRY["audit"][i] for i in cc_checks.REUSED]
-    order = own[:3] + reused + own[3:]
-    order = select_checks(order, select, keep=("integrity.validate",))
-    if not integrity.valid:
-        first = integrity.findings[0] if integrity.findings else None
-        for c in order:
-            if c.id == "integrity.validate":
-                report.findings.append(c.finding(
-                    "fail", f"the package does not validate: {integrity.error_count} error(s)"
-                    + (f"; first: [{first.id}] {first.where()}: {first.message}" if first else ""),
-                    rows_affected=integrity.error_count, seconds=validated_in))
-            else:
-                report.findings.append(c.finding("skip", "not run: the package does not validate"))
+    order = select_checks(own[:3] + reused + own[3:], select, keep=(INTEGRITY_ID,))
+
+    def in_log_terms(c: Check, finding: Finding, log: LogContext) -> Finding:
+        if c.suite != "audit":
+            return finding
+        finding = _in_log_terms(finding)
+        if c.id == "S5.emissions-rate" and finding.status == "fail":
+            finding = dataclasses.replace(finding, message=finding.message + _rate_unit(log))
+        return finding
+
+    def context_of(report: Report, integrity: Report, typed: dict) -> LogContext:
+        return LogContext(Package.open(location), spec, integrity, typed)
+
+    report, ctx = run_suite(location, order, context_of, tables=CODECARBON_LOG.tables,
+                            adjust=in_log_terms)
+    if ctx is None:
         return report, None
-    ctx = LogContext(Package.open(location), spec, integrity, typed)
-    for c in order:
-        finding = run_check(c, ctx)
-        if c.id == "integrity.validate":
-            finding = dataclasses.replace(finding, seconds=(finding.seconds or 0.0) + validated_in)
-        if c.suite == "audit":
-            finding = _in_log_terms(finding)
-            if c.id == "S5.emissions-rate" and finding.status == "fail":
-                finding = dataclasses.replace(finding, message=finding.message + _rate_unit(ctx))
-        report.findings.append(finding)
     runs = run_verdicts(ctx)
     logs = log_verdicts(ctx, runs)
     report.stats["verdicts"] = {"logs": logs, "runs": runs.drop(columns=["energy_kwh"], errors="ignore")

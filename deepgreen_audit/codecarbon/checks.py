@@ -18,7 +18,7 @@ import pandas as pd
 from deepgreen_audit.codecarbon import hardware
 from deepgreen_audit.codecarbon.context import MODELLED, NOT_TRACKED, UNVERIFIED, LogContext
 from deepgreen_audit.columnar.evidence import evidence
-from deepgreen_audit.registry import NotApplicable, Outcome, Skip, check
+from deepgreen_audit.suite.registry import NotApplicable, Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 
 SUITE = "codecarbon"

@@ -27,10 +27,10 @@ from pathlib import Path
 
 from deepgreen_audit.collect.plan import Job, Plan
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.registry import Outcome, check, registered_checks, run_check
 from deepgreen_audit.report import Report
 from deepgreen_audit.spec import boundary_counters, dl4j_backend, load_spec
 from deepgreen_audit.stacks.runtime import DeviceReport
+from deepgreen_audit.suite.registry import Outcome, check, registered_checks, run_check
 
 SUITE = "preflight"
 #: Seconds one stack's device probe may take (it imports its framework, e.g. TensorFlow).

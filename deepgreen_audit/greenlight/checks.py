@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from deepgreen_audit.greenlight.fecom import ENERGY_DOMAINS
-from deepgreen_audit.registry import CheckFunc, Outcome, check, registered_checks, run_check
 from deepgreen_audit.report import Report
+from deepgreen_audit.suite.registry import CheckFunc, Outcome, check, registered_checks, run_check
 
 SUITE = "api-audit"
 

@@ -1,6 +1,6 @@
 """The defect-class table: the audit's check registry as a catalogue, with this package's verdict.
 
-Each *defect class* is a section of the audit suite (`deepgreen_audit.registry.SUITES`):
+Each *defect class* is a section of the audit suite (`deepgreen_audit.suite.registry.SUITES`):
 package integrity, the six sections S1-S6 of the experiment specification, and the
 sources and manuscript.  For each, the table lists the registered checks that find its
 defects and whether the audit of the rendered package found any (a check that failed or
@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from deepgreen_audit.analysis import Number, Results
-from deepgreen_audit.registry import SUITES, registered_checks
 from deepgreen_audit.report import Report
 from deepgreen_audit.spec import short_section
+from deepgreen_audit.suite.registry import SUITES, registered_checks
 
 #: Titles of the audit sections that are not sections of the specification.
 SECTION_TITLES = {"integrity": "Package integrity", "source": "Sources and manuscript"}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deepgreen_audit.package import paths
-from deepgreen_audit.registry import NotApplicable, Outcome, check
+from deepgreen_audit.suite.registry import NotApplicable, Outcome, check
 
 if TYPE_CHECKING:  # the audit layer, for the annotation only
     from deepgreen_audit.audit.context import AuditContext

@@ -34,12 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
-from deepgreen_audit.registry import CheckFunc, Outcome, check, registered_checks, run_check
 from deepgreen_audit.report import Report
 from deepgreen_audit.resources import require_checkout, shipped_root
 from deepgreen_audit.spec import load_spec, trainable_parameters
 from deepgreen_audit.stacks import data, weights
 from deepgreen_audit.stacks.sources import recipe_literals, spec_owned_numbers
+from deepgreen_audit.suite.registry import CheckFunc, Outcome, check, registered_checks, run_check
 
 PYTHON_STACKS = {"python-pytorch": "stacks/python_pytorch/train.py",
                  "python-tensorflow": "stacks/python_tensorflow/train.py",

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from deepgreen_audit.package.rundirs import prove_round_trip
 from deepgreen_audit.package.schema import TABLES
-from deepgreen_audit.registry import Outcome, check
+from deepgreen_audit.suite.registry import Outcome, check
 
 if TYPE_CHECKING:  # the audit layer, for the annotation only
     from deepgreen_audit.audit.context import AuditContext

@@ -32,8 +32,8 @@ from deepgreen_audit.columnar.frame import (
     smallest,
 )
 from deepgreen_audit.package import compute
-from deepgreen_audit.registry import NotApplicable, Outcome, Skip, check
 from deepgreen_audit.spec import Counter, boundary_counters, declared_device
+from deepgreen_audit.suite.registry import NotApplicable, Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 
 COUNTER_COLUMNS = ("nvml_start_mj", "nvml_end_mj", "rapl_start_uj", "rapl_end_uj",

@@ -7,7 +7,7 @@ import numpy as np
 from deepgreen_audit.audit.context import CONFIG_COLUMNS, AuditContext, labels_in_spec
 from deepgreen_audit.columnar.evidence import evidence
 from deepgreen_audit.columnar.frame import Frame, Groups, lookup
-from deepgreen_audit.registry import NotApplicable, Outcome, Skip, check
+from deepgreen_audit.suite.registry import NotApplicable, Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
 
 FEATURES = {"time": "train seconds per sample", "power": "train GPU power"}

@@ -7,8 +7,8 @@ import numpy as np
 from deepgreen_audit.audit.context import AuditContext, labels_in_spec
 from deepgreen_audit.columnar.evidence import describe_counts, evidence
 from deepgreen_audit.columnar.frame import Frame, Groups, cell_text, lookup
-from deepgreen_audit.registry import NotApplicable, Outcome, Skip, check
 from deepgreen_audit.spec import RECIPE_SECTIONS, declared_device, dl4j_backend, recipe
+from deepgreen_audit.suite.registry import NotApplicable, Outcome, Skip, check
 
 
 def _recipe_outcome(ctx, section: str) -> Outcome:

@@ -27,7 +27,7 @@ from deepgreen_audit.columnar.frame import (
     seconds,
     utc,
 )
-from deepgreen_audit.registry import NotApplicable, Outcome, Skip, check
+from deepgreen_audit.suite.registry import NotApplicable, Outcome, Skip, check
 
 
 @check("S6.completeness-runs", "S6", table="runs")

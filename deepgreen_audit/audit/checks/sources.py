@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from deepgreen_audit.registry import NotApplicable, Outcome, check
+from deepgreen_audit.suite.registry import NotApplicable, Outcome, check
 
 if TYPE_CHECKING:  # the audit layer, for the annotation only
     from deepgreen_audit.audit.context import AuditContext

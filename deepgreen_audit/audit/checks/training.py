@@ -11,7 +11,7 @@ from deepgreen_audit.audit.context import AuditContext
 from deepgreen_audit.batchnorm import RunningStatistics, min_steps, optimiser_steps, scope_steps_per_epoch
 from deepgreen_audit.columnar.evidence import evidence
 from deepgreen_audit.columnar.frame import Frame, Groups
-from deepgreen_audit.registry import Outcome, Skip, check
+from deepgreen_audit.suite.registry import Outcome, Skip, check
 
 #: likely_cause of a run whose evaluation cannot measure its weights yet, and of any other
 BATCHNORM_LAG, NOT_BATCHNORM = "batchnorm-running-statistics", "not-batchnorm"
