@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from deepgreen_audit.audit.driver import audit_with_context
-from deepgreen_audit.audit.html import render_junit, render_page
+from deepgreen_audit.page.html import render_junit, render_page
 
 ROOT = Path(__file__).resolve().parents[1]
 LEGACY = ROOT.parent / "shared" / "legacy-campaign"

@@ -20,8 +20,8 @@ from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.schema import TABLES, load_schema
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
 from deepgreen_audit.package.writer import write_package
-from deepgreen_audit.suite.registry import registered_checks
 from deepgreen_audit.spec import load_spec
+from deepgreen_audit.suite.registry import registered_checks
 from deepgreen_audit.synth import write_synthetic
 
 SMALL = dict(ecosystems=["python-pytorch", "java-dl4j"], architectures=["resnet18", "vgg16"],

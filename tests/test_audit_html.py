@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from deepgreen_audit.audit.driver import audit_with_context
-from deepgreen_audit.audit.html import FIGURE_OF_CHECK, SHOWN_EVIDENCE_ROWS, group_of, render_junit, render_page
 from deepgreen_audit.cli import main
+from deepgreen_audit.page.html import SHOWN_EVIDENCE_ROWS, checks_of_page, group_of, render_junit, render_page
 
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +58,7 @@ def test_every_check_has_its_section_and_every_finding_its_evidence_and_figure(p
         assert f">{f.status}</span>" in section
         assert "Checks: " in section, f.id                   # its description from the registry
         if f.status in ("fail", "warn"):
-            if FIGURE_OF_CHECK.get(f.id) and group_of(f) == "contradicted":
+            if checks_of_page()[f.id].figure and group_of(f) == "contradicted":
                 assert 'class="figure"' in section or 'href="#figure-' in section, f.id
             if (f.details or {}).get("evidence"):
                 assert 'class="evidence"' in section, f.id
@@ -214,8 +214,8 @@ def test_in_chromium_a_click_on_a_failing_check_scrolls_to_its_section(pages, tm
 def test_not_recorded_only_when_every_failing_row_is_only_unrecorded():
     """The rule the page groups by: one contradicted row makes the finding contradicted, and a
     check that does not count its unrecorded rows (or crashed) never hides as a gap in records."""
-    from deepgreen_audit.suite.registry import Outcome
     from deepgreen_audit.report import Finding
+    from deepgreen_audit.suite.registry import Outcome
 
     assert Outcome.failed("x", rows=3, unrecorded=3).basis == "not recorded"
     assert Outcome.failed("x", rows=3, unrecorded=2).basis == "contradicted"

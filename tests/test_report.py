@@ -13,8 +13,8 @@ from deepgreen_audit.collect import preflight
 from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
 from deepgreen_audit.greenlight import checks as api_checks
 from deepgreen_audit.package.validate import validate
-from deepgreen_audit.suite.registry import CHECK_MODULES, SUITES, registered_checks, run_check
 from deepgreen_audit.report import KINDS, Finding, Report
+from deepgreen_audit.suite.registry import CHECK_MODULES, SUITES, registered_checks, run_check
 
 PACKAGE = Path(__file__).resolve().parents[1] / "deepgreen_audit"
 

@@ -67,7 +67,7 @@ def cmd_audit(args) -> int:
 
 def _campaign_page(report, ctx) -> str:
     """The campaign audit's HTML page (its module is imported only when a page is asked for)."""
-    from deepgreen_audit.audit.html import render_page
+    from deepgreen_audit.page.html import render_page
 
     return render_page(report, ctx)
 
@@ -103,7 +103,7 @@ def write_report_files(files: dict[str, Path], report, page) -> None:
     from deepgreen_audit.package import atomic
 
     def junit() -> str:
-        from deepgreen_audit.audit.html import render_junit
+        from deepgreen_audit.page.html import render_junit
 
         return render_junit(report)
 

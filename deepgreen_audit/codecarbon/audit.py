@@ -129,14 +129,14 @@ def verdict_html(report: Report, ctx: LogContext | None) -> tuple[str, str]:
 def _energy_figure(ctx: LogContext | None) -> str | None:
     if ctx is None:
         return None
-    from deepgreen_audit.audit.html import _figure, _png
+    from deepgreen_audit.page.figures import figure_png, new_figure
 
     c = ctx.components
     c = c[c["final_row"] & c["energy_kwh"].notna() & (c["energy_kwh"] > 0)]
     if c.empty:
         return None
     runs = list(dict.fromkeys(zip(c["source_file"], c["source_line"])))[:60]
-    fig, axes = _figure(width=9, height=0.22 * len(runs) + 1.4)
+    fig, axes = new_figure(width=9, height=0.22 * len(runs) + 1.4)
     ax = axes[0][0]
     colours = {"measured": "#1b7f3b", "modelled": "#b3261e", "measured or modelled": "#e8a33d",
                "not tracked": "#5f6368"}
@@ -160,12 +160,12 @@ def _energy_figure(ctx: LogContext | None) -> str | None:
     ax.set_xlabel("share of the run's energy")
     ax.set_title("Each run's energy by component: measured (green) or modelled (red)")
     ax.legend(loc="lower right", framealpha=0.9)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def render_log_page(report: Report, ctx: LogContext | None) -> str:
     """The campaign audit's page, opened by the verdict."""
-    from deepgreen_audit.audit.html import render_page
+    from deepgreen_audit.page.html import render_page
 
     verdict, before_checks = verdict_html(report, ctx)
     return render_page(report, ctx, suite=cc_checks.SUITE, verdict=verdict,

@@ -120,6 +120,18 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class Figure:
+    """A figure of the audit's page that shows what convicted a check's rows, declared by the
+    checks it shows (`check(..., figure=...)`): drawn once, under the first of them that the
+    data contradicts, linked from the others.  `draw(ctx, report)` returns the image (a data:
+    URI) and what it shows, or None when there is nothing to draw."""
+
+    key: str
+    title: str
+    draw: Callable[[Any, Any], tuple[str, str] | None]
+
+
+@dataclass(frozen=True)
 class Check:
     id: str
     suite: str
@@ -127,6 +139,8 @@ class Check:
     severity: str
     table: str | None
     func: Callable[[Any], Outcome]
+    #: the page's figure of the check's evidence; None where its table is the evidence
+    figure: Figure | None = None
 
     @property
     def doc(self) -> str:
@@ -146,10 +160,11 @@ CheckFunc = TypeVar("CheckFunc", bound=Callable[[Any], Outcome])
 
 
 def check(id: str, section: str, *, suite: str = "audit", severity: str = "error",
-          table: str | None = None) -> Callable[[CheckFunc], CheckFunc]:
+          table: str | None = None, figure: Figure | None = None) -> Callable[[CheckFunc], CheckFunc]:
     """Register the decorated function as the check `id` of `section` in `suite`.
 
-    `table` names the table whose rows `rows_affected` counts (row-level checks).
+    `table` names the table whose rows `rows_affected` counts (row-level checks); `figure` the
+    page's figure that shows its evidence.
     """
     if section not in SUITES.get(suite, ()):
         raise ValueError(f"check {id}: unknown section {section!r} of suite {suite!r}")
@@ -164,7 +179,7 @@ def check(id: str, section: str, *, suite: str = "audit", severity: str = "error
         known = REGISTRY[suite].get(id)
         if known is not None and known.func.__qualname__ != func.__qualname__:
             raise ValueError(f"check id {id} registered twice in suite {suite}")
-        REGISTRY[suite][id] = Check(id, suite, section, severity, table, func)
+        REGISTRY[suite][id] = Check(id, suite, section, severity, table, func, figure)
         return func
     return register
 

@@ -9,6 +9,7 @@ from typing import NoReturn
 import numpy as np
 import pyarrow as pa
 
+from deepgreen_audit.audit import figures
 from deepgreen_audit.audit.context import AuditContext
 from deepgreen_audit.columnar.evidence import (
     describe_counts,
@@ -222,7 +223,7 @@ def both_readings(ctx: AuditContext) -> Outcome:
     return Outcome.passed(f"all {len(b):,} blocks carry both readings")
 
 
-@check("S5.counter-recompute", "S5", table="blocks")
+@check("S5.counter-recompute", "S5", table="blocks", figure=figures.INSTRUMENTS)
 def counter_recompute(ctx: AuditContext) -> Outcome:
     """gpu_energy_j and cpu_energy_j equal the differences of the raw NVML (mJ) and RAPL (uJ)
     readings recomputed here: per RAPL domain end - start + wraps x max_energy_range_uj, with
@@ -423,7 +424,7 @@ def power_bounds(ctx) -> dict[str, tuple[np.ndarray, float, float | np.ndarray, 
     return out
 
 
-@check("S5.power-plausible", "S5", table="blocks")
+@check("S5.power-plausible", "S5", table="blocks", figure=figures.POWER_PLAUSIBLE)
 def power_plausible(ctx: AuditContext) -> Outcome:
     """The power of each recorded device is plausible, both the block mean derived from
     energy / duration (counters and CodeCarbon) and the power CodeCarbon reported: a GPU
@@ -454,7 +455,7 @@ def power_plausible(ctx: AuditContext) -> Outcome:
     return Outcome.passed(f"{checked:,} derived device powers within their plausible ranges")
 
 
-@check("S5.codecarbon-agreement", "S5", table="blocks")
+@check("S5.codecarbon-agreement", "S5", table="blocks", figure=figures.INSTRUMENTS)
 def codecarbon_agreement(ctx: AuditContext) -> Outcome:
     """CodeCarbon's energy agrees with the counters' within codecarbon_agreement_tolerance,
     block by block, over the domains the counters measured: CPU + GPU, or the GPU alone in a
@@ -488,7 +489,7 @@ def codecarbon_agreement(ctx: AuditContext) -> Outcome:
     return Outcome.passed(f"{int(compared.sum()):,} blocks agree within {tol:.0%} ({summary})")
 
 
-@check("S5.codecarbon-duration", "S5", table="blocks")
+@check("S5.codecarbon-duration", "S5", table="blocks", figure=figures.INSTRUMENTS)
 def codecarbon_duration(ctx: AuditContext) -> Outcome:
     """CodeCarbon's tracker spans the counter window: the harness nests it inside the window
     (counters read, tracker started ... tracker stopped, counters read), so its duration may
@@ -522,7 +523,7 @@ def _mode_share(values: np.ndarray, rel: float) -> float:
     return float(near.sum(axis=0).max() / len(v))
 
 
-@check("S5.modelled-cpu-power", "S5", table="blocks")
+@check("S5.modelled-cpu-power", "S5", table="blocks", figure=figures.CODECARBON_POWER)
 def modelled_cpu_power(ctx: AuditContext) -> Outcome:
     """CodeCarbon's CPU power was modelled rather than measured: declared (method
     tdp-constant or load-model) or detected from the data: a run whose CPU power is one
@@ -840,7 +841,7 @@ def emissions_rate(ctx: AuditContext) -> Outcome:
     return _identity_outcome(ctx, found, int(has.sum()), "emissions_rate = emissions / duration")
 
 
-@check("S5.power-duration", "S5", table="blocks")
+@check("S5.power-duration", "S5", table="blocks", figure=figures.POWER_DURATION)
 def power_duration(ctx: AuditContext) -> Outcome:
     """Where CodeCarbon reports one constant power for a domain over a whole run (a modelled
     power), the domain's energy is that power times its duration, within

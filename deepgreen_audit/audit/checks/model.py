@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from deepgreen_audit.audit import figures
 from deepgreen_audit.audit.context import CONFIG_COLUMNS, AuditContext, labels_in_spec
 from deepgreen_audit.columnar.evidence import evidence
 from deepgreen_audit.columnar.frame import Frame, Groups, lookup
@@ -126,7 +127,7 @@ def _predicted(prof: Profiles, eco: str, arch: str, ds: str, references: list[st
     return _median(preds)
 
 
-@check("S1.architecture-identity", "S1", table="blocks")
+@check("S1.architecture-identity", "S1", table="blocks", figure=figures.TIME_PER_SAMPLE)
 def architecture_identity(ctx: AuditContext) -> Outcome:
     """A label that names the wrong architecture. Two architectures differ in train time per
     sample and in GPU power; where an ecosystem's two labels on one dataset profile the same

@@ -8,6 +8,7 @@ from collections import Counter
 
 import numpy as np
 
+from deepgreen_audit.audit import figures
 from deepgreen_audit.audit.context import CONFIG_COLUMNS, AuditContext
 from deepgreen_audit.columnar.evidence import describe_counts, evidence
 from deepgreen_audit.columnar.frame import (
@@ -110,7 +111,7 @@ def _one_per_run(ctx, column: str, what: str, passed: str):
     return Outcome.passed(passed)
 
 
-@check("S6.no-overlap", "S6", table="runs")
+@check("S6.no-overlap", "S6", table="runs", figure=figures.TIMELINE)
 def no_overlap(ctx: AuditContext) -> Outcome:
     """No two runs overlap in time on the host (a run measured beside another measures it too)."""
     runs = ctx.runs
@@ -135,7 +136,7 @@ def _schedule(ctx) -> tuple[Frame, str]:
     return runs.sort(runs["started_at_utc"]), "start times (schedule_position not recorded)"
 
 
-@check("S6.interleaving", "S6", table="runs")
+@check("S6.interleaving", "S6", table="runs", figure=figures.TIMELINE)
 def interleaving(ctx: AuditContext) -> Outcome:
     """Runs are interleaved: no configuration runs twice in a row, and no ecosystem's runs
     form one uninterrupted stretch of the schedule (which would confound the ecosystem with
@@ -167,7 +168,7 @@ def interleaving(ctx: AuditContext) -> Outcome:
     return Outcome.passed(f"{len(scheduled):,} runs interleaved (by {basis})")
 
 
-@check("S6.schedule-gaps", "S6", table="runs")
+@check("S6.schedule-gaps", "S6", table="runs", figure=figures.TIMELINE)
 def schedule_gaps(ctx: AuditContext) -> Outcome:
     """The schedule has no gaps: positions run 1..n without holes and follow start time;
     no run waited longer than max_run_gap_s after the previous one; no run idled longer than
@@ -415,7 +416,7 @@ def constancy(ctx: AuditContext) -> Outcome:
                           rows=len(differing), details=evidence(found))
 
 
-@check("S6.contemporaneous", "S6", table="runs")
+@check("S6.contemporaneous", "S6", table="runs", figure=figures.TIMELINE)
 def contemporaneous(ctx: AuditContext) -> Outcome:
     """The stacks ran in one time window: no ecosystem's runs lie more than
     max_ecosystem_offset_days before or after the span of the other ecosystems' runs. The

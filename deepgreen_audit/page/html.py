@@ -11,7 +11,8 @@ the same way (contradicted, not recorded, skipped, passed), with its description
 registry.  A finding's evidence folds away (`<details>`) when long; the page shows its first
 rows and embeds all of them as a CSV download, as the JSON report carries all of them.
 
-A figure is drawn only where it shows what convicted the rows (`FIGURE_OF_CHECK`): the values
+A figure is drawn only where it shows what convicted the rows (the `Figure` a check declares
+beside itself, e.g. deepgreen_audit/audit/figures.py): the values
 the check tested, the flagged ones marked, the limit drawn.  Each figure is drawn once, under
 the first check (in page order) that it shows; the other checks it shows link to it.  A
 finding that is only not recorded has no values, so no figure.
@@ -26,10 +27,8 @@ import io
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
-import numpy as np
-
-from deepgreen_audit.columnar.frame import isin, seconds
 from deepgreen_audit.report import CODES, NOT_APPLICABLE, Finding, Report
+from deepgreen_audit.suite.registry import Check
 
 #: Evidence rows shown under a finding; all of them are in its CSV and in the JSON report.
 SHOWN_EVIDENCE_ROWS = 20
@@ -37,7 +36,6 @@ SHOWN_EVIDENCE_ROWS = 20
 OPEN_EVIDENCE_ROWS = 5
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 STATUS_COLOURS = {"pass": "#1b7f3b", "fail": "#b3261e", "warn": "#a15c00", "skip": "#5f6368"}
-FLAGGED, FINE = "#b3261e", "#9aa0a6"
 #: The page's groups of findings, in page order: (key, heading).
 GROUPS = (("contradicted", "Contradicted by the data"),
           ("not recorded", "Not recorded, so not verifiable"),
@@ -53,280 +51,6 @@ def group_of(finding: Finding) -> str:
     if finding.status == "skip" and finding.basis == NOT_APPLICABLE:
         return "not applicable"
     return finding.status
-
-
-# ---------------------------------------------------------------- figures
-
-def _png(fig) -> str:
-    """A matplotlib figure as a data: URI (PNG keeps dense scatters small), at the screen's
-    96 dpi so that its 9-10 pt labels read at 100 % zoom."""
-    import matplotlib.pyplot as plt
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=96, bbox_inches="tight")
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def _figure(width=8.0, height=3.2, ncols=1, nrows=1):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"font.size": 10, "xtick.labelsize": 9, "ytick.labelsize": 9,
-                         "legend.fontsize": 9, "axes.titlesize": 10})
-    return plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False)
-
-
-def _flagged_of(report: Report, check_id: str, column: str) -> set:
-    """The values of `column` in the evidence of a failing or warning `check_id`."""
-    try:
-        f = report.finding(check_id)
-    except KeyError:
-        return set()
-    if f.status not in ("fail", "warn"):
-        return set()
-    return {row.get(column) for row in (f.details or {}).get("evidence") or []}
-
-
-def timeline(ctx, report) -> tuple[str, str] | None:
-    """Every run as a bar from start to end, one row per ecosystem: interleaving, gaps and
-    windows at a glance; the runs S6.schedule-gaps and S6.contemporaneous flag in red."""
-    runs = ctx.runs
-    if runs.empty:
-        return None
-    # by start (a required cell); of runs that start together, quicksort's order (pandas' too)
-    # decides which bar is drawn over the other, as it always did
-    runs = runs.take(np.argsort(runs["started_at_utc"].view(np.int64), kind="quicksort"))
-    run_ids, ecosystem = runs["run_id"], runs["ecosystem"]
-    started, ended = runs["started_at_utc"], runs["ended_at_utc"]
-    contemporaneous = _flagged_of(report, "S6.contemporaneous", "ecosystem")
-    flagged = (_flagged_of(report, "S6.schedule-gaps", "run_id")
-               | {r for r, eco in zip(run_ids, ecosystem) if eco in contemporaneous})
-    ecosystems = sorted(set(ecosystem))
-    fig, axes = _figure(width=10, height=0.4 * len(ecosystems) + 1.4)
-    ax = axes[0][0]
-    # a campaign of weeks would draw hour-long runs as nothing: each bar is at least 0.2 % of it
-    span_days = float(seconds(ended.max() - started.min())) / 86400
-    widths = np.maximum(seconds(ended - started) / 86400, 0.004 * span_days)
-    for y, eco in enumerate(ecosystems):
-        mine = ecosystem == eco
-        colours = [FLAGGED if r in flagged else "#1a73e8" for r in run_ids[mine]]
-        ax.barh([y] * int(mine.sum()), widths[mine], left=started[mine], height=0.6, color=colours)
-    ax.set_yticks(range(len(ecosystems)), ecosystems)
-    ax.set_xlabel("time (UTC, as recorded)")
-    title = "Runs by ecosystem" + (" (red: runs flagged by S6.schedule-gaps or "
-                                   "S6.contemporaneous)" if flagged else "")
-    ax.set_title(title)
-    fig.autofmt_xdate()
-    return _png(fig), title
-
-
-def _strip(ax, ecosystem: np.ndarray, values: np.ndarray, ecosystems: list[str],
-           flagged: np.ndarray | None = None) -> None:
-    """One jittered column of points per ecosystem (`ecosystem`: each value's); `flagged`
-    points in red, drawn last."""
-    flagged = np.zeros(len(values), dtype=bool) if flagged is None else flagged
-    for x, eco in enumerate(ecosystems):
-        mine = ecosystem == eco
-        for mask, colour, size in ((~flagged, FINE, 2), (flagged, FLAGGED, 3)):
-            points = values[mine & mask]
-            points = points[~np.isnan(points)]
-            jitter = np.random.default_rng(x).uniform(-0.25, 0.25, len(points))
-            ax.plot(x + jitter, points, ".", ms=size, alpha=0.6, color=colour)
-    ax.set_xticks(range(len(ecosystems)), ecosystems, rotation=35, ha="right")
-
-
-def codecarbon_power(ctx, report) -> tuple[str, str] | None:
-    """CodeCarbon's reported CPU power per block, by ecosystem, the runs S5.modelled-cpu-power
-    flags in red: a modelled constant is a flat line of one value."""
-    b = ctx.block_runs
-    power = b["codecarbon_cpu_power_w"]
-    if np.isnan(power).all():
-        return None
-    fig, axes = _figure(width=8, height=3.6)
-    ax = axes[0][0]
-    flagged = isin(b["run_id"], _flagged_of(report, "S5.modelled-cpu-power", "run_id"))
-    _strip(ax, b["ecosystem"], power, sorted(set(b["ecosystem"])), flagged)
-    ax.set_ylabel("CPU power (W)")
-    title = "CodeCarbon's reported CPU power per block (red: runs with a modelled power)"
-    ax.set_title(title)
-    return _png(fig), title
-
-
-def power_plausible(ctx, report) -> tuple[str, str] | None:
-    """Every device power S5.power-plausible tests that broke its range somewhere, derived and
-    reported alike (one panel each, the same device's other source beside it): the blocks out
-    of range in red, the range's bounds as lines."""
-    from deepgreen_audit.audit.checks.measurement import power_bounds
-
-    bounds = power_bounds(ctx)
-    failed = {name.split()[0] for name, (_, _, _, low, high) in bounds.items() if (low | high).any()}
-    shown = [name for name, (power, *_rest) in bounds.items()
-             if name.split()[0] in failed and not np.isnan(power).all()]
-    if not shown:
-        return None
-    b = ctx.block_runs
-    ecosystem = b["ecosystem"]
-    ecosystems = sorted(set(ecosystem))
-    ncols = min(2, len(shown))
-    nrows = -(-len(shown) // ncols)
-    fig, axes = _figure(width=11, height=3.4 * nrows, ncols=ncols, nrows=nrows)
-    flat = [ax for row in axes for ax in row]
-    captions = []
-    for ax, name in zip(flat, shown):
-        power, lo, hi, low, high = bounds[name]
-        out = power[low | high]
-        captions.append(f"{name}: {len(out):,} out of range" + (
-            f" ({out.min():.3g}-{out.max():.3g} W)" if len(out) else ""))
-        positive = power[np.isfinite(power) & (power > 0)]
-        log = len(positive) and positive.max() / max(min(positive.min(), lo or positive.min()), 1e-9) > 50
-        # a log scale cannot show 0 W, the commonest broken reading: it sits on the panel's floor
-        floor = min(positive.min(), lo or positive.min()) / 3 if log else np.nan
-        _strip(ax, ecosystem, np.where(power > 0, power, floor) if log else power, ecosystems,
-               low | high)
-        ax.axhline(lo, color=FLAGGED, lw=1, ls="--")
-        limits = np.atleast_1d(hi)  # one bound, or each block's (its board's limit)
-        for limit in np.unique(limits[~np.isnan(limits)]):
-            ax.axhline(limit, color=FLAGGED, lw=1)
-        if log:
-            ax.set_yscale("log")
-        ax.set_ylabel("W")
-        n = int((low | high).sum())
-        zeros = int((power <= 0).sum()) if log else 0
-        ax.set_title((f"{name}: {n:,} block(s) out of range" if n else f"{name}: all in range")
-                     + (f"\n({zeros:,} at 0 W or less, drawn at {floor:.2g} W)" if zeros else ""))
-    for ax in flat[len(shown):]:
-        ax.set_visible(False)
-    title = ("Device power per block against its plausible range (dashed: the lower bound, "
-             "solid: the upper; red: out of range)")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    return _png(fig), f"{title}: " + "; ".join(captions)
-
-
-def power_duration(ctx, report) -> tuple[str, str] | None:
-    """The energy CodeCarbon reported against constant power x duration for every reading
-    S5.power-duration flags, on the identity line and between the tolerance's."""
-    rows = _evidence_rows(report, "S5.power-duration")
-    if not rows or not {"found", "expected"} <= {k for row in rows for k in row}:
-        return None
-    found, expected = (np.array([row.get(k) for row in rows], dtype=float) for k in ("found", "expected"))
-    kept = (found > 0) & (expected > 0)
-    if not kept.any():
-        return None
-    found, expected = found[kept], expected[kept]
-    by_ecosystem = any("ecosystem" in row for row in rows)
-    fig, axes = _figure(width=7, height=4.6)
-    ax = axes[0][0]
-    if by_ecosystem:
-        ecosystem = np.array([row.get("ecosystem") for row in rows], dtype=object)[kept]
-        for eco in sorted({e for e in ecosystem if e is not None}):
-            mine = ecosystem == eco
-            ax.loglog(expected[mine], found[mine], ".", ms=4, alpha=0.7, label=eco or None)
-    else:
-        ax.loglog(expected, found, ".", ms=4, alpha=0.7, label=None)
-    lo, hi = min(found.min(), expected.min()), max(found.max(), expected.max())
-    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-    tol = float(ctx.tolerances["power_duration_relative_tolerance"])
-    for factor in (1 - tol, 1 + tol):
-        ax.plot([lo, hi], [lo * factor, hi * factor], "k--", lw=0.6)
-    ax.set_xlabel("constant power x duration (J)")
-    ax.set_ylabel("energy CodeCarbon reported (J)")
-    title = (f"Readings that break energy = power x duration (line: equality; dashed: the "
-             f"tolerance, ±{tol:.0%})")
-    ax.set_title(title)
-    if by_ecosystem:
-        ax.legend(fontsize=8, markerscale=2)
-    return _png(fig), title
-
-
-def _evidence_rows(report: Report, check_id: str) -> list[dict]:
-    """The evidence rows of `check_id`'s finding (none when the report lacks it)."""
-    try:
-        return (report.finding(check_id).details or {}).get("evidence") or []
-    except KeyError:
-        return []
-
-
-def time_per_sample(ctx, report) -> tuple[str, str] | None:
-    """Median train time per sample of each configuration, by ecosystem and dataset, one
-    marker per architecture: a mislabelled configuration sits in the other architecture's
-    place (the ones S1.architecture-identity flags ringed in red)."""
-    from deepgreen_audit.audit.checks.model import config_profiles
-
-    prof = config_profiles(ctx)
-    prof = prof.take(~np.isnan(prof["time"]))
-    if prof.empty:
-        return None
-    ecosystem, architecture, dataset = prof["ecosystem"], prof["architecture"], prof["dataset"]
-    time = prof["time"]
-    label = np.array([f"{e} / {d}" for e, d in zip(ecosystem, dataset)], dtype=object)
-    labels = sorted(set(label))
-    flagged = _flagged_of(report, "S1.architecture-identity", "configuration")
-    fig, axes = _figure(width=max(9.0, 0.32 * len(labels)), height=4.6)
-    ax = axes[0][0]
-    for marker, arch in zip("os^D", sorted({a for a in architecture if a is not None})):
-        mine = architecture == arch
-        xs = [labels.index(x) for x in label[mine]]
-        ax.plot(xs, np.exp(time[mine]) * 1e3, marker, label=arch, ms=6, alpha=0.8)
-    ringed = isin(np.array([f"{e}/{a}/{d}" for e, a, d in zip(ecosystem, architecture, dataset)],
-                             dtype=object), flagged)
-    if ringed.any():
-        ax.plot([labels.index(x) for x in label[ringed]], np.exp(time[ringed]) * 1e3,
-                "o", ms=14, mfc="none", mec=FLAGGED, mew=2, label="flagged label")
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right")
-    ax.set_ylabel("train ms per sample")
-    ax.legend()
-    title = "Time per sample by configuration and architecture" + (
-        f" (ringed: {', '.join(sorted(flagged))}, flagged by S1.architecture-identity)" if ringed.any() else "")
-    ax.set_title("Time per sample by configuration and architecture")
-    return _png(fig), title
-
-
-def instruments(ctx, report) -> tuple[str, str] | None:
-    """CodeCarbon's energy against the counters' for every block that has both, on the
-    identity line."""
-    b = ctx.blocks
-    both = ~np.isnan(b["energy_j"]) & ~np.isnan(b["codecarbon_energy_j"])
-    if not both.any():
-        return None
-    counters, codecarbon = b["energy_j"][both], b["codecarbon_energy_j"][both]
-    fig, axes = _figure(width=5, height=4)
-    ax = axes[0][0]
-    ax.loglog(counters, codecarbon, ".", ms=2, alpha=0.4)
-    lo, hi = counters.min(), counters.max()
-    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-    ax.set_xlabel("counters (J)")
-    ax.set_ylabel("CodeCarbon (J)")
-    ax.set_title("CodeCarbon against the counters")
-    return _png(fig), "CodeCarbon's energy against the counters' per block (line: equality)"
-
-
-#: The figures a page can carry, by kind: fn(ctx, report) -> (data: URI, what it shows) or None.
-FIGURES = {"timeline": timeline, "codecarbon-power": codecarbon_power,
-           "power-plausible": power_plausible, "power-duration": power_duration,
-           "time-per-sample": time_per_sample, "instruments": instruments}
-#: Each figure's caption, which the checks that link to it name.
-FIGURE_TITLES = {"timeline": "the runs' timeline", "codecarbon-power": "CodeCarbon's CPU power",
-                 "power-plausible": "the device powers against their ranges",
-                 "power-duration": "energy against power x duration",
-                 "time-per-sample": "time per sample by configuration",
-                 "instruments": "CodeCarbon against the counters"}
-
-#: The figure that shows each check's evidence; a check not listed has none (its table is
-#: the evidence: a count per ecosystem would add nothing).
-FIGURE_OF_CHECK = {
-    "S6.interleaving": "timeline", "S6.contemporaneous": "timeline", "S6.schedule-gaps": "timeline",
-    "S6.no-overlap": "timeline",
-    "S5.modelled-cpu-power": "codecarbon-power", "S5.power-duration": "power-duration",
-    "S5.power-plausible": "power-plausible",
-    "S1.architecture-identity": "time-per-sample",
-    "S5.codecarbon-agreement": "instruments", "S5.codecarbon-duration": "instruments",
-    "S5.counter-recompute": "instruments",
-}
 
 
 # ---------------------------------------------------------------- the page
@@ -453,16 +177,22 @@ def _identity(report: Report, package) -> str:
                                                    for k, v in rows) + "</table></div>")
 
 
-def descriptions(suite: str = "audit") -> dict[str, str]:
-    """What each check of `suite` checks (its docstring in the registry), the audit's checks
-    it reuses, and what each validation code means."""
+def checks_of_page(suite: str = "audit") -> dict[str, Check]:
+    """The checks whose findings a page of `suite` shows, by id: the suite's, and the campaign
+    audit's checks it reuses (each with its docstring and the figure it declares)."""
     from deepgreen_audit.suite.registry import REGISTRY, registered_checks
 
-    docs = {c.id: c.doc for c in registered_checks("audit")} if suite == "audit" else {
-        c.id: c.doc for c in REGISTRY["audit"].values()}
+    checks = {c.id: c for c in registered_checks("audit")} if suite == "audit" else dict(
+        REGISTRY["audit"])
     if suite != "audit":
-        docs.update({c.id: c.doc for c in registered_checks(suite)})
-    return {**CODES, **docs}
+        checks.update({c.id: c for c in registered_checks(suite)})
+    return checks
+
+
+def descriptions(suite: str = "audit") -> dict[str, str]:
+    """What each check a page of `suite` shows checks (its docstring in the registry), and what
+    each validation code means."""
+    return {**CODES, **{i: c.doc for i, c in checks_of_page(suite).items()}}
 
 
 def _verdict(report: Report, groups: dict[str, list[Finding]], opening: str = "") -> str:
@@ -498,7 +228,8 @@ def render_page(report: Report, ctx=None, *, suite: str = "audit", verdict: str 
     """The page for `report`; `ctx` (the context the audit ran on) draws the figures, `suite`
     names the registry whose descriptions the checks show; `verdict` (HTML) opens the verdict
     and `before_checks` (HTML) precedes the checks (the CodeCarbon-log page's own)."""
-    docs = descriptions(suite)
+    checks = checks_of_page(suite)
+    docs = {**CODES, **{i: c.doc for i, c in checks.items()}}
     groups: dict[str, list[Finding]] = {key: [] for key, _ in GROUPS}
     for f in report.findings:
         groups[group_of(f)].append(f)
@@ -506,13 +237,15 @@ def render_page(report: Report, ctx=None, *, suite: str = "audit", verdict: str 
 
     def figure_of(finding: Finding) -> str:
         """The figure's <img> under the first check it shows, a link to it under the others."""
-        kind = FIGURE_OF_CHECK.get(finding.id)
-        if kind is None or ctx is None or group_of(finding) != "contradicted":
+        check = checks.get(finding.id)
+        figure = check.figure if check is not None else None
+        if figure is None or ctx is None or group_of(finding) != "contradicted":
             return ""
+        kind = figure.key
         if kind in drawn:
-            return (f'<p class="meta">Figure: {FIGURE_TITLES[kind]}, under '
+            return (f'<p class="meta">Figure: {figure.title}, under '
                     f'<a href="#figure-{kind}">{_esc(drawn[kind])}</a>.</p>') if drawn[kind] else ""
-        drawing = FIGURES[kind](ctx, report)
+        drawing = figure.draw(ctx, report)
         drawn[kind] = finding.id if drawing else ""
         if not drawing:
             return ""

@@ -1,0 +1,33 @@
+"""The page's figures: matplotlib drawn off-screen (Agg) and embedded as PNG data: URIs, so the
+page needs nothing at view time.  A kind's figures (deepgreen_audit/audit/figures.py) draw with
+these and are declared by the checks they show."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+#: A flagged value and a fine one, in every figure.
+FLAGGED, FINE = "#b3261e", "#9aa0a6"
+
+
+def figure_png(fig) -> str:
+    """A matplotlib figure as a data: URI (PNG keeps dense scatters small), at the screen's
+    96 dpi so that its 9-10 pt labels read at 100 % zoom."""
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=96, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def new_figure(width=8.0, height=3.2, ncols=1, nrows=1):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"font.size": 10, "xtick.labelsize": 9, "ytick.labelsize": 9,
+                         "legend.fontsize": 9, "axes.titlesize": 10})
+    return plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False)
