@@ -29,7 +29,7 @@ from collect_fakes import zone  # noqa: E402
 from deepgreen_audit.collect.harness import Harness  # noqa: E402
 from deepgreen_audit.collect.instruments import Instruments  # noqa: E402
 from deepgreen_audit.collect.protocol import HarnessServer  # noqa: E402
-from deepgreen_audit.collect.rapl import Rapl  # noqa: E402
+from deepgreen_audit.device.rapl import Rapl  # noqa: E402
 
 
 def stats_us(values_s):

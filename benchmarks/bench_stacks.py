@@ -22,11 +22,11 @@ from pathlib import Path
 
 from deepgreen_audit.collect.driver import collect
 from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
+from deepgreen_audit.collect.prepare import prepare_plan
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.rundirs import flatten
 from deepgreen_audit.spec import DEVICES
 from deepgreen_audit.stacks import native
-from deepgreen_audit.stacks.prepare import prepare_plan
 
 STACKS = ("python-pytorch", "python-tensorflow", "python-jax", "cpp-libtorch", "rust-tch", "java-dl4j")
 

@@ -357,10 +357,10 @@ def build_parser(verb_named: str | None = None) -> argparse.ArgumentParser:
 
 #: Modules that add verbs of their own layer: each has register(verb).  The audit's first: a
 #: command line imports them in this order only until its verb is registered.
-VERB_MODULES: tuple[str, ...] = ("deepgreen_audit.audit.cli", "deepgreen_audit.collect.cli",
-                                 "deepgreen_audit.importers.cli", "deepgreen_audit.render.cli",
-                                 "deepgreen_audit.greenlight.cli", "deepgreen_audit.stacks.cli",
-                                 "deepgreen_audit.compare.cli")
+VERB_MODULES: tuple[str, ...] = ("deepgreen_audit.verbs.audit", "deepgreen_audit.verbs.collect",
+                                 "deepgreen_audit.verbs.importers", "deepgreen_audit.verbs.render",
+                                 "deepgreen_audit.verbs.greenlight", "deepgreen_audit.verbs.stacks",
+                                 "deepgreen_audit.verbs.compare")
 
 
 #: Verbs whose program ends the moment they return (`_exit_now`): they leave nothing behind to

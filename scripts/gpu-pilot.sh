@@ -77,7 +77,7 @@ nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv,noheader \
   || fail "nvidia-smi could not query the GPU"
 "$PYTHON" - <<'EOF' || fail "NVML's total-energy counter is not readable: the pilot measures nothing without it"
 import time
-from deepgreen_audit.collect.nvml import Nvml
+from deepgreen_audit.device.nvml import Nvml
 nvml = Nvml()
 first = nvml.total_energy_mj()
 time.sleep(1.0)
@@ -87,7 +87,7 @@ print(f"NVML: {', '.join(nvml.names())}, driver {nvml.driver_version()}; "
 nvml.close()
 EOF
 ALLOW=()
-if ! RAPL=$("$PYTHON" -c 'from deepgreen_audit.collect.rapl import Rapl, active_powercap_root
+if ! RAPL=$("$PYTHON" -c 'from deepgreen_audit.device.rapl import Rapl, active_powercap_root
 Rapl(active_powercap_root()); print("readable")' 2>&1); then
   echo "RAPL: not readable here (${RAPL##*$'\n'}); the CPU energy is recorded empty with the reason,"
   echo "      and so is energy_j: the CPU packages are inside every device's measurement boundary"

@@ -40,7 +40,7 @@ from deepgreen_audit.cli import main as cli_main
 from deepgreen_audit.collect.harness import Harness
 from deepgreen_audit.collect.instruments import CounterReading
 from deepgreen_audit.collect.protocol import Session
-from deepgreen_audit.collect.rapl import RaplReading
+from deepgreen_audit.device.rapl import RaplReading
 from deepgreen_audit.errors import BUG_EXIT, UserError
 from deepgreen_audit.package import rundirs
 from deepgreen_audit.package.descriptor import Package

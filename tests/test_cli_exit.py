@@ -157,7 +157,7 @@ def test_api_audit_exits_0_1_2(tmp_path, tiny_package, capsys):
     (("pass",), False, 0), (("pass", "skip"), False, 0), (("pass", "skip"), True, 1),
     (("fail",), False, 1)])
 def test_parity_exit_follows_its_reports(monkeypatch, statuses, strict, expected, capsys):
-    from deepgreen_audit.stacks import parity
+    from deepgreen_audit.collect import parity
 
     def fake(arch, *a, **k):
         return Report(arch, "parity", findings=[Finding(id=f"S1.c{i}", status=s, message=s)

@@ -19,11 +19,11 @@ import pytest
 from deepgreen_audit.audit import audit
 from deepgreen_audit.collect.driver import collect
 from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
-from deepgreen_audit.collect.rapl import POWERCAP_ROOT_VARIABLE
+from deepgreen_audit.collect.prepare import prepare_plan
+from deepgreen_audit.device.rapl import POWERCAP_ROOT_VARIABLE
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.rundirs import flatten
 from deepgreen_audit.package.validate import validate
-from deepgreen_audit.stacks.prepare import prepare_plan
 from tests.fakes.rapl import advancing_powercap
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,14 +12,15 @@ from dataclasses import replace
 import pytest
 
 from collect_fakes import DrawingPackage, FakeNvmlState, fake_pynvml, set_energy, zone
-from deepgreen_audit.collect import codecarbon_tracker, rapl as rapl_module
-from deepgreen_audit.collect.errors import CodeCarbonRefused, EnergyNotSupported, NvmlUnavailable, RaplUnavailable
+from deepgreen_audit.collect import codecarbon_tracker
 from deepgreen_audit.collect.harness import Harness
 from deepgreen_audit.collect.instruments import CounterReading, CountersMissing, Instruments, probe
-from deepgreen_audit.collect.nvml import Nvml
-from deepgreen_audit.collect.rapl import Rapl, discover, fewest_wraps, package_energy_j, wraps_between
 from deepgreen_audit.collect.record import block_row
 from deepgreen_audit.collect.sampler import Sampler
+from deepgreen_audit.device import rapl as rapl_module
+from deepgreen_audit.device.errors import CodeCarbonRefused, EnergyNotSupported, NvmlUnavailable, RaplUnavailable
+from deepgreen_audit.device.nvml import Nvml
+from deepgreen_audit.device.rapl import Rapl, discover, fewest_wraps, package_energy_j, wraps_between
 from deepgreen_audit.spec import boundary_counters
 
 CUDA_BOUNDARY = boundary_counters("cuda")

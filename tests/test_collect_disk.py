@@ -19,8 +19,8 @@ from deepgreen_audit.collect.disk import (
     weight_items,
 )
 from deepgreen_audit.collect.plan import load_plan
+from deepgreen_audit.collect.prepare import prepare_plan
 from deepgreen_audit.package.rundirs import restore
-from deepgreen_audit.stacks.prepare import prepare_plan
 from deepgreen_audit.stacks.weights import Export, weights_dir
 
 ROOT = Path(__file__).resolve().parents[1]

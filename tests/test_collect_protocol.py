@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from collect_fakes import FakeNvmlState, fake_pynvml, set_energy, zone
-from deepgreen_audit.collect.errors import ProtocolViolation
 from deepgreen_audit.collect.harness import Harness
 from deepgreen_audit.collect.instruments import Instruments
-from deepgreen_audit.collect.nvml import Nvml
 from deepgreen_audit.collect.protocol import MAX_LINE_BYTES, HarnessServer, Session
-from deepgreen_audit.collect.rapl import Rapl
 from deepgreen_audit.collect.record import block_row
+from deepgreen_audit.device.errors import ProtocolViolation
+from deepgreen_audit.device.nvml import Nvml
+from deepgreen_audit.device.rapl import Rapl
 from deepgreen_audit.spec import boundary_counters
 
 CLIENT_SOURCE = Path(__file__).parent / "clients" / "harness_client.c"

@@ -19,11 +19,11 @@ from deepgreen_audit.cli import main
 from deepgreen_audit.collect import slurm_accounting
 from deepgreen_audit.collect.driver import collect
 from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
+from deepgreen_audit.collect.prepare import prepare_plan
 from deepgreen_audit.collect.slurm import SlurmOptions, batch_script, collect_slurm, settle
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.rundirs import flatten
 from deepgreen_audit.package.validate import validate
-from deepgreen_audit.stacks.prepare import prepare_plan
 
 SMOKE_SCOPE = {"ecosystems": ["python-pytorch", "python-tensorflow"], "architectures": ["resnet18"],
                "datasets": ["digits"], "repetitions": 2, "epochs": 1, "max_train_batches": 1,

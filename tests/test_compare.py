@@ -211,8 +211,8 @@ def collected(tmp_path_factory: pytest.TempPathFactory) -> Path:
     on a host without RAPL or NVML, with the reason the collection recorded."""
     from deepgreen_audit.collect.driver import collect
     from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
+    from deepgreen_audit.collect.prepare import prepare_plan
     from deepgreen_audit.package.rundirs import flatten
-    from deepgreen_audit.stacks.prepare import prepare_plan
     from test_stacks_train import require_built
 
     require_built(COLLECTED_STACKS)

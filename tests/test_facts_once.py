@@ -74,7 +74,7 @@ def test_analysis_and_parity_define_no_spec_constant_of_their_own():
     values = {v for section in ("analysis", "parity") for v in load_spec()[section].values()
               if type(v) in (int, float)}
     found = [f"{path.relative_to(PACKAGE)}: {name}"
-             for path, tree in _modules("analysis", "render", "stacks/parity.py", "audit")
+             for path, tree in _modules("analysis", "render", "collect/parity.py", "audit")
              for name, value in _module_constants(tree)
              if isinstance(value, ast.Constant) and type(value.value) in (int, float)
              and value.value in values]
@@ -180,7 +180,7 @@ def test_the_warmup_count_must_be_a_count():
 
 
 def test_parity_follows_the_specification(monkeypatch):
-    from deepgreen_audit.stacks import parity
+    from deepgreen_audit.collect import parity
 
     changed = _spec_with(**{"parity.logits_abs_tolerance": 0.5, "parity.reference": "python-jax"})
     monkeypatch.setattr(parity, "load_spec", lambda: changed)

@@ -116,7 +116,7 @@ def _lines(report):
 
 
 def test_preflight_gives_each_built_stack_one_line_naming_its_fix(tmp_path, monkeypatch):
-    from deepgreen_audit.stacks.prepare import prepare_plan
+    from deepgreen_audit.collect.prepare import prepare_plan
 
     plan = _plan(tmp_path, ["cpp-libtorch", "rust-tch", "java-dl4j", "r-torch"])
     got = _lines(preflight.run_checks(plan, allow_missing_counters=True))
@@ -158,8 +158,8 @@ def test_the_pom_builds_the_specifications_backends():
 
 
 def test_auto_is_the_hosts_device(monkeypatch, capsys):
-    from deepgreen_audit.collect import nvml
-    from deepgreen_audit.collect.errors import NvmlUnavailable
+    from deepgreen_audit.device import nvml
+    from deepgreen_audit.device.errors import NvmlUnavailable
 
     def no_driver():
         raise NvmlUnavailable("nvmlInit failed")
@@ -281,7 +281,7 @@ def test_cpp_stack_unit_tests_pass(tmp_path):
 def test_each_built_stack_says_which_device_it_would_use(ecosystem, tmp_path):
     """`<stack> device` prints one line the probe reads; this host has no GPU, so a cpu plan
     accepts the stack and a cuda plan is refused naming it."""
-    from deepgreen_audit.stacks.device_probe import probe
+    from deepgreen_audit.collect.device_probe import probe
 
     stack = native.NATIVE_STACKS[ecosystem]
     if not stack.product_path.is_file() or stack.stale_inputs():

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from deepgreen_audit.cli import main
-from deepgreen_audit.stacks import models_flax, models_tf, native, parity, sources, weights
+from deepgreen_audit.collect import parity
+from deepgreen_audit.stacks import models_flax, models_tf, native, sources, weights
 
 HEAVY = os.environ.get("DEEPGREEN_HEAVY_STACK_TESTS") == "1"
 heavy = pytest.mark.skipif(not HEAVY, reason="VGG-16 in every stack takes minutes on 2 cores; "

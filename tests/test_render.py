@@ -164,7 +164,7 @@ def test_number_and_label_formatting():
 
 
 def test_every_schema_label_has_a_display_name():
-    from deepgreen_audit.render.labels import DISPLAY
+    from deepgreen_audit.analysis.labels import DISPLAY
 
     for table, column in (("runs", "ecosystem"), ("runs", "architecture"), ("runs", "dataset"),
                           ("blocks", "phase")):

@@ -8,8 +8,8 @@ import stat
 
 import pytest
 
+from deepgreen_audit.collect.device_probe import ProbeFailed, main, probe
 from deepgreen_audit.collect.plan import load_plan
-from deepgreen_audit.stacks.device_probe import ProbeFailed, main, probe
 from deepgreen_audit.stacks.runtime import DeviceReport, DeviceReportError
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from deepgreen_audit.collect.driver import collect
 from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
+from deepgreen_audit.collect.prepare import prepare_plan
 from deepgreen_audit.stacks import native
-from deepgreen_audit.stacks.prepare import prepare_plan
 
 PROXY = Path(__file__).parent / "clients" / "protocol_proxy.py"
 BUILT = tuple(native.NATIVE_STACKS)

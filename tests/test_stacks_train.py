@@ -13,13 +13,13 @@ import pytest
 
 from deepgreen_audit.collect.driver import collect
 from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
+from deepgreen_audit.collect.prepare import prepare_plan
 from deepgreen_audit.package.checksums import sha256_file
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.rundirs import flatten
 from deepgreen_audit.package.validate import validate
 from deepgreen_audit.spec import load_spec
 from deepgreen_audit.stacks import data, native, weights
-from deepgreen_audit.stacks.prepare import prepare_plan
 
 STACKS = ("python-pytorch", "python-tensorflow", "python-jax", "cpp-libtorch", "rust-tch", "java-dl4j")
 HEAVY = os.environ.get("DEEPGREEN_HEAVY_STACK_TESTS") == "1"

@@ -22,7 +22,7 @@ from deepgreen_audit.package.writer import write_package
 from deepgreen_audit.spec import load_spec
 from deepgreen_audit.synth import TRUTH_FILE, SynthModel, generate, write_synthetic
 from deepgreen_audit.synth.copies import format_us
-from deepgreen_audit.synth.generate import initial_weights_sha256
+from deepgreen_audit.synth.model import initial_weights_sha256
 
 ECOSYSTEMS = "python-pytorch,java-dl4j"
 SMALL = ["--ecosystems", ECOSYSTEMS, "--repetitions", "2", "--epochs", "2"]

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from deepgreen_audit.collect.errors import CodeCarbonRefused
+from deepgreen_audit.device.errors import CodeCarbonRefused
 from deepgreen_audit.errors import unknown_name
 from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.resources import project_file

@@ -32,14 +32,14 @@ from pathlib import Path
 from deepgreen_audit.batchnorm import accuracy_caveat
 from deepgreen_audit.collect.codecarbon_tracker import load_config, require_codecarbon
 from deepgreen_audit.collect.disk import refuse_unless_room, run_dirs_item
-from deepgreen_audit.collect.errors import MAX_CONSECUTIVE_FAILURES
 from deepgreen_audit.collect.instruments import missing_in_boundary, probe, raise_missing
 from deepgreen_audit.collect.measuring import Measuring
 from deepgreen_audit.collect.outfolder import claim_out_folder, plan_record, read_identity
 from deepgreen_audit.collect.plan import Plan
 from deepgreen_audit.collect.preflight import refuse_other_devices
-from deepgreen_audit.collect.rapl import redirected_reason
 from deepgreen_audit.collect.staging import is_completed, refuse_unusable_out, run_one
+from deepgreen_audit.device.errors import MAX_CONSECUTIVE_FAILURES
+from deepgreen_audit.device.rapl import redirected_reason
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.checksums import sha256_file

@@ -131,8 +131,8 @@ def detect_accelerator(environ=None, pynvml_module=None, nvidia_smi: str = "nvid
 
 def _nvml_gpus(module) -> tuple[str | None, str]:
     """(a reason naming the GPUs NVML reports, or None; what NVML said otherwise)."""
-    from deepgreen_audit.collect.errors import NvmlUnavailable
-    from deepgreen_audit.collect.nvml import Nvml
+    from deepgreen_audit.device.errors import NvmlUnavailable
+    from deepgreen_audit.device.nvml import Nvml
 
     try:
         nvml = Nvml(module)

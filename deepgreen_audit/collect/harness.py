@@ -30,9 +30,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from deepgreen_audit.collect.codecarbon_tracker import CodeCarbonBlock
-from deepgreen_audit.collect.errors import ProtocolViolation
 from deepgreen_audit.collect.instruments import CounterReading
-from deepgreen_audit.collect.rapl import wraps_between
+from deepgreen_audit.device.errors import ProtocolViolation
+from deepgreen_audit.device.rapl import wraps_between
 from deepgreen_audit.package.canonical import format_value, is_canonical, parse_value
 from deepgreen_audit.package.schema import load_schema, phases
 from deepgreen_audit.spec import recipe

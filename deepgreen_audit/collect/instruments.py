@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deepgreen_audit.collect.errors import ALLOW_OPTION, CounterUnavailable
+from deepgreen_audit.device.errors import ALLOW_OPTION, CounterUnavailable
 
 if TYPE_CHECKING:  # imported when CodeCarbon runs (it loads CodeCarbon)
     from deepgreen_audit.collect.codecarbon_tracker import CodeCarbonTracker
-from deepgreen_audit.collect.nvml import Nvml
-from deepgreen_audit.collect.rapl import Rapl, RaplReading, active_powercap_root
+from deepgreen_audit.device.nvml import Nvml
+from deepgreen_audit.device.rapl import Rapl, RaplReading, active_powercap_root
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.spec import Counter, boundary_counters
 

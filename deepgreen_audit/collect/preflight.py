@@ -9,7 +9,7 @@ runs it), that the data of every dataset it runs on is present (a Python
 stack's own `check(job)`, called in a separate process as the run will be; for
 a built stack, the prepared store and weight export), and that its framework
 places the work on the plan's declared device here (`stack.device`, asked of
-the stack itself through `deepgreen_audit.stacks.device_probe`).  A failing
+the stack itself through `deepgreen_audit.collect.device_probe`).  A failing
 line names its fix.  `deepgreen collect` asks the same device question before
 its first run (`refuse_other_devices`).
 """
@@ -242,7 +242,7 @@ class DeviceAnswer:
 def ask_device(plan: Plan, ecosystem: str) -> DeviceAnswer:
     """The device the plan's stack for `ecosystem` would use here, asked in a separate process
     as the run will be (its framework loads its own CUDA libraries)."""
-    cmd = [sys.executable, "-m", "deepgreen_audit.stacks.device_probe", "--plan", str(plan.path),
+    cmd = [sys.executable, "-m", "deepgreen_audit.collect.device_probe", "--plan", str(plan.path),
            "--ecosystem", ecosystem]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=DEVICE_PROBE_TIMEOUT_S)

@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
-from deepgreen_audit.collect.errors import ProtocolViolation
 from deepgreen_audit.collect.harness import ENVIRONMENT_KEYS, RUN_KEYS, Harness, _field_type
+from deepgreen_audit.device.errors import ProtocolViolation
 from deepgreen_audit.package.canonical import format_value, is_canonical, parse_value
 
 PROTOCOL_VERSION = 1

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from deepgreen_audit.collect.harness import BlockRecord
-from deepgreen_audit.collect.rapl import package_energy_j
+from deepgreen_audit.device.rapl import package_energy_j
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.canonical import parse_value
 from deepgreen_audit.package.rundirs import MANIFEST, manifest_bytes, run_dir_files

@@ -14,8 +14,8 @@ import re
 
 from deepgreen_audit.analysis import NotMeasured, Number, Results
 from deepgreen_audit.analysis.data import PHASES
+from deepgreen_audit.analysis.labels import tex_escape
 from deepgreen_audit.compare.core import METRICS, Comparison, Difference, no_shared_configuration
-from deepgreen_audit.render.labels import tex_escape
 
 #: The flag paper.tex tests before it inputs generated/comparison.tex.
 FLAG = "Comparison"

@@ -20,7 +20,7 @@ from deepgreen_audit.greenlight.discover import read_tree
 from deepgreen_audit.greenlight.fecom import call_figures, execution_time_s
 from deepgreen_audit.greenlight.package import open_api_package, text_table, write_api_package
 from deepgreen_audit.greenlight.records import INPUT_SIZES, NANOSECOND_TIMES, SERIES_COLUMNS, CallRecord, Series, short
-from deepgreen_audit.importers.checked import refuse_invalid
+from deepgreen_audit.package.checked import refuse_invalid
 from deepgreen_audit.package.kinds import API_PROFILES
 from deepgreen_audit.package.schema import load_schema
 

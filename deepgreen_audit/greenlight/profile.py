@@ -32,10 +32,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deepgreen_audit.collect.errors import ALLOW_OPTION
 from deepgreen_audit.collect.instruments import probe
-from deepgreen_audit.collect.nvml import Nvml
-from deepgreen_audit.collect.rapl import POWERCAP_ROOT, Rapl, fewest_wraps, package_energy_j
+from deepgreen_audit.device.errors import ALLOW_OPTION
+from deepgreen_audit.device.nvml import Nvml
+from deepgreen_audit.device.rapl import POWERCAP_ROOT, Rapl, fewest_wraps, package_energy_j
 from deepgreen_audit.errors import UserError, refuse_unknown
 from deepgreen_audit.greenlight.package import text_table, write_api_package
 from deepgreen_audit.package.schema import load_schema

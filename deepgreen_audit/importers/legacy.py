@@ -58,8 +58,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
-from deepgreen_audit.importers.checked import refuse_invalid
 from deepgreen_audit.package import paths
+from deepgreen_audit.package.checked import refuse_invalid
 from deepgreen_audit.package.schema import TABLES, load_schema
 from deepgreen_audit.package.tables import TextTable, canonical_text, rows_from_columns
 from deepgreen_audit.package.writer import write_package

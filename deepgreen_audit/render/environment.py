@@ -19,7 +19,7 @@ from pathlib import Path
 import jinja2
 
 from deepgreen_audit.analysis import Count, MissingValue, NotMeasured, Number, Range, Text
-from deepgreen_audit.render.labels import display, tex_escape
+from deepgreen_audit.analysis.labels import display, tex_escape
 
 _COUNT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
                 "ten")

@@ -18,8 +18,8 @@ import numpy as np  # noqa: E402
 
 from deepgreen_audit.analysis import Design, Results  # noqa: E402
 from deepgreen_audit.analysis.data import PHASES  # noqa: E402
+from deepgreen_audit.analysis.labels import DISPLAY  # noqa: E402
 from deepgreen_audit.analysis.values import SCALES, scaled  # noqa: E402
-from deepgreen_audit.render.labels import DISPLAY  # noqa: E402
 
 #: The axis words of each column the first figure may draw, and the unit names of SCALES.
 AXIS_WORDS = {"energy_j": "energy", "duration_s": "duration"}

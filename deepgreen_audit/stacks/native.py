@@ -187,8 +187,8 @@ def _build_java(stack: NativeStack, quiet: bool, device: str) -> None:
 def host_device() -> str:
     """The device this host offers: $DEEPGREEN_ACCELERATOR where set, else cuda where NVML finds an
     NVIDIA driver and a GPU, else cpu."""
-    from deepgreen_audit.collect.errors import NvmlUnavailable
-    from deepgreen_audit.collect.nvml import Nvml
+    from deepgreen_audit.device.errors import NvmlUnavailable
+    from deepgreen_audit.device.nvml import Nvml
 
     declared = os.environ.get(ACCELERATOR_VARIABLE)
     if declared:

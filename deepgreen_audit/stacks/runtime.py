@@ -9,10 +9,10 @@ on among it: `DeviceReport`), batch limits and a bounded prefetcher.
 
 Every stack also defines ``device()``: where its framework places the work once
 ``set_precision_policy()`` has run, as a `DeviceReport` the run reports and
-preflight asks for before the first run (`deepgreen_audit.stacks.device_probe`).
+preflight asks for before the first run (`deepgreen_audit.collect.device_probe`).
 
 Every stack also defines the two hooks the parity checks call on the stack's
-own code (`deepgreen_audit.stacks.parity`):
+own code (`deepgreen_audit.collect.parity`):
 
 * ``eval_batches(x_uint8, y, batch_size)``: its evaluation loader, yielding
   (inputs, labels) as its model receives them;

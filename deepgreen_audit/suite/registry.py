@@ -57,7 +57,7 @@ CHECK_MODULES: dict[str, tuple[str, ...]] = {
               "deepgreen_audit.audit.checks.replication",
               "deepgreen_audit.audit.checks.sources",
               "deepgreen_audit.render.lint"),
-    "parity": ("deepgreen_audit.stacks.parity",),
+    "parity": ("deepgreen_audit.collect.parity",),
     "api-audit": ("deepgreen_audit.greenlight.checks",),
     "preflight": ("deepgreen_audit.collect.preflight",),
     "codecarbon": ("deepgreen_audit.codecarbon.checks",),

@@ -213,7 +213,7 @@ class Copies:
         return sorted((self.run_id(i, k), i, k) for k in range(self.copies) for i in range(self.n))
 
     def _runs_line(self, i: int, k: int, run_id: str) -> str:
-        from deepgreen_audit.synth.generate import initial_weights_sha256
+        from deepgreen_audit.synth.model import initial_weights_sha256
 
         row = self.runs[i].row
         if k == 0:

@@ -79,7 +79,7 @@ def _describe(fn) -> str:
 def mislabelled_architecture(c, rng) -> dict:
     """One resnet18 configuration whose time and energy follow vgg16: every run of
     the configuration is labelled resnet18 but ran at vgg16's speed and power."""
-    from deepgreen_audit.synth.generate import expected_config
+    from deepgreen_audit.synth.model import expected_config
 
     if "vgg16" not in c.model.architecture_train_s_per_10k:
         raise UserError("defect mislabelled-architecture needs vgg16 parameters in the model")
@@ -204,7 +204,7 @@ def recipe_drift(c, rng) -> dict:
 def duplicate_seed(c, rng) -> dict:
     """Two runs share a seed: two repetitions of one configuration (two runs of
     different configurations when there is one repetition)."""
-    from deepgreen_audit.synth.generate import initial_weights_sha256
+    from deepgreen_audit.synth.model import initial_weights_sha256
 
     if c.n < 2:
         raise UserError("defect duplicate-seed needs at least two runs")

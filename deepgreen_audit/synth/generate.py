@@ -32,7 +32,15 @@ from deepgreen_audit.spec import (
     recipe,
     tf32_allowed,
 )
-from deepgreen_audit.synth.model import CODECARBON_CONFIG_PLACEHOLDER, SynthModel, precision_policy_changed
+from deepgreen_audit.synth.model import (
+    CODECARBON_CONFIG_PLACEHOLDER,
+    SynthModel,
+    data_fingerprint_sha256,
+    expected_config,
+    initial_weights_sha256,
+    precision_policy_changed,
+    sha256_text,
+)
 from deepgreen_audit.units import J_PER_KWH
 
 CAMPAIGN = "synthetic"
@@ -54,21 +62,6 @@ def _uniform(rng: np.random.Generator, bounds: tuple[float, float],
     """Draws of U(bounds), a (low, high) pair of the model."""
     low, high = bounds
     return rng.uniform(low, high, size=size)
-
-
-def _sha256_text(text: str) -> str:
-    return sha256_bytes(text.encode("utf-8"))
-
-
-def initial_weights_sha256(architecture: str, classes: int, seed: int) -> str:
-    """Placeholder for the hash of the canonical initial-weight export (see model docs)."""
-    return _sha256_text(f"deepgreen-synthetic initial weights: architecture={architecture}; "
-                        f"classes={classes}; seed={seed}")
-
-
-def data_fingerprint_sha256(dataset: str, resolution_px: int) -> str:
-    """Placeholder for the fingerprint of the dataset's pixels and labels (see model docs)."""
-    return _sha256_text(f"deepgreen-synthetic data: dataset={dataset}; resolution={resolution_px}px")
 
 
 def truth_bytes(truth: dict) -> bytes:
@@ -683,7 +676,7 @@ def _environment_columns(m: SynthModel, eco: list[str], run_ids: list[str]) -> d
     env = m.environment
     backend = load_spec()["S4_backend"]
     frameworks, pins = backend["frameworks"], backend["pinned_versions"]
-    cc_sha = _sha256_text(CODECARBON_CONFIG_PLACEHOLDER)
+    cc_sha = sha256_text(CODECARBON_CONFIG_PLACEHOLDER)
     columns: dict[str, list] = {
         "run_id": list(run_ids),
         "host": [env["host"]] * n,
@@ -830,26 +823,6 @@ def _simulate_samples(c: Campaign) -> None:
 
 
 # --- truth ---------------------------------------------------------------
-
-def expected_config(model: SynthModel, eco: str, arch: str, n_train: int, n_eval: int,
-                    epochs: int, device: str = "cuda") -> dict:
-    """Noise-free expected block and phase values of one configuration (on a `cpu` host: its
-    blocks cpu_fallback_time_factor longer, and no GPU)."""
-    out = {}
-    slower = model.cpu_fallback_time_factor if device == "cpu" else 1.0
-    for phase, samples in (("train", n_train), ("eval", n_eval)):
-        t = max(model.block_duration_s(eco, arch, phase, samples) * slower, model.min_block_s)
-        pg = model.gpu_power_w(eco, arch, phase) if device != "cpu" else 0.0
-        pc = model.cpu_power_w(eco, phase)
-        blocks = (epochs - 1 + model.warmup_factor) if phase == "train" else epochs
-        out[phase] = {
-            "block_duration_s": t, "block_energy_j": t * (pg + pc),
-            "block_gpu_energy_j": t * pg, "block_cpu_energy_j": t * pc,
-            "gpu_power_w": pg, "cpu_power_w": pc,
-            "phase_duration_s": t * blocks, "phase_energy_j": t * (pg + pc) * blocks,
-        }
-    return out
-
 
 def _spread(values: dict[str, float]) -> dict:
     hi = max(values, key=values.__getitem__)

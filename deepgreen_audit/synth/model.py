@@ -229,6 +229,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError, refuse_unknown
+from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.spec import load_spec, read_toml
 
 
@@ -565,3 +566,39 @@ class SynthModel:
                     if label not in getattr(self, param):
                         raise UserError(f"synthetic model: {param} has no value for "
                                         f"{kind} {label!r}")
+
+
+def sha256_text(text: str) -> str:
+    """The SHA-256 of `text` in UTF-8: the placeholder hashes a synthetic package carries."""
+    return sha256_bytes(text.encode("utf-8"))
+
+
+def initial_weights_sha256(architecture: str, classes: int, seed: int) -> str:
+    """Placeholder for the hash of the canonical initial-weight export (see model docs)."""
+    return sha256_text(f"deepgreen-synthetic initial weights: architecture={architecture}; "
+                        f"classes={classes}; seed={seed}")
+
+
+def data_fingerprint_sha256(dataset: str, resolution_px: int) -> str:
+    """Placeholder for the fingerprint of the dataset's pixels and labels (see model docs)."""
+    return sha256_text(f"deepgreen-synthetic data: dataset={dataset}; resolution={resolution_px}px")
+
+
+def expected_config(model: SynthModel, eco: str, arch: str, n_train: int, n_eval: int,
+                    epochs: int, device: str = "cuda") -> dict:
+    """Noise-free expected block and phase values of one configuration (on a `cpu` host: its
+    blocks cpu_fallback_time_factor longer, and no GPU)."""
+    out = {}
+    slower = model.cpu_fallback_time_factor if device == "cpu" else 1.0
+    for phase, samples in (("train", n_train), ("eval", n_eval)):
+        t = max(model.block_duration_s(eco, arch, phase, samples) * slower, model.min_block_s)
+        pg = model.gpu_power_w(eco, arch, phase) if device != "cpu" else 0.0
+        pc = model.cpu_power_w(eco, phase)
+        blocks = (epochs - 1 + model.warmup_factor) if phase == "train" else epochs
+        out[phase] = {
+            "block_duration_s": t, "block_energy_j": t * (pg + pc),
+            "block_gpu_energy_j": t * pg, "block_cpu_energy_j": t * pc,
+            "gpu_power_w": pg, "cpu_power_w": pc,
+            "phase_duration_s": t * blocks, "phase_energy_j": t * (pg + pc) * blocks,
+        }
+    return out

@@ -19,8 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from deepgreen_audit.stacks import conventions as conv
-from deepgreen_audit.stacks import models_flax, runtime
+from deepgreen_audit.stacks import conventions as conv, models_flax, runtime
 from deepgreen_audit.stacks.data import unit_interval
 
 FRAMEWORK = "jax"

@@ -25,8 +25,11 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")   # see the docstring: oneDN
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from deepgreen_audit.stacks import conventions as conv  # noqa: E402
-from deepgreen_audit.stacks import models_tf, runtime  # noqa: E402
+from deepgreen_audit.stacks import (  # noqa: E402
+    conventions as conv,  # noqa: E402
+    models_tf,
+    runtime,
+)
 from deepgreen_audit.stacks.data import unit_interval  # noqa: E402
 
 FRAMEWORK = "tensorflow"

@@ -40,7 +40,7 @@ def cmd_data(args) -> int:
         print(f"wrote {exp.path} (sha256 {exp.sha256}), {exp.manifest_path.name}, {exp.torchscript_path.name}")
         return 0
     from deepgreen_audit.collect.plan import load_plan
-    from deepgreen_audit.stacks.prepare import prepare_plan
+    from deepgreen_audit.collect.prepare import prepare_plan
 
     plan = load_plan(Path(args.plan) if args.plan else None)
     done = prepare_plan(plan, progress=lambda i, n, name: print(f"  [{i}/{n}] {name}", file=sys.stderr))
@@ -77,7 +77,8 @@ def cmd_build(args) -> int:
 
 
 def cmd_parity(args) -> int:
-    from deepgreen_audit.stacks import native, parity
+    from deepgreen_audit.collect import parity
+    from deepgreen_audit.stacks import native
 
     stacks = tuple(args.stack or parity.STACKS)
     executables = parity.default_executables()
@@ -95,7 +96,7 @@ def cmd_parity(args) -> int:
 
 
 def _parity_stacks() -> tuple[str, ...]:
-    from deepgreen_audit.stacks.parity import STACKS  # numpy: only when --stack is used
+    from deepgreen_audit.collect.parity import STACKS  # numpy: only when --stack is used
 
     return STACKS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from deepgreen_audit.collect.errors import ALLOW_OPTION
+from deepgreen_audit.device.errors import ALLOW_OPTION
 
 
 def _progress(n: int, total: int, run_id: str, what: str) -> None:
@@ -234,7 +234,7 @@ def register(verb) -> None:
     p.add_argument("--synthetic", metavar="REASON",
                    help="mark the package synthetic, with the reason (e.g. a rehearsal on fake "
                         "counters): its descriptor, title and every report then say so")
-    from deepgreen_audit.collect.errors import MAX_CONSECUTIVE_FAILURES
+    from deepgreen_audit.device.errors import MAX_CONSECUTIVE_FAILURES
 
     p.add_argument("--max-consecutive-failures", type=int, default=MAX_CONSECUTIVE_FAILURES,
                    metavar="N", help="local executor: stop the campaign (exit 1) after N consecutive "

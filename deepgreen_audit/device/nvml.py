@@ -21,7 +21,7 @@ class Nvml:
     """An initialised NVML session over every GPU it reports, in NVML index order."""
 
     def __init__(self, module=None):
-        from deepgreen_audit.collect.errors import NvmlUnavailable
+        from deepgreen_audit.device.errors import NvmlUnavailable
 
         if module is None:
             try:
@@ -56,7 +56,7 @@ class Nvml:
 
     def total_energy_mj(self) -> tuple[int, ...]:
         """The accumulated-energy counter of each GPU, millijoules."""
-        from deepgreen_audit.collect.errors import EnergyNotSupported
+        from deepgreen_audit.device.errors import EnergyNotSupported
 
         try:
             return tuple(int(self.nv.nvmlDeviceGetTotalEnergyConsumption(h)) for h in self.handles)

@@ -36,7 +36,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from deepgreen_audit.collect.errors import RaplUnavailable
+from deepgreen_audit.device.errors import RaplUnavailable
 
 POWERCAP_ROOT = Path("/sys/class/powercap")
 #: Names another powercap tree for a whole collection (driver, runners, preflight): a test and

@@ -33,5 +33,5 @@ def display(label: str) -> str:
     """The display name of a label, LaTeX-escaped (C++ is written with a thin-space-free ++)."""
     if label not in DISPLAY:
         raise MissingValue(f"label {label!r} has no display name; add one to "
-                           "deepgreen_audit/render/labels.py")
+                           "deepgreen_audit/analysis/labels.py")
     return tex_escape(DISPLAY[label])

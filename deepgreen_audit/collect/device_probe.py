@@ -1,5 +1,5 @@
 """Which device a stack of a plan would place its work on here, asked of the stack itself:
-`python -m deepgreen_audit.stacks.device_probe --plan P --ecosystem E` prints one JSON object
+`python -m deepgreen_audit.collect.device_probe --plan P --ecosystem E` prints one JSON object
 (device, device_name, cudnn_enabled, tf32_enabled).
 
 A Python stack is imported in this process (its framework resolves its CUDA libraries as
@@ -91,7 +91,7 @@ def probe(plan: Plan, ecosystem: str) -> DeviceReport:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="deepgreen_audit.stacks.device_probe",
+    parser = argparse.ArgumentParser(prog="deepgreen_audit.collect.device_probe",
                                      description="Print the device a stack of the plan would use here.")
     parser.add_argument("--plan", required=True, type=Path)
     parser.add_argument("--ecosystem", required=True)

@@ -1,0 +1,2 @@
+"""The package format: its descriptor, tables, checksums and schemas, read and written atomically;
+validation, run directories and their round trip; what kind of package a descriptor declares."""
