@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from deepgreen_audit.audit.derived import config_profiles, power_bounds
 from deepgreen_audit.columnar.frame import isin, seconds
 from deepgreen_audit.page.figures import FINE, FLAGGED, figure_png, new_figure
 from deepgreen_audit.report import Report
@@ -92,8 +93,6 @@ def power_plausible(ctx, report) -> tuple[str, str] | None:
     """Every device power S5.power-plausible tests that broke its range somewhere, derived and
     reported alike (one panel each, the same device's other source beside it): the blocks out
     of range in red, the range's bounds as lines."""
-    from deepgreen_audit.audit.checks.measurement import power_bounds
-
     bounds = power_bounds(ctx)
     failed = {name.split()[0] for name, (_, _, _, low, high) in bounds.items() if (low | high).any()}
     shown = [name for name, (power, *_rest) in bounds.items()
@@ -187,8 +186,6 @@ def time_per_sample(ctx, report) -> tuple[str, str] | None:
     """Median train time per sample of each configuration, by ecosystem and dataset, one
     marker per architecture: a mislabelled configuration sits in the other architecture's
     place (the ones S1.architecture-identity flags ringed in red)."""
-    from deepgreen_audit.audit.checks.model import config_profiles
-
     prof = config_profiles(ctx)
     prof = prof.take(~np.isnan(prof["time"]))
     if prof.empty:

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from deepgreen_audit.audit import figures
 from deepgreen_audit.audit.context import AuditContext
+from deepgreen_audit.audit.derived import device_powers, power_bounds
 from deepgreen_audit.columnar.evidence import (
     describe_counts,
     evidence,
@@ -380,48 +381,6 @@ def units(ctx: AuditContext) -> Outcome:
         return Outcome.failed("energy in the wrong unit: " + "; ".join(found), rows=int(bad.sum()))
     return Outcome.passed("every joule column has joule magnitudes and CodeCarbon's kWh x "
                           f"{J_PER_KWH:g} J/kWh equals its joules")
-
-
-def device_powers(ctx) -> dict[str, np.ndarray]:
-    """Block-mean power of each recorded device, from the counters and from CodeCarbon
-    (float arrays over the rows of ctx.block_runs, NaN where unknown)."""
-    b = ctx.block_runs
-    gpus = np.where(b["gpu_count"] > 0, b["gpu_count"], np.nan)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return {
-            "GPU (counter)": b["gpu_energy_j"] / b["duration_s"] / gpus,
-            "CPU (counter)": b["cpu_energy_j"] / b["duration_s"],
-            "GPU (CodeCarbon)": b["codecarbon_gpu_energy_kwh"] * J_PER_KWH
-                                / b["codecarbon_duration_s"] / gpus,
-            "CPU (CodeCarbon)": b["codecarbon_cpu_energy_kwh"] * J_PER_KWH / b["codecarbon_duration_s"],
-            "RAM (CodeCarbon)": b["codecarbon_ram_energy_kwh"] * J_PER_KWH / b["codecarbon_duration_s"],
-            "GPU (CodeCarbon's reported power)": b["codecarbon_gpu_power_w"] / gpus,
-            "CPU (CodeCarbon's reported power)": b["codecarbon_cpu_power_w"].copy(),
-            "RAM (CodeCarbon's reported power)": b["codecarbon_ram_power_w"].copy(),
-        }
-
-
-def power_bounds(ctx) -> dict[str, tuple[np.ndarray, float, float | np.ndarray, np.ndarray, np.ndarray]]:
-    """Each recorded device power (`device_powers`) with its plausible range and where it
-    falls outside: {domain: (power, low bound, high bound, below, above)}; the GPU's high bound
-    is per block (its board's limit x gpu_power_limit_factor).  One source for
-    S5.power-plausible and the page's figure of it."""
-    t = ctx.tolerances
-    b = ctx.block_runs
-    models = b["gpu_model"]
-    limit_of = {m: max((t["gpu_board_power_limit_w"].get(x.strip(), np.nan) for x in m.split(";")),
-                       default=np.nan) for m in set(models) - {None}}  # each model once
-    limits = np.fromiter((np.nan if m is None else limit_of[m] for m in models), dtype=float,
-                         count=len(models))
-    gpu_max = limits * float(t["gpu_power_limit_factor"])
-    ranges = {"GPU": (float(t["gpu_power_min_w"]), gpu_max),
-              "CPU": tuple(t["cpu_power_range_w"]), "RAM": tuple(t["ram_power_range_w"])}
-    out = {}
-    for name, power in device_powers(ctx).items():
-        lo, hi = ranges[name.split()[0]]
-        known = np.isfinite(power)
-        out[name] = (power, lo, hi, known & (power < lo), known & (power > hi))
-    return out
 
 
 @check("S5.power-plausible", "S5", table="blocks", figure=figures.POWER_PLAUSIBLE)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from deepgreen_audit.audit import figures
-from deepgreen_audit.audit.context import CONFIG_COLUMNS, AuditContext, labels_in_spec
+from deepgreen_audit.audit.context import AuditContext, labels_in_spec
+from deepgreen_audit.audit.derived import config_profiles
 from deepgreen_audit.columnar.evidence import evidence
-from deepgreen_audit.columnar.frame import Frame, Groups, lookup
+from deepgreen_audit.columnar.frame import Groups
 from deepgreen_audit.suite.registry import NotApplicable, Outcome, Skip, check
-from deepgreen_audit.units import J_PER_KWH
 
 FEATURES = {"time": "train seconds per sample", "power": "train GPU power"}
 
@@ -49,48 +49,6 @@ def initial_weights(ctx: AuditContext) -> Outcome:
                               details=evidence(runs.take(unhashed | shared).select(
                                   ["run_id", "architecture", "dataset", "initial_weights_sha256"])))
     return Outcome.passed(f"{len(runs):,} runs record their initial-weight export")
-
-
-def config_profiles(ctx) -> Frame:
-    """Per configuration, the median log train time per sample and log GPU power.
-
-    Training blocks after the first epoch (warm-up) are used.  Time per sample
-    uses samples_processed, or the dataset's S3 train size when the source
-    recorded none; GPU power the counter energy, or CodeCarbon's when there are
-    no counters.  One row per configuration, in key order; NaN where a figure is
-    undefined (the callers drop what they need).
-    """
-    b = ctx.block_runs
-    train = b["phase"] == "train"
-    after_warmup = train & (b["epoch"] >= 2)
-    rows = np.flatnonzero(after_warmup if after_warmup.any() else train)
-
-    def column(name: str) -> np.ndarray:
-        return b[name][rows]
-
-    sizes = lookup(column("dataset"), ctx.spec["S3_data"].get("train_samples", {}))
-    recorded = column("samples_processed")
-    samples = np.where(np.isnan(recorded), sizes, recorded)
-    gpu_count = column("gpu_count")
-    gpus = np.where(gpu_count > 0, gpu_count, np.nan)
-    duration = column("duration_s")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        counter_w = column("gpu_energy_j") / duration / gpus
-        cc_w = column("codecarbon_gpu_energy_kwh") * J_PER_KWH / column("codecarbon_duration_s") / gpus
-        figures = {"time": np.log(duration / samples),
-                   "power": np.log(np.where(np.isnan(counter_w), cc_w, counter_w))}
-    # a block's configuration is its run's: the runs are grouped by their labels and the
-    # blocks by their run's group, as sorting the blocks' labels would cost ten times more
-    runs = ctx.runs
-    configs = Groups(*(runs[c] for c in CONFIG_COLUMNS))
-    config_of_run = dict(zip(runs["run_id"], np.where(configs.codes >= 0, configs.codes, np.nan)))
-    in_config = Groups(np.fromiter((config_of_run.get(r, np.nan) for r in column("run_id")),
-                                   dtype=float, count=len(rows)))
-    present = in_config.keys[0].astype(np.intp)
-    columns = {name: labels[present] for name, labels in zip(CONFIG_COLUMNS, configs.keys)}
-    for name, values in figures.items():
-        columns[name] = in_config.median(np.where(np.isinf(values), np.nan, values))
-    return Frame.of(columns)
 
 
 def _profiles(ctx) -> Profiles:
