@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from deepgreen_audit.spec import AuditTolerances
 from deepgreen_audit.stacks.conventions import BATCHNORM_ARCHITECTURES, BATCHNORM_TORCH_MOMENTUM
 
 
@@ -30,7 +31,7 @@ def horizon_steps(momentum: float = BATCHNORM_TORCH_MOMENTUM) -> float:
 
 def min_steps(spec: dict) -> int:
     """The optimiser steps a run needs before its running statistics follow its weights."""
-    return math.ceil(float(spec["audit"]["batchnorm_min_horizons"]) * horizon_steps())
+    return math.ceil(AuditTolerances.of(spec).batchnorm_min_horizons * horizon_steps())
 
 
 def optimiser_steps(samples: int, batch_size: int) -> int:

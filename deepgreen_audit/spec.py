@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
+from typing import ClassVar
 
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import UserError, unknown_name
 from deepgreen_audit.package import paths
 from deepgreen_audit.pins import SPEC_FILE
 from deepgreen_audit.resources import require_checkout
@@ -52,6 +55,87 @@ def recipe(spec: dict | None = None) -> dict:
         "input_normalisation": s3["input_normalisation"], "loader_workers": s3["loader_workers"],
         "eval_batch_size": s3["eval_batch_size"], "precision_policy": s4["precision_policy"],
     }
+
+
+@dataclass(frozen=True)
+class AuditTolerances:
+    """The specification's [audit] section, typed and read once: every tolerance a check holds
+    data to (collect/experiment.toml says why each has its value).  A key the section lacks, or
+    one it holds that no check reads, is the specification's fault, named with its key."""
+
+    counter_relative_tolerance: float
+    codecarbon_agreement_tolerance: float
+    codecarbon_overhang_max_s: float
+    codecarbon_nested_shortfall_max_s: float
+    constant_power_relative_spread: float
+    load_model_mode_share: float
+    gpu_power_min_w: float
+    cpu_power_range_w: tuple[float, float]
+    rapl_max_package_power_w: float
+    ram_power_range_w: tuple[float, float]
+    carbon_intensity_relative_tolerance: float
+    emissions_rate_relative_tolerance: float
+    power_duration_relative_tolerance: float
+    power_duration_window_slack_s: float
+    max_ecosystem_offset_days: float
+    phase_work_log_tolerance: float
+    gpu_power_limit_factor: float
+    kwh_suspect_power_w: float
+    kwh_conversion_relative_tolerance: float
+    codecarbon_domain_sum_relative_tolerance: float
+    recipe_relative_tolerance: float
+    sampler_step_tolerance_fraction: float
+    outlier_duration_ratio: float
+    warmup_duration_ratio: float
+    warmup_majority_share: float
+    max_block_gap_s: float
+    max_run_gap_s: float
+    architecture_profile_log_tolerance: float
+    architecture_collapse_log_tolerance: float
+    batchnorm_min_horizons: float
+    train_eval_gap_max_chance_fraction: float
+    slurm_energy_min_ratio: float
+    #: each GPU model's board power limit, watts, by the model name NVML reports
+    gpu_board_power_limit_w: Mapping[str, float]
+
+    #: keys of [audit] that are words for the reader, not tolerances
+    PROSE: ClassVar[tuple[str, ...]] = ("title", "notes")
+
+    @classmethod
+    def of(cls, spec: dict) -> AuditTolerances:
+        """The tolerances of `spec` (its [audit] section)."""
+        section = spec.get("audit")
+        if not isinstance(section, dict):
+            raise UserError("the specification has no [audit] table of tolerances", field="audit")
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(section) - set(names) - set(cls.PROSE))
+        if unknown:
+            raise UserError(unknown_name(unknown[0], names, "a tolerance of [audit]"),
+                            field=f"audit.{unknown[0]}")
+        values = {}
+        for name in names:
+            if name not in section:
+                raise UserError("the specification's [audit] table lacks this tolerance",
+                                field=f"audit.{name}")
+            values[name] = _tolerance(name, section[name])
+        return cls(**values)
+
+
+def _tolerance(name: str, value):
+    """One [audit] value in its field's type: a number, a [low, high] range, or a table of
+    numbers by name."""
+    try:
+        if name.endswith("_range_w"):
+            low, high = (float(v) for v in value)
+            return (low, high)
+        if isinstance(value, dict):
+            return MappingProxyType({str(k): float(v) for k, v in value.items()})
+        if isinstance(value, bool):
+            raise TypeError(value)
+        return float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{value!r} is not a number (or, for a range, [low, high])",
+                        field=f"audit.{name}") from None
 
 
 #: Keys of a plan's [scope] table: how a campaign may narrow the full design (a pilot, a smoke

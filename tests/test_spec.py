@@ -43,3 +43,32 @@ def test_spec_verb_check_and_stdout(capsys):
     assert "current" in capsys.readouterr().out
     assert main(["spec", "--markdown", "--stdout"]) == 0
     assert capsys.readouterr().out == spec.to_markdown()
+
+
+def test_the_audit_tolerances_are_typed_once_and_a_fault_is_named(tmp_path, capsys):
+    import copy
+
+    import pytest
+
+    from deepgreen_audit.errors import UserError
+
+    shipped = spec.load_spec()
+    tolerances = spec.AuditTolerances.of(shipped)
+    assert tolerances.cpu_power_range_w == (1.0, 800.0)
+    assert tolerances.gpu_board_power_limit_w["NVIDIA H100 80GB HBM3"] == 700.0
+    with pytest.raises(TypeError):
+        tolerances.gpu_board_power_limit_w["NVIDIA H100 80GB HBM3"] = 1.0  # type: ignore[index]
+    for change, said in ((lambda a: a.update(max_run_gap=1.0), "did you mean 'max_run_gap_s'"),
+                         (lambda a: a.pop("gpu_power_min_w"), "audit.gpu_power_min_w"),
+                         (lambda a: a.update(gpu_power_min_w="five"), "'five' is not a number")):
+        broken = copy.deepcopy(shipped)
+        change(broken["audit"])
+        with pytest.raises(UserError, match=said.replace("(", r"\(")):
+            spec.AuditTolerances.of(broken)
+    # a user's specification with a misspelt tolerance stops the audit before any check: exit 2
+    text = spec.spec_path().read_text(encoding="utf-8")
+    (tmp_path / "spec.toml").write_text(text.replace("max_run_gap_s =", "max_run_gaps =", 1),
+                                        encoding="utf-8")
+    assert main(["audit", "--spec", str(tmp_path / "spec.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "max_run_gaps" in err and "max_run_gap_s" in err and "Traceback" not in err

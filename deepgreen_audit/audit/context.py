@@ -14,7 +14,7 @@ from deepgreen_audit.package.beside import Beside
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.rundirs import RoundTrip
 from deepgreen_audit.resources import shipped_root
-from deepgreen_audit.spec import load_spec
+from deepgreen_audit.spec import AuditTolerances, load_spec
 
 CONFIG_COLUMNS = ("ecosystem", "architecture", "dataset")
 
@@ -27,6 +27,8 @@ class AuditContext:
                  typed_tables: dict[str, pa.Table] | None = None):
         self.package = package
         self.spec = spec or load_spec()
+        #: the specification's [audit] tolerances, typed once (a fault in them stops the audit)
+        self.tolerances = AuditTolerances.of(self.spec)
         self.sources_root = Path(sources_root) if sources_root else shipped_root()
         #: the integrity report (deepgreen_audit.package.validate), set by the driver
         self.integrity = integrity
@@ -37,9 +39,6 @@ class AuditContext:
         #: check computes it itself
         self.round_trip: Beside[RoundTrip] | None = None
 
-    @property
-    def tolerances(self) -> dict:
-        return self.spec["audit"]
 
     def table(self, name: str) -> Frame:
         """Table `name` as numpy columns (columnar/frame.py), each converted when first read."""

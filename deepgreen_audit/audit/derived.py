@@ -38,13 +38,13 @@ def power_bounds(ctx) -> dict[str, tuple[np.ndarray, float, float | np.ndarray, 
     t = ctx.tolerances
     b = ctx.block_runs
     models = b["gpu_model"]
-    limit_of = {m: max((t["gpu_board_power_limit_w"].get(x.strip(), np.nan) for x in m.split(";")),
+    limit_of = {m: max((t.gpu_board_power_limit_w.get(x.strip(), np.nan) for x in m.split(";")),
                        default=np.nan) for m in set(models) - {None}}  # each model once
     limits = np.fromiter((np.nan if m is None else limit_of[m] for m in models), dtype=float,
                          count=len(models))
-    gpu_max = limits * float(t["gpu_power_limit_factor"])
-    ranges = {"GPU": (float(t["gpu_power_min_w"]), gpu_max),
-              "CPU": tuple(t["cpu_power_range_w"]), "RAM": tuple(t["ram_power_range_w"])}
+    gpu_max = limits * float(t.gpu_power_limit_factor)
+    ranges = {"GPU": (float(t.gpu_power_min_w), gpu_max),
+              "CPU": tuple(t.cpu_power_range_w), "RAM": tuple(t.ram_power_range_w)}
     out = {}
     for name, power in device_powers(ctx).items():
         lo, hi = ranges[name.split()[0]]

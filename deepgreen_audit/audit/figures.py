@@ -161,7 +161,7 @@ def power_duration(ctx, report) -> tuple[str, str] | None:
         ax.loglog(expected, found, ".", ms=4, alpha=0.7, label=None)
     lo, hi = min(found.min(), expected.min()), max(found.max(), expected.max())
     ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-    tol = float(ctx.tolerances["power_duration_relative_tolerance"])
+    tol = float(ctx.tolerances.power_duration_relative_tolerance)
     for factor in (1 - tol, 1 + tol):
         ax.plot([lo, hi], [lo * factor, hi * factor], "k--", lw=0.6)
     ax.set_xlabel("constant power x duration (J)")

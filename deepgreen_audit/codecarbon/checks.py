@@ -212,7 +212,7 @@ def gpu_power_limit(ctx: LogContext) -> Outcome:
     gpu_power_limit_factor: both the reported power and energy / duration."""
     r = ctx.rows
     t = ctx.tolerances
-    factor = float(t["gpu_power_limit_factor"])
+    factor = float(t.gpu_power_limit_factor)
     found, checked, unknown = [], 0, set()
     for i in r.index:
         p, e, d = r.at[i, "gpu_power_w"], r.at[i, "gpu_energy_kwh"], r.at[i, "duration_s"]
@@ -221,7 +221,7 @@ def gpu_power_limit(ctx: LogContext) -> Outcome:
             powers["mean (energy / duration)"] = e * J_PER_KWH / d
         if not any(pd.notna(v) and v > 0 for v in powers.values()):
             continue
-        limit = hardware.gpu_limit(r.at[i, "gpu_model"], t.get("gpu_board_power_limit_w"))
+        limit = hardware.gpu_limit(r.at[i, "gpu_model"], t.gpu_board_power_limit_w)
         if limit is None:
             unknown.add(str(r.at[i, "gpu_model"]))
             continue
@@ -268,7 +268,7 @@ def power_duration(ctx: LogContext) -> Outcome:
         expected = c["power_w"].to_numpy() * duration
         found_j = c["energy_kwh"].to_numpy() * J_PER_KWH
         rel = np.abs(found_j - expected) / np.abs(expected)
-    tol = float(ctx.tolerances["power_duration_relative_tolerance"])
+    tol = float(ctx.tolerances.power_duration_relative_tolerance)
     bad = (rel > tol) & np.isfinite(duration)
     with np.errstate(all="ignore"):
         frame = c.assign(duration_s=duration, energy_j=found_j, power_x_duration_j=expected,
@@ -325,16 +325,16 @@ def magnitudes(ctx: LogContext) -> Outcome:
         if problem is None and pd.notna(e) and pd.notna(d) and d > 0 and e > 0:
             with np.errstate(all="ignore"):
                 mean = e * J_PER_KWH / d
-            limit = hardware.gpu_limit(r.at[i, "gpu_model"], t.get("gpu_board_power_limit_w"))
+            limit = hardware.gpu_limit(r.at[i, "gpu_model"], t.gpu_board_power_limit_w)
             gpus = r.at[i, "gpu_count"]
             gpus = int(gpus) if pd.notna(gpus) else (1 if isinstance(r.at[i, "gpu_model"], str) else 0)
             pue = r.at[i, "pue"] if pd.notna(r.at[i, "pue"]) and r.at[i, "pue"] >= 1 else 1.0
-            most = (float(t["cpu_power_range_w"][1]) + float(t["ram_power_range_w"][1])
-                    + gpus * (limit[0] * float(t["gpu_power_limit_factor"]) if limit else 1000.0)) * pue
+            most = (float(t.cpu_power_range_w[1]) + float(t.ram_power_range_w[1])
+                    + gpus * (limit[0] * float(t.gpu_power_limit_factor) if limit else 1000.0)) * pue
             if mean > most:
                 problem = (f"{e:.4g} kWh in {d:.4g} s is a mean {mean:.4g} W, above the {most:.4g} W "
                            "this machine can draw")
-            elif mean < float(t["kwh_suspect_power_w"]):
+            elif mean < float(t.kwh_suspect_power_w):
                 problem = f"{e:.4g} kWh in {d:.4g} s is a mean {mean:.3g} W: not kWh"
         if problem:
             found.append({"source_file": r.at[i, "source_file"], "source_line": int(r.at[i, "source_line"]),

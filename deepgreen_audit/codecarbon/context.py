@@ -19,7 +19,7 @@ from deepgreen_audit.columnar.frame import Frame, joined
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import paths
 from deepgreen_audit.package.descriptor import Package
-from deepgreen_audit.spec import load_spec
+from deepgreen_audit.spec import AuditTolerances, load_spec
 from deepgreen_audit.units import J_PER_KWH
 
 TABLE = "codecarbon_log"
@@ -50,6 +50,8 @@ class LogContext:
                  typed_tables: dict | None = None):
         self.package = package
         self.spec = spec or load_spec()
+        #: the specification's [audit] tolerances, typed once (a fault in them stops the audit)
+        self.tolerances = AuditTolerances.of(self.spec)
         self.integrity = integrity
         typed = (typed_tables or {}).get(TABLE) or package.table(TABLE)
         self._typed = typed
@@ -70,9 +72,6 @@ class LogContext:
             names |= {s["source_file"] for s in json.loads(paths.read_bytes(path))["sources"]}
         return sorted(names)
 
-    @property
-    def tolerances(self) -> dict:
-        return self.spec["audit"]
 
     @property
     def finals(self) -> pd.DataFrame:
@@ -113,7 +112,7 @@ class LogContext:
             frame = frame[frame["p"] > 0]
             counts = frame.groupby(["file", "hw", "p"])["run"].nunique()
             runs = frame.groupby(["file", "hw"])["run"].nunique()
-            share = float(self.tolerances["load_model_mode_share"])
+            share = float(self.tolerances.load_model_mode_share)
             found |= {(file, comp, hw, p) for (file, hw, p), n in counts.items()
                       if n >= 2 and n >= share * runs[(file, hw)]}
         return found

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 
 #: CodeCarbon's generic TDP for a CPU not in its table (POWER_CONSTANT, 2.x and 3.x).
@@ -113,7 +114,7 @@ def gpu_name(model) -> str | None:
     return re.sub(r"^NVIDIA\s+", "", name).strip()
 
 
-def gpu_limit(model, extra: dict | None = None) -> tuple[float, str] | None:
+def gpu_limit(model, extra: Mapping[str, float] | None = None) -> tuple[float, str] | None:
     """(board limit W per GPU, source) of a gpu_model, or None when the table lacks it.  A
     row naming several models (';' or ',') is held to the largest limit."""
     if not isinstance(model, str):

@@ -238,7 +238,7 @@ def counter_recompute(ctx: AuditContext) -> Outcome:
     raw = ~np.logical_and.reduce([b.missing(c) for c in COUNTER_COLUMNS])
     if not (raw | has_energy).any():
         skip_without_counters(ctx.blocks, "no block has counter readings to recompute")
-    tol = float(ctx.tolerances["counter_relative_tolerance"])
+    tol = float(ctx.tolerances.counter_relative_tolerance)
     gpu_again, cpu_again = np.full(len(b), np.nan), np.full(len(b), np.nan)
 
     nv0, nv1 = counter_cells(b.arrow("nvml_start_mj")), counter_cells(b.arrow("nvml_end_mj"))
@@ -283,7 +283,7 @@ def rapl_wraps(ctx: AuditContext) -> Outcome:
     An error, not a warning: a missed wrap understates a block's CPU energy by a whole range
     (~262 kJ), more than most blocks draw, and nothing in the package can tell."""
     b = ctx.blocks
-    max_power_w = float(ctx.tolerances["rapl_max_package_power_w"])
+    max_power_w = float(ctx.tolerances.rapl_max_package_power_w)
     duration_s = b["duration_s"]
     rapl = rapl_readings(b)
     if not rapl.any_complete:
@@ -321,7 +321,7 @@ def energy_domains(ctx: AuditContext) -> Outcome:
     cpu_energy_j on cuda, cpu_energy_j on cpu, where a GPU's energy is recorded beside it and
     never added), and CodeCarbon's energy_consumed (kWh) = its CPU + GPU + RAM energies."""
     b = ctx.blocks
-    tol = float(ctx.tolerances["counter_relative_tolerance"])
+    tol = float(ctx.tolerances.counter_relative_tolerance)
     total = b["energy_j"]
     domains = [b[c.column] for c in boundary(ctx)]
     parts = np.zeros(len(b))
@@ -334,7 +334,7 @@ def energy_domains(ctx: AuditContext) -> Outcome:
     cc_parts = [b[c] for c in ("codecarbon_cpu_energy_kwh", "codecarbon_gpu_energy_kwh",
                                "codecarbon_ram_energy_kwh")]
     cc_known = ~np.isnan(cc) & ~np.logical_or.reduce([np.isnan(p) for p in cc_parts])
-    cc_tol = float(ctx.tolerances["codecarbon_domain_sum_relative_tolerance"])
+    cc_tol = float(ctx.tolerances.codecarbon_domain_sum_relative_tolerance)
     cc_bad = cc_known & (relative_difference(cc, cc_parts[0] + cc_parts[1] + cc_parts[2]) > cc_tol)
     if not (known_total.any() or cc_known.any()):
         raise Skip("no block has an energy total with its domains")
@@ -356,8 +356,8 @@ def units(ctx: AuditContext) -> Outcome:
     power (energy / duration) is below a plausible floor, or codecarbon_energy_j that is not
     codecarbon_energy_kwh x J/kWh."""
     b = ctx.blocks
-    floor = float(ctx.tolerances["kwh_suspect_power_w"])
-    conversion_tol = float(ctx.tolerances["kwh_conversion_relative_tolerance"])
+    floor = float(ctx.tolerances.kwh_suspect_power_w)
+    conversion_tol = float(ctx.tolerances.kwh_conversion_relative_tolerance)
     bad = np.zeros(len(b), dtype=bool)
     found = []
     for col, dur in (("energy_j", "duration_s"), ("gpu_energy_j", "duration_s"),
@@ -399,7 +399,7 @@ def power_plausible(ctx: AuditContext) -> Outcome:
             if mask.any():
                 bound = f"{lo} W" if label == "below" else (
                     f"{hi!s} W" if np.isscalar(hi) else
-                    f"its board limit x{float(t['gpu_power_limit_factor'])}")
+                    f"its board limit x{float(t.gpu_power_limit_factor)}")
                 found.append(f"{name} {label} {bound} in {int(mask.sum()):,} ("
                              + describe_counts(b["ecosystem"][mask])
                              + f"; {power[mask].min():.3g}-{power[mask].max():.3g} W)")
@@ -435,7 +435,7 @@ def codecarbon_agreement(ctx: AuditContext) -> Outcome:
     counter = np.select([on_both, on_gpu], [counter_both, b["gpu_energy_j"]], b["cpu_energy_j"])
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = ((cc - counter) / counter)[compared]
-    tol = float(ctx.tolerances["codecarbon_agreement_tolerance"])
+    tol = float(ctx.tolerances.codecarbon_agreement_tolerance)
     bad = np.abs(rel) > tol
     domains = ", ".join(f"{int(n):,} on {what}" for n, what in
                         ((on_both.sum(), "CPU + GPU"), (on_gpu.sum(), "the GPU alone (no CPU counter)"),
@@ -460,8 +460,8 @@ def codecarbon_duration(ctx: AuditContext) -> Outcome:
     if not both.any():
         skip_without_counters(ctx.blocks, "no block has both a counter window and a CodeCarbon duration")
     over = (b["codecarbon_duration_s"] - b["duration_s"])[both]
-    shortfall_max = float(ctx.tolerances["codecarbon_nested_shortfall_max_s"])
-    limit = float(ctx.tolerances["codecarbon_overhang_max_s"])
+    shortfall_max = float(ctx.tolerances.codecarbon_nested_shortfall_max_s)
+    limit = float(ctx.tolerances.codecarbon_overhang_max_s)
     short, long_ = over < -shortfall_max, over > limit
     if short.any() or long_.any():
         return Outcome.failed(f"{int(short.sum()):,} block(s) where CodeCarbon's tracker falls "
@@ -500,8 +500,8 @@ def modelled_cpu_power(ctx: AuditContext) -> Outcome:
     if np.isnan(power).all():
         raise Skip("no block has a CodeCarbon CPU power")
     t = ctx.tolerances
-    spread_tol = float(t["constant_power_relative_spread"])
-    mode_share = float(t["load_model_mode_share"])
+    spread_tol = float(t.constant_power_relative_spread)
+    mode_share = float(t.load_model_mode_share)
     methods = b["codecarbon_cpu_method"]
     declared = isin(methods, ("tdp-constant", "load-model"))
     kinds = np.full(len(b), None, dtype=object)
@@ -695,7 +695,7 @@ def sampler(ctx: AuditContext) -> Outcome:
     runs = ctx.runs
     samples_of, steps = _steps_by_run(s["run_id"], s["t_s"])
     without = ~isin(runs["run_id"], samples_of)
-    jitter = float(ctx.tolerances["sampler_step_tolerance_fraction"])
+    jitter = float(ctx.tolerances.sampler_step_tolerance_fraction)
     off = np.abs(steps - 1 / rate) > jitter / rate
     irregular = set(s["run_id"][off])
     bad = without | isin(runs["run_id"], irregular)
@@ -768,7 +768,7 @@ def carbon_intensity(ctx: AuditContext) -> Outcome:
     expected[located] = by_place.spread(place_median)
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.abs((intensity - expected) / expected)
-    tol = float(ctx.tolerances["carbon_intensity_relative_tolerance"])
+    tol = float(ctx.tolerances.carbon_intensity_relative_tolerance)
     found = [_identity_row(b, i, intensity[i], expected[i], "kg/kWh")
              for i in np.flatnonzero(located & (rel > tol))]
     listed = "; intensity " + ", ".join(f"{p} {m:.4g} kg/kWh ({int(n):,} blocks)"
@@ -786,8 +786,8 @@ def emissions_rate(ctx: AuditContext) -> Outcome:
     b = ctx.block_runs
     rate = b["codecarbon_emissions_rate_kg_per_s"]
     duration_s = b["codecarbon_duration_s"]
-    tol = float(ctx.tolerances["emissions_rate_relative_tolerance"])
-    slack_s = float(ctx.tolerances["power_duration_window_slack_s"])
+    tol = float(ctx.tolerances.emissions_rate_relative_tolerance)
+    slack_s = float(ctx.tolerances.power_duration_window_slack_s)
     with np.errstate(divide="ignore", invalid="ignore"):
         expected = np.where(duration_s > 0, b["codecarbon_emissions_kg"] / duration_s, np.nan)
         has = ~np.isnan(rate) & (expected > 0)
@@ -809,9 +809,9 @@ def power_duration(ctx: AuditContext) -> Outcome:
     apart), whichever is larger: where it is not, CodeCarbon integrated its energy over
     another window than the duration it reports."""
     b = ctx.block_runs
-    constant_rel = float(ctx.tolerances["constant_power_relative_spread"])
-    tol = float(ctx.tolerances["power_duration_relative_tolerance"])
-    slack_s = float(ctx.tolerances["power_duration_window_slack_s"])
+    constant_rel = float(ctx.tolerances.constant_power_relative_spread)
+    tol = float(ctx.tolerances.power_duration_relative_tolerance)
+    slack_s = float(ctx.tolerances.power_duration_window_slack_s)
     by_run = Groups(b["run_id"])
     duration_s = b["codecarbon_duration_s"]
     found, checked, domains = [], 0, []
@@ -867,7 +867,7 @@ def slurm_energy(ctx: AuditContext) -> Outcome:
     summed = np.array([summed_of.get(r, np.nan) for r in runs["run_id"][measured]], dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = consumed[measured] / summed
-    minimum = float(ctx.tolerances["slurm_energy_min_ratio"])
+    minimum = float(ctx.tolerances.slurm_energy_min_ratio)
     below = int((ratio < minimum).sum())
     unmatched = int(np.isnan(ratio).sum())
     if below or unexplained.any():

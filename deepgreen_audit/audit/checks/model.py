@@ -107,8 +107,8 @@ def architecture_identity(ctx: AuditContext) -> Outcome:
     if not contrast:
         raise Skip("no (ecosystem, dataset) ran both architectures: nothing to compare")
     t = ctx.tolerances
-    collapse_tol = float(t["architecture_collapse_log_tolerance"])
-    tol = float(t["architecture_profile_log_tolerance"])
+    collapse_tol = float(t.architecture_collapse_log_tolerance)
+    tol = float(t.architecture_profile_log_tolerance)
     a0, a1 = archs
     collapsed = {pair: bool((np.abs(c) < collapse_tol).all()) for pair, c in contrast.items()}
     by_ecosystem: dict[str, dict[str, np.ndarray]] = {}

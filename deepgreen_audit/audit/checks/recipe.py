@@ -15,7 +15,7 @@ def _recipe_outcome(ctx, section: str) -> Outcome:
     """Runs whose recorded recipe cells of `section` differ from the spec or are empty."""
     runs = ctx.runs
     wanted = recipe(ctx.spec)
-    rtol = float(ctx.tolerances["recipe_relative_tolerance"])
+    rtol = float(ctx.tolerances.recipe_relative_tolerance)
     bad = np.zeros(len(runs), dtype=bool)
     contradicted = np.zeros(len(runs), dtype=bool)
     problems = []

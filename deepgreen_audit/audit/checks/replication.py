@@ -194,9 +194,9 @@ def schedule_gaps(ctx: AuditContext) -> Outcome:
     # each run's wait after the run that started before it (none for the first)
     gap = np.full(len(runs), np.nan)
     gap[by_start[1:]] = seconds(runs["started_at_utc"][by_start[1:]] - runs["ended_at_utc"][by_start[:-1]])
-    long_gap = gap > float(t["max_run_gap_s"])
+    long_gap = gap > float(t.max_run_gap_s)
     if long_gap.any():
-        parts.append(f"{int(long_gap.sum())} run(s) started over {t['max_run_gap_s']:.0f} s after "
+        parts.append(f"{int(long_gap.sum())} run(s) started over {t.max_run_gap_s:.0f} s after "
                      f"the previous one ended (longest {largest(gap) / 3600:.1f} h)")
         bad |= long_gap
     b = ctx.blocks
@@ -204,10 +204,10 @@ def schedule_gaps(ctx: AuditContext) -> Outcome:
     end = start + _timedelta_ns(b["duration_s"])
     per_run = Groups(b["run_id"])
     idle = seconds(start - per_run.shift(end))
-    idle_bad = idle > float(t["max_block_gap_s"])
+    idle_bad = idle > float(t.max_block_gap_s)
     if idle_bad.any():
         runs_hit = set(b["run_id"][idle_bad])
-        parts.append(f"{len(runs_hit)} run(s) idled over {t['max_block_gap_s']:.0f} s between "
+        parts.append(f"{len(runs_hit)} run(s) idled over {t.max_block_gap_s:.0f} s between "
                      f"blocks ({int(idle_bad.sum())} gap(s), longest {largest(idle):.0f} s)")
         bad |= isin(runs["run_id"], runs_hit)
     if parts:
@@ -256,10 +256,10 @@ def warmup(ctx: AuditContext) -> Outcome:
         raise NotApplicable("no run has blocks after epoch 1 to compare epoch 1 with (one epoch a "
                             "run)")
     first = b.take(b["epoch"] == 1)
-    slow = first["ratio"] > float(ctx.tolerances["warmup_duration_ratio"])
+    slow = first["ratio"] > float(ctx.tolerances.warmup_duration_ratio)
     train = first["phase"] == "train"
     share = slow[train].mean() if train.any() else 0.0
-    most = float(ctx.tolerances["warmup_majority_share"])
+    most = float(ctx.tolerances.warmup_majority_share)
     no_warmup = train & ~slow if share > most else np.zeros(len(first), dtype=bool)
     msg = (f"{int(slow.sum()):,} warm-up block(s) in epoch 1 ("
            + (describe_counts(first["phase"][slow]) if slow.any() else "none")
@@ -288,7 +288,7 @@ def outlier_blocks(ctx: AuditContext) -> Outcome:
     later = b.take(b["epoch"] >= 2)
     if later.empty:
         raise NotApplicable("no blocks after epoch 1")
-    r = float(ctx.tolerances["outlier_duration_ratio"])
+    r = float(ctx.tolerances.outlier_duration_ratio)
     out = (later["ratio"] > r) | (later["ratio"] < 1 / r)
     if out.any():
         outliers = later.take(out).select(["run_id", "epoch", "phase", "duration_s", "ratio"])
@@ -426,7 +426,7 @@ def contemporaneous(ctx: AuditContext) -> Outcome:
     runs = ctx.runs
     if nunique(runs["ecosystem"]) < 2:
         raise NotApplicable("one ecosystem: nothing to be contemporaneous with")
-    days = float(ctx.tolerances["max_ecosystem_offset_days"])
+    days = float(ctx.tolerances.max_ecosystem_offset_days)
     # to the nanosecond, as pandas' Timedelta(days=...) took it
     limit = np.timedelta64(int(days * 24 * 3600 * 1_000_000_000), "ns")
     per_eco = Groups(runs["ecosystem"])
@@ -512,7 +512,7 @@ def phase_work(ctx: AuditContext) -> Outcome:
     judged = epoch >= 2
     if judged.any():     # epoch 1 is the warm-up (S6.warmup): reference only
         run_ids, epoch, deviation = run_ids[judged], epoch[judged], deviation[judged]
-    tol = float(ctx.tolerances["phase_work_log_tolerance"])
+    tol = float(ctx.tolerances.phase_work_log_tolerance)
     off = np.abs(deviation) > tol
     if not off.any():
         return Outcome.passed(f"{len(ratio):,} epochs: eval/train time per sample within "

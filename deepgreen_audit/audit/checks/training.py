@@ -87,7 +87,7 @@ def train_eval_gap(ctx: AuditContext) -> Outcome:
     finals = final_epochs(ctx.blocks, dict(zip(runs["run_id"], runs["batch_size"].astype(float))))
     if not finals:
         raise Skip("no run records both a training and an evaluation loss in one epoch")
-    tolerance = float(ctx.tolerances["train_eval_gap_max_chance_fraction"])
+    tolerance = float(ctx.tolerances.train_eval_gap_max_chance_fraction)
     classes = ctx.spec["S3_data"]["classes"]
     flagged, lagging, gaps = [], [], []
     for final in finals:
