@@ -24,6 +24,7 @@ from deepgreen_audit.analysis import (
     utilisation,
 )
 from deepgreen_audit.analysis.data import MissingValue
+from deepgreen_audit.audit.checks import audit_checks
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.render import render, tables as render_tables
 from deepgreen_audit.spec import load_spec
@@ -218,11 +219,11 @@ def test_render_writes_the_new_numbers_tables_and_flags(short, tmp_path):
 
 
 def test_the_defect_table_lists_every_section_and_what_the_audit_found(short, tmp_path, copy_of):
-    from deepgreen_audit.suite.registry import SUITES, registered_checks
+    from deepgreen_audit.suite.registry import SUITES
 
     render(short, tmp_path / "clean", design=_design())
     clean = (tmp_path / "clean" / "table-defects.tex").read_text()
-    for c in registered_checks("audit"):
+    for c in audit_checks():
         assert c.id.split(".", 1)[1].replace("_", r"\_") in clean, c.id
     assert clean.count(r" \\") - clean.count(r"\\ ") >= len(SUITES["audit"])
     assert "yes:" not in clean

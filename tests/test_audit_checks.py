@@ -16,12 +16,12 @@ import pandas as pd
 import pytest
 
 from deepgreen_audit.audit import audit
+from deepgreen_audit.audit.checks import audit_checks
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.schema import TABLES, load_schema
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
 from deepgreen_audit.package.writer import write_package
 from deepgreen_audit.spec import load_spec
-from deepgreen_audit.suite.registry import registered_checks
 from deepgreen_audit.synth import write_synthetic
 
 SMALL = dict(ecosystems=["python-pytorch", "java-dl4j"], architectures=["resnet18", "vgg16"],
@@ -81,7 +81,7 @@ def test_clean_small_package_passes_every_check(clean, tmp_path):
     bad = [(f.id, f.status, f.message) for f in report.findings if f.status != "pass"]
     assert bad == []
     assert report.finished and report.synthetic
-    assert {f.id for f in report.findings} == {c.id for c in registered_checks()}
+    assert {f.id for f in report.findings} == {c.id for c in audit_checks()}
 
 
 # ---------------------------------------------------------------- synth defects

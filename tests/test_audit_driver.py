@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 
 from deepgreen_audit.audit import audit
+from deepgreen_audit.audit.checks import audit_checks
 from deepgreen_audit.audit.docs import doc_path, to_markdown
 from deepgreen_audit.cli import main
-from deepgreen_audit.suite.registry import SUITES, registered_checks
+from deepgreen_audit.suite.registry import SUITES
 
 
 def test_registry_entries_have_id_section_severity_and_docstring():
-    registered = registered_checks()
+    registered = audit_checks()
     assert len({c.id for c in registered}) == len(registered) >= 30
     for c in registered:
         assert c.section in SUITES["audit"] and c.id.startswith(c.section + ".")
@@ -23,7 +24,7 @@ def test_checks_run_in_section_order_whichever_module_was_imported_first():
     # in a fresh process this registers the S6 checks before the S1-S5 ones
     import deepgreen_audit.audit.checks.replication  # noqa: F401
 
-    sections = [c.section for c in registered_checks()]
+    sections = [c.section for c in audit_checks()]
     assert sections == sorted(sections, key=SUITES["audit"].index)
 
 
@@ -58,7 +59,7 @@ def test_cli_json_strict_list(tiny_package, capsys, tmp_path):
     assert json.loads((tmp_path / "r.json").read_text())["counts"] == data["counts"]
     assert main(["audit", "--list"]) == 0
     listed = capsys.readouterr().out
-    assert all(c.id in listed for c in registered_checks())
+    assert all(c.id in listed for c in audit_checks())
 
 
 def test_cli_invalid_package_exits_1(tiny_package, copy_of, tmp_path, capsys):

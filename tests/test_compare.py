@@ -387,7 +387,7 @@ def test_configurations_without_energy_in_one_package_give_their_reason(
 def _every_compare_macro_is_defined(out: Path) -> None:
     """The comparison section, its conditionals reduced to the branches numbers.tex takes,
     quotes only Compare macros that numbers.tex defines (none fails the build)."""
-    from deepgreen_audit.render.lint import taken_branches
+    from deepgreen_audit.audit.checks.manuscript import taken_branches
 
     numbers = (out / "numbers.tex").read_text()
     flags = {name: value == "true" for name, value in

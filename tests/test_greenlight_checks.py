@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from deepgreen_audit.greenlight.checks import SUITE, run_checks
+from deepgreen_audit.greenlight.checks import api_checks, run_checks
 from deepgreen_audit.package.schema import load_schema
-from deepgreen_audit.suite.registry import registered_checks
 
 
 def row(position, start_s, end_s, **values):
@@ -29,7 +28,7 @@ def ids(report, check):
 
 def test_clean_rows_give_no_findings():
     report = run_checks([row(0, 0, 2), row(1, 40, 42)], "pkg")
-    assert [f.id for f in report.findings] == [c.id for c in registered_checks(SUITE)]
+    assert [f.id for f in report.findings] == [c.id for c in api_checks()]
     assert {f.status for f in report.findings} == {"pass"} and report.valid
 
 
@@ -51,5 +50,5 @@ def test_each_check_fires_on_its_defect():
 
 
 def test_checks_are_documented():
-    for check in registered_checks(SUITE):
+    for check in api_checks():
         assert check.doc and check.section == "S5" and check.severity == "warning"

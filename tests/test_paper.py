@@ -9,12 +9,12 @@ import subprocess
 import pytest
 
 from deepgreen_audit.analysis import Design, analyse, load_tables
+from deepgreen_audit.audit.checks.manuscript import find_typed_numbers, lint_paper, taken_branches
 from deepgreen_audit.audit.driver import audit
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.render import build, defects
 from deepgreen_audit.render.build import paper_dir, render
-from deepgreen_audit.render.lint import find_typed_numbers, lint_paper, taken_branches
 from deepgreen_audit.spec import load_spec
 from deepgreen_audit.synth import write_synthetic
 

@@ -12,12 +12,14 @@ import sys
 from pathlib import Path
 
 from deepgreen_audit.audit import audit
+from deepgreen_audit.audit.checks import audit_checks
 from deepgreen_audit.collect import preflight
+from deepgreen_audit.collect.parity import parity_checks
 from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
 from deepgreen_audit.greenlight import checks as api_checks
 from deepgreen_audit.package.validate import validate
 from deepgreen_audit.report import KINDS, Finding, Report
-from deepgreen_audit.suite.registry import CHECK_MODULES, SUITES, registered_checks, run_check
+from deepgreen_audit.suite.registry import SUITES, run_check
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "deepgreen_audit"
@@ -26,7 +28,7 @@ PACKAGE = ROOT / "deepgreen_audit"
 def _parity_report() -> Report:
     """The parity suite's source check alone (the probes need the stacks' frameworks)."""
     report = Report("resnet18", "parity")
-    check = next(c for c in registered_checks("parity") if c.id == "S2.recipe-literals")
+    check = next(c for c in parity_checks() if c.id == "S2.recipe-literals")
     report.findings.append(run_check(check, None, resource="all"))
     return report
 
@@ -95,7 +97,7 @@ def test_the_layers_import_downward_only_and_the_contract_would_say_so(tmp_path)
     assert "deepgreen_audit.columnar.frame -> deepgreen_audit.render" in broken.stdout
 
 
-def test_the_results_text_lint_is_an_audit_check_that_render_registers():
-    lint = next(c for c in registered_checks("audit") if c.id == "source.results-text-numbers")
-    assert lint.func.__module__ == "deepgreen_audit.render.lint"
-    assert CHECK_MODULES["audit"][-1] == "deepgreen_audit.render.lint"
+def test_the_results_text_lint_is_the_audits_last_check():
+    lint = audit_checks()[-1]
+    assert lint.id == "source.results-text-numbers"
+    assert lint.func.__module__ == "deepgreen_audit.audit.checks.manuscript"

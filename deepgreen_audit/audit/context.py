@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from deepgreen_audit.audit.rows import CAMPAIGN_WORDS
 from deepgreen_audit.columnar.evidence import describe_counts
 from deepgreen_audit.columnar.frame import Frame, factorize, isin
 from deepgreen_audit.package.beside import Beside
@@ -29,6 +30,8 @@ class AuditContext:
         self.spec = spec or load_spec()
         #: the specification's [audit] tolerances, typed once (a fault in them stops the audit)
         self.tolerances = AuditTolerances.of(self.spec)
+        #: the nouns of its findings: a campaign's rows are blocks
+        self.words = CAMPAIGN_WORDS
         self.sources_root = Path(sources_root) if sources_root else shipped_root()
         #: the integrity report (deepgreen_audit.package.validate), set by the driver
         self.integrity = integrity

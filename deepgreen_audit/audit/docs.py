@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from deepgreen_audit.audit.checks import audit_checks
 from deepgreen_audit.resources import require_checkout
-from deepgreen_audit.suite.registry import SUITES, registered_checks
+from deepgreen_audit.suite.registry import SUITES
 
 DOC_PATH = ("docs", "audit.md")
 
@@ -44,11 +45,11 @@ check with its duration), refusing an existing file without `--overwrite`; `--li
 registry; `--spec TOML` audits against another specification; `--select PREFIX` runs only
 some checks (a prefix that matches none is a usage error).
 
-Adding a check (from any layer: the renderer's lint of the results text is one):
-write a function `fn(ctx) -> Outcome` with a docstring, decorate it with
-`@check("<section>.<name>", "<section>", table=...)` from `deepgreen_audit.suite.registry`,
-and add its module's dotted name to `CHECK_MODULES["audit"]` there; the audit imports
-it by that name, so no layer imports one above it.
+Adding a check: write a function `fn(ctx) -> Outcome` with a docstring in a module of
+`deepgreen_audit/audit/checks/`, decorate it with `@check("<section>.<name>", "<section>",
+table=...)` from `deepgreen_audit.suite.registry` (`figure=` names its figure on the page,
+`deepgreen_audit/audit/figures.py`), and, for a new module, add it to
+`audit.checks.audit_checks`, which lists the suite's modules in report order.
 `ctx` gives the typed tables as numpy columns (`ctx.runs`, `ctx.blocks`, ...: Frames,
 deepgreen_audit/columnar/frame.py; the audit imports no pandas), the specification
 (`ctx.spec`, tolerances in `ctx.tolerances`) and the checkout (`ctx.sources_root`).
@@ -61,7 +62,7 @@ SECTION_TITLES = {"integrity": "Integrity", "S1": "S1 Model", "S2": "S2 Optimisa
 
 def to_markdown() -> str:
     lines = [INTRO]
-    registered = registered_checks()
+    registered = audit_checks()
     for section in SUITES["audit"]:
         group = [c for c in registered if c.section == section]
         if not group:

@@ -12,13 +12,14 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deepgreen_audit.audit.checks import audit_checks
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.beside import Beside
 from deepgreen_audit.package.descriptor import DESCRIPTOR_NAME, Package
 from deepgreen_audit.package.rundirs import RoundTrip, prove_round_trip
 from deepgreen_audit.report import Finding, Report
 from deepgreen_audit.spec import load_spec, scoped
-from deepgreen_audit.suite.registry import Check, registered_checks, select_checks
+from deepgreen_audit.suite.registry import Check, select_checks
 from deepgreen_audit.suite.run import INTEGRITY_ID, run_suite
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def audit_with_context(location: str | Path | None = None, *, spec: dict | None 
     already started beside the audit (`start_round_trip`), whose finding the audit collects;
     its caller stops it (`cancel`) once the audit returns or raises.
     """
-    registered = select_checks(registered_checks(), select, keep=(INTEGRITY_ID,))
+    registered = select_checks(audit_checks(), select, keep=(INTEGRITY_ID,))
     spec = spec or load_spec(str(spec_path) if spec_path else None)
     return _audit(resolve_package(location), registered, spec, sources_root, round_trip)
 

@@ -18,7 +18,7 @@ from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.kinds import CODECARBON_LOG
 from deepgreen_audit.report import Finding, Report
 from deepgreen_audit.spec import load_spec
-from deepgreen_audit.suite.registry import REGISTRY, Check, registered_checks, select_checks
+from deepgreen_audit.suite.registry import Check, select_checks
 from deepgreen_audit.suite.run import INTEGRITY_ID, run_suite
 
 #: Runs listed under each log in the text report (all of them are in --json and --html).
@@ -28,16 +28,14 @@ _RENAMED = {"ecosystem": "source_file", "epoch": "source_line", "phase": "row", 
 
 
 def _in_log_terms(finding):
-    """A reused campaign check's finding in a log's words: rows, not blocks."""
-    message = (finding.message.replace("block(s)", "row(s)").replace("blocks", "rows")
-               .replace("readings checked", "rows checked").replace("0 counter totals and ", ""))
+    """A reused campaign check's finding about the log's table, its evidence under the log's
+    keys (its message already speaks of rows: `LogContext.words`)."""
     details = finding.details
     if details and details.get("evidence"):
         details = {**details, "evidence": [{_RENAMED.get(k, k): v for k, v in row.items()
                                             if k != "codecarbon_version"}
                                            for row in details["evidence"]]}
-    return dataclasses.replace(finding, message=message, details=details,
-                               resource="codecarbon_log")
+    return dataclasses.replace(finding, details=details, resource="codecarbon_log")
 
 
 def _rate_unit(ctx: LogContext) -> str:
@@ -59,11 +57,8 @@ def audit_log(location, *, spec: dict | None = None,
               select: list[str] | None = None) -> tuple[Report, LogContext | None]:
     """Audit the CodeCarbon-log package at `location`; never raises for bad data."""
     spec = spec or load_spec()
-    import deepgreen_audit.audit.checks.measurement  # noqa: F401  (registers the reused checks)
-
-    own = registered_checks(cc_checks.SUITE)
-    reused = [REGISTRY["audit"][i] for i in cc_checks.REUSED]
-    order = select_checks(own[:3] + reused + own[3:], select, keep=(INTEGRITY_ID,))
+    own = cc_checks.codecarbon_checks()
+    order = select_checks(own[:3] + list(cc_checks.REUSED) + own[3:], select, keep=(INTEGRITY_ID,))
 
     def in_log_terms(c: Check, finding: Finding, log: LogContext) -> Finding:
         if c.suite != "audit":

@@ -12,18 +12,28 @@ specification's ``[audit]`` values, the same ones the campaign audit uses.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pandas as pd
 
+from deepgreen_audit.audit.checks import measurement
 from deepgreen_audit.codecarbon import hardware
 from deepgreen_audit.codecarbon.context import MODELLED, NOT_TRACKED, UNVERIFIED, LogContext
 from deepgreen_audit.columnar.evidence import evidence
-from deepgreen_audit.suite.registry import NotApplicable, Outcome, Skip, check
+from deepgreen_audit.suite.registry import Check, NotApplicable, Outcome, Skip, check, check_for, registered_checks
 from deepgreen_audit.units import J_PER_KWH
 
 SUITE = "codecarbon"
-#: Checks of the campaign audit (suite `audit`) that are the same check on a CodeCarbon log.
-REUSED = ("S5.energy-domains", "S5.carbon-intensity", "S5.emissions-rate")
+
+
+def codecarbon_checks() -> list[Check]:
+    """The checks of the suite `codecarbon`, all of them in this module, in definition order."""
+    return registered_checks(SUITE, (sys.modules[__name__],))
+#: Checks of the campaign audit (suite `audit`) that are the same check on a CodeCarbon log:
+#: each reads a `CodeCarbonColumns`, which `LogContext` implements (`check_for` proves it).
+REUSED = tuple(check_for(func, LogContext) for func in (
+    measurement.energy_domains, measurement.carbon_intensity, measurement.emissions_rate))
 #: The numeric cells a CodeCarbon row must have to hold a measurement.
 NEEDED = ("duration_s", "emissions_kg", "energy_consumed_kwh")
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from deepgreen_audit.audit.rows import LOG_WORDS
 from deepgreen_audit.codecarbon import hardware
 from deepgreen_audit.codecarbon.layout import COMPONENTS, major, version_tuple
 from deepgreen_audit.columnar.frame import Frame, joined
@@ -52,6 +53,8 @@ class LogContext:
         self.spec = spec or load_spec()
         #: the specification's [audit] tolerances, typed once (a fault in them stops the audit)
         self.tolerances = AuditTolerances.of(self.spec)
+        #: the nouns of its findings: a log's rows are rows
+        self.words = LOG_WORDS
         self.integrity = integrity
         typed = (typed_tables or {}).get(TABLE) or package.table(TABLE)
         self._typed = typed

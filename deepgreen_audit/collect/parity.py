@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from deepgreen_audit.resources import require_checkout, shipped_root
 from deepgreen_audit.spec import load_spec, trainable_parameters
 from deepgreen_audit.stacks import data, weights
 from deepgreen_audit.stacks.sources import recipe_literals, spec_owned_numbers
-from deepgreen_audit.suite.registry import CheckFunc, Outcome, check, registered_checks, run_check
+from deepgreen_audit.suite.registry import Check, CheckFunc, Outcome, check, registered_checks, run_check
 
 PYTHON_STACKS = {"python-pytorch": "stacks/python_pytorch/train.py",
                  "python-tensorflow": "stacks/python_tensorflow/train.py",
@@ -146,6 +147,11 @@ def probe_external(stack: str, executable: Path, export: weights.Export, data_di
 
 
 SUITE = "parity"
+
+
+def parity_checks() -> list[Check]:
+    """The checks of the suite `parity`, all of them in this module, in definition order."""
+    return registered_checks(SUITE, (sys.modules[__name__],))
 
 
 def parity_check(id: str, section: str) -> Callable[[CheckFunc], CheckFunc]:
@@ -349,7 +355,7 @@ def run_parity(architecture: str, data_dir: Path, dataset: str = "digits", seed:
         except Exception as exc:                              # the stack's own code broke: a failure
             missing[stack] = ("fail", f"the probe raised {type(exc).__name__}: {exc}")
     reference = probes.get(reference_name)
-    checks = registered_checks(SUITE)
+    checks = parity_checks()
     for stack in stacks:
         for chk in checks:
             if chk.id == RECIPE_CHECK:

@@ -30,9 +30,14 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.report import Report
 from deepgreen_audit.spec import boundary_counters, dl4j_backend, load_spec
 from deepgreen_audit.stacks.runtime import DeviceReport
-from deepgreen_audit.suite.registry import Outcome, check, registered_checks, run_check
+from deepgreen_audit.suite.registry import Check, Outcome, check, registered_checks, run_check
 
 SUITE = "preflight"
+
+
+def preflight_checks() -> list[Check]:
+    """The checks of the suite `preflight`, all of them in this module, in definition order."""
+    return registered_checks(SUITE, (sys.modules[__name__],))
 #: Seconds one stack's device probe may take (it imports its framework, e.g. TensorFlow).
 DEVICE_PROBE_TIMEOUT_S = 300
 
@@ -298,7 +303,7 @@ def run_checks(plan: Plan, allow_missing_counters: bool = False, pynvml_module=N
         nvml.close()
     ctx = Preflight(plan, allow_missing_counters, allow_unpinned, missing)
     report = Report(str(plan.path), SUITE, notes=[f"{len(plan.jobs)} runs"])
-    for c in registered_checks(SUITE):
+    for c in preflight_checks():
         subjects = _SUBJECTS[c.id](ctx) if c.id in _SUBJECTS else [None]
         for subject in subjects:
             report.findings.append(run_check(c, replace(ctx, subject=subject), resource=subject))

@@ -10,13 +10,19 @@ so a check that finds something warns.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from deepgreen_audit.greenlight.fecom import ENERGY_DOMAINS
 from deepgreen_audit.report import Report
-from deepgreen_audit.suite.registry import CheckFunc, Outcome, check, registered_checks, run_check
+from deepgreen_audit.suite.registry import Check, CheckFunc, Outcome, check, registered_checks, run_check
 
 SUITE = "api-audit"
+
+
+def api_checks() -> list[Check]:
+    """The checks of the suite `api-audit`, all of them in this module, in definition order."""
+    return registered_checks(SUITE, (sys.modules[__name__],))
 
 
 def api_check(id_: str) -> Callable[[CheckFunc], CheckFunc]:
@@ -131,6 +137,6 @@ def run_checks(calls: list[dict], subject: str) -> Report:
     """Run the API-level checks over the api_calls rows of the package `subject`."""
     report = Report(subject, SUITE, notes=[f"API-level checks over {len(calls):,} calls"],
                     stats={"calls": len(calls)})
-    for c in registered_checks(SUITE):
+    for c in api_checks():
         report.findings.append(run_check(c, calls))
     return report

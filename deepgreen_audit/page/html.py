@@ -180,13 +180,9 @@ def _identity(report: Report, package) -> str:
 def checks_of_page(suite: str = "audit") -> dict[str, Check]:
     """The checks whose findings a page of `suite` shows, by id: the suite's, and the campaign
     audit's checks it reuses (each with its docstring and the figure it declares)."""
-    from deepgreen_audit.suite.registry import REGISTRY, registered_checks
+    from deepgreen_audit.suite.registry import REGISTRY
 
-    checks = {c.id: c for c in registered_checks("audit")} if suite == "audit" else dict(
-        REGISTRY["audit"])
-    if suite != "audit":
-        checks.update({c.id: c for c in registered_checks(suite)})
-    return checks
+    return {**REGISTRY["audit"], **REGISTRY[suite]}
 
 
 def descriptions(suite: str = "audit") -> dict[str, str]:

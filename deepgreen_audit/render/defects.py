@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from deepgreen_audit.analysis import Number, Results
+from deepgreen_audit.audit.checks import audit_checks
 from deepgreen_audit.report import Report
 from deepgreen_audit.spec import short_section
-from deepgreen_audit.suite.registry import SUITES, registered_checks
+from deepgreen_audit.suite.registry import SUITES
 
 #: Titles of the audit sections that are not sections of the specification.
 SECTION_TITLES = {"integrity": "Package integrity", "source": "Sources and manuscript"}
@@ -43,7 +44,7 @@ def defect_classes(report: Report, spec: dict) -> list[dict[str, Any]]:
     status = {f.id: f.status for f in report.findings}
     rows = []
     for section in SUITES["audit"]:
-        checks = [c for c in registered_checks("audit") if c.section == section]
+        checks = [c for c in audit_checks() if c.section == section]
         found = [c.id for c in checks if status.get(c.id) in ("fail", "warn")]
         skipped = [c.id for c in checks if status.get(c.id) in ("skip", None)]
         rows.append({

@@ -20,19 +20,19 @@ missing where they should be; a skipped check is never a pass, and only a `Skip`
 that could not run) leaves the audit unfinished.  What `ctx` is belongs to the suite: the audit's
 `AuditContext`, parity's probes of one stack, the API-level calls, the preflight's plan.
 
-The modules that hold a suite's checks are listed by dotted name in `CHECK_MODULES`
-and imported when the suite runs: a check of another layer (the renderer's lint of
-the results text) registers itself there, and no layer imports one above it.
+Each kind names the modules that hold its suite's checks, by importing them
+(`audit.checks.audit_checks`, `collect.parity.parity_checks`, ...), and asks
+`registered_checks` for them in order: the registry imports nothing above it.
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 from deepgreen_audit.errors import UserError, did_you_mean
@@ -46,23 +46,6 @@ SUITES: dict[str, tuple[str, ...]] = {
     "preflight": ("host", "counter", "version", "stack"),
     "codecarbon": ("integrity", "S5", "S6"),
 }
-
-#: Modules whose import registers each suite's checks, in the order their checks run.
-CHECK_MODULES: dict[str, tuple[str, ...]] = {
-    "audit": ("deepgreen_audit.audit.checks.integrity",
-              "deepgreen_audit.audit.checks.model",
-              "deepgreen_audit.audit.checks.training",
-              "deepgreen_audit.audit.checks.recipe",
-              "deepgreen_audit.audit.checks.measurement",
-              "deepgreen_audit.audit.checks.replication",
-              "deepgreen_audit.audit.checks.sources",
-              "deepgreen_audit.render.lint"),
-    "parity": ("deepgreen_audit.collect.parity",),
-    "api-audit": ("deepgreen_audit.greenlight.checks",),
-    "preflight": ("deepgreen_audit.collect.preflight",),
-    "codecarbon": ("deepgreen_audit.codecarbon.checks",),
-}
-
 
 class Skip(Exception):
     """Raised by a check whose inputs are missing where they should be: it could not run, so
@@ -184,14 +167,26 @@ def check(id: str, section: str, *, suite: str = "audit", severity: str = "error
     return register
 
 
-def registered_checks(suite: str = "audit") -> list[Check]:
-    """Every check of `suite`, in the order of its CHECK_MODULES and of definition (whichever
-    module another one imported first: the HTML report's figures import two of them)."""
-    modules = CHECK_MODULES[suite]
-    for module in modules:
-        importlib.import_module(module)
-    rank = {module: i for i, module in enumerate(modules)}
-    return sorted(REGISTRY[suite].values(), key=lambda c: rank.get(c.func.__module__, len(rank)))
+Context = TypeVar("Context")
+
+
+def check_for(func: Callable[[Context], Outcome], kind: type[Context], suite: str = "audit") -> Check:
+    """The registered check `func` of `suite`, to run on contexts of `kind` (another kind's
+    context than the one it was written for): the type checker proves that `kind` gives what
+    the check declares it reads (its parameter's type, a protocol)."""
+    found = next((c for c in REGISTRY[suite].values() if c.func is func), None)
+    if found is None:
+        raise ValueError(f"{func.__qualname__} is not a registered check of suite {suite}")
+    return found
+
+
+def registered_checks(suite: str, modules: Sequence[ModuleType]) -> list[Check]:
+    """The checks of `suite` that `modules` define, in the order of `modules` and of definition
+    (whichever module another imported first).  Each kind names its suite's modules
+    (`audit.checks.audit_checks`, ...): no layer imports one above it to find its checks."""
+    rank = {module.__name__: i for i, module in enumerate(modules)}
+    return sorted((c for c in REGISTRY[suite].values() if c.func.__module__ in rank),
+                  key=lambda c: rank[c.func.__module__])
 
 
 def select_checks(checks: list[Check], select: list[str] | None,

@@ -14,7 +14,7 @@ from deepgreen_audit.errors import UserError
 def cmd_audit(args) -> int:
     if args.list:
         from deepgreen_audit.audit import docs
-        from deepgreen_audit.suite.registry import registered_checks
+        from deepgreen_audit.audit.checks import audit_checks
 
         if args.markdown:
             if args.check:
@@ -24,7 +24,7 @@ def cmd_audit(args) -> int:
                 return 0 if current else 1
             print(f"wrote {docs.write_markdown()}")
             return 0
-        for c in registered_checks():
+        for c in audit_checks():
             print(f"{c.id:<30} {c.section:<9} {c.severity:<7} {c.doc}")
         return 0
     from deepgreen_audit.audit.driver import resolve_package, start_round_trip

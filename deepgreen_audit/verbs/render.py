@@ -41,8 +41,8 @@ def cmd_render(args) -> int:
 
 
 def cmd_paper(args) -> int:
+    from deepgreen_audit.audit.checks.manuscript import lint_paper
     from deepgreen_audit.render.build import build_paper, build_pdf, check_paper_out, paper_dir
-    from deepgreen_audit.render.lint import lint_paper
     from deepgreen_audit.resources import project_file
 
     if args.out and args.no_data:

@@ -12,6 +12,7 @@ import pyarrow as pa
 from deepgreen_audit.audit import figures
 from deepgreen_audit.audit.context import AuditContext
 from deepgreen_audit.audit.derived import device_powers, power_bounds
+from deepgreen_audit.audit.rows import CodeCarbonColumns
 from deepgreen_audit.columnar.evidence import (
     describe_counts,
     evidence,
@@ -149,13 +150,13 @@ def rapl_readings(b: Frame) -> RaplReadings:
     return RaplReadings(blocks, counts, s, e, r, w, recorded)
 
 
-def boundary(ctx: AuditContext) -> tuple[Counter, ...]:
+def boundary(ctx: CodeCarbonColumns) -> tuple[Counter, ...]:
     """The counters whose energies make up energy_j in the package: those of the device it
     declares (its scope's, else the specification's: S5_measurement.boundary)."""
     return boundary_counters(declared_device(ctx.spec), ctx.spec)
 
 
-def boundary_sum(ctx: AuditContext) -> str:
+def boundary_sum(ctx: CodeCarbonColumns) -> str:
     """'gpu_energy_j + cpu_energy_j' (cuda) or 'cpu_energy_j' (cpu)."""
     return " + ".join(c.column for c in boundary(ctx))
 
@@ -315,7 +316,7 @@ def rapl_wraps(ctx: AuditContext) -> Outcome:
 
 
 @check("S5.energy-domains", "S5", table="blocks")
-def energy_domains(ctx: AuditContext) -> Outcome:
+def energy_domains(ctx: CodeCarbonColumns) -> Outcome:
     """Energy equals the sum of its domains: energy_j is the sum of the energies of the
     boundary of the device the campaign declares (S5_measurement.boundary: gpu_energy_j +
     cpu_energy_j on cuda, cpu_energy_j on cpu, where a GPU's energy is recorded beside it and
@@ -336,16 +337,19 @@ def energy_domains(ctx: AuditContext) -> Outcome:
     cc_known = ~np.isnan(cc) & ~np.logical_or.reduce([np.isnan(p) for p in cc_parts])
     cc_tol = float(ctx.tolerances.codecarbon_domain_sum_relative_tolerance)
     cc_bad = cc_known & (relative_difference(cc, cc_parts[0] + cc_parts[1] + cc_parts[2]) > cc_tol)
+    w = ctx.words
     if not (known_total.any() or cc_known.any()):
-        raise Skip("no block has an energy total with its domains")
+        raise Skip(f"no {w.row} has an energy total with its domains")
     bad = counter_bad | cc_bad
+    counters = (f"{int(counter_bad.sum()):,} {w.row}(s) whose energy_j is not "
+                f"{boundary_sum(ctx)} (the {declared_device(ctx.spec)} boundary), "
+                if w.has_counters else "")
     if bad.any():
-        return Outcome.failed(f"{int(counter_bad.sum()):,} block(s) whose energy_j is not "
-                              f"{boundary_sum(ctx)} (the {declared_device(ctx.spec)} boundary), "
-                              f"{int(cc_bad.sum()):,} whose CodeCarbon total is not "
-                              "the sum of its domains", rows=int(bad.sum()))
-    return Outcome.passed(f"{int(known_total.sum()):,} counter totals and {int(cc_known.sum()):,} "
-                          "CodeCarbon totals equal their domains' sum"
+        return Outcome.failed(counters + (f"{int(cc_bad.sum()):,} whose" if w.has_counters else
+                                          f"{int(cc_bad.sum()):,} {w.row}(s) whose")
+                              + " CodeCarbon total is not the sum of its domains", rows=int(bad.sum()))
+    return Outcome.passed((f"{int(known_total.sum()):,} counter totals and " if w.has_counters else "")
+                          + f"{int(cc_known.sum()):,} CodeCarbon totals equal their domains' sum"
                           + (f" (energy_j = {boundary_sum(ctx)}: the {declared_device(ctx.spec)} boundary)"
                              if known_total.any() else ""))
 
@@ -722,7 +726,8 @@ def _steps_by_run(run_ids: np.ndarray, t_s: np.ndarray) -> tuple[dict, np.ndarra
     return dict(zip(run_ids[starts], np.diff(np.append(starts, n)))), t_s - previous
 
 
-def _identity_outcome(ctx, found: list[dict], checked: int, what: str, extra: str = "") -> Outcome:
+def _identity_outcome(ctx: CodeCarbonColumns, found: list[dict], checked: int, what: str,
+                      extra: str = "") -> Outcome:
     """One identity's outcome: its breaking blocks grouped by ecosystem and CodeCarbon version
     (the likeliest cause), with the figures in the evidence."""
     if not found:
@@ -738,8 +743,8 @@ def _identity_outcome(ctx, found: list[dict], checked: int, what: str, extra: st
     blocks = len(unique)
     versions = np.where(missing(unique["codecarbon_version"]), "?", unique["codecarbon_version"])
     return Outcome.failed(
-        f"{blocks:,} block(s) in {nunique(frame['run_id'])} run(s) break {what} "
-        f"({checked:,} readings checked; "
+        f"{blocks:,} {ctx.words.row}(s) in {nunique(frame['run_id'])} run(s) break {what} "
+        f"({checked:,} {ctx.words.checked} checked; "
         + describe_counts(joined(unique["ecosystem"], " on CodeCarbon ", versions))
         + f"; median off {median(frame['relative_difference']):.1%}, up to "
           f"{largest(frame['relative_difference']):.1%}){extra}",
@@ -747,7 +752,7 @@ def _identity_outcome(ctx, found: list[dict], checked: int, what: str, extra: st
 
 
 @check("S5.carbon-intensity", "S5", table="blocks")
-def carbon_intensity(ctx: AuditContext) -> Outcome:
+def carbon_intensity(ctx: CodeCarbonColumns) -> Outcome:
     """CodeCarbon's emissions are its energy times one carbon intensity per location (country,
     region): each block's emissions / energy within carbon_intensity_relative_tolerance of its
     location's median. The message lists each location's intensity (S6.constancy says whether
@@ -758,7 +763,7 @@ def carbon_intensity(ctx: AuditContext) -> Outcome:
         intensity = np.where(kwh > 0, b["codecarbon_emissions_kg"] / kwh, np.nan)
     located = ~np.isnan(intensity)
     if not located.any():
-        raise Skip("no block records CodeCarbon's emissions and energy")
+        raise Skip(f"no {ctx.words.row} records CodeCarbon's emissions and energy")
     place = np.array([f"{'?' if country is None else country}/{region or ''}".rstrip("/")
                       for country, region in zip(b["codecarbon_country_iso_code"][located],
                                                  b["codecarbon_region"][located])], dtype=object)
@@ -771,13 +776,13 @@ def carbon_intensity(ctx: AuditContext) -> Outcome:
     tol = float(ctx.tolerances.carbon_intensity_relative_tolerance)
     found = [_identity_row(b, i, intensity[i], expected[i], "kg/kWh")
              for i in np.flatnonzero(located & (rel > tol))]
-    listed = "; intensity " + ", ".join(f"{p} {m:.4g} kg/kWh ({int(n):,} blocks)"
+    listed = "; intensity " + ", ".join(f"{p} {m:.4g} kg/kWh ({int(n):,} {ctx.words.rows})"
                                         for p, m, n in zip(by_place.keys[0], place_median, by_place.size))
     return _identity_outcome(ctx, found, int(located.sum()), "emissions = energy x intensity", listed)
 
 
 @check("S5.emissions-rate", "S5", table="blocks")
-def emissions_rate(ctx: AuditContext) -> Outcome:
+def emissions_rate(ctx: CodeCarbonColumns) -> Outcome:
     """CodeCarbon's emissions_rate is its emissions over its duration, within
     emissions_rate_relative_tolerance or, in seconds of the window the rate implies
     (emissions / rate), power_duration_window_slack_s, whichever is larger: a task's rate
@@ -794,7 +799,7 @@ def emissions_rate(ctx: AuditContext) -> Outcome:
         rel = np.abs((rate - expected) / expected)
         window_gap_s = np.abs(b["codecarbon_emissions_kg"] / rate - duration_s)
     if not has.any():
-        raise Skip("no block records CodeCarbon's emissions and their rate")
+        raise Skip(f"no {ctx.words.row} records CodeCarbon's emissions and their rate")
     off = has & (rel > tol) & ~(window_gap_s <= slack_s)
     found = [_identity_row(b, i, rate[i], expected[i], "kg/s") for i in np.flatnonzero(off)]
     return _identity_outcome(ctx, found, int(has.sum()), "emissions_rate = emissions / duration")

@@ -1,8 +1,8 @@
 """Checks against the stack sources (`stacks/`): the plug-in point for sources and built
 artefacts.  They read the project's files (`AuditContext.sources_root`: the checkout, or the
 copy a wheel ships, deepgreen_audit.resources), not the package, and skip when there is
-nothing to read.  The lint of the manuscript's results text, also a source check, is the
-renderer's (`deepgreen_audit.render.lint`), registered from there.
+nothing to read.  The lint of the manuscript's results text, also a source check, is in
+`manuscript` beside them (the renderer and `deepgreen paper` run it too).
 
 Stack sources must read the recipe from the specification (collect/experiment.toml, or the
 harness that serves it) rather than hard-code it.

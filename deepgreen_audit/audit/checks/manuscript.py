@@ -13,13 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from deepgreen_audit.audit.context import AuditContext
 from deepgreen_audit.package import paths
 from deepgreen_audit.suite.registry import NotApplicable, Outcome, check
-
-if TYPE_CHECKING:  # the audit layer, for the annotation only
-    from deepgreen_audit.audit.context import AuditContext
 
 #: Digits that are part of a name, not a quoted figure.
 ALLOWLIST = (r"ResNet-18", r"VGG-16", r"CIFAR-100", r"\bS[1-6]\b", r"\bRQ[1-4]\b")
@@ -116,7 +113,7 @@ def lint_paper(path: Path) -> list[TypedNumber]:
 def results_text_numbers(ctx: AuditContext) -> Outcome:
     """The manuscript's results text (abstract and Results section of paper/paper.tex) types
     no number: every figure it quotes comes from a macro the renderer wrote
-    (deepgreen_audit.render.lint)."""
+    (deepgreen_audit.audit.checks.manuscript)."""
     paper = ctx.sources_root / "paper" / "paper.tex"
     if not paper.is_file():
         raise NotApplicable(f"no manuscript at {paper} to lint")
