@@ -10,7 +10,7 @@ import dataclasses
 import os
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deepgreen_audit.audit.checks import audit_checks
 from deepgreen_audit.errors import UserError
@@ -33,7 +33,7 @@ def audit(location: str | Path | None = None, **options) -> Report:
     return audit_with_context(location, **options)[0]
 
 
-def audit_with_context(location: str | Path | None = None, *, spec: dict | None = None,
+def audit_with_context(location: str | Path | None = None, *, spec: dict[str, Any] | None = None,
                        spec_path: str | Path | None = None, select: list[str] | None = None,
                        sources_root: Path | None = None,
                        round_trip: Beside[RoundTrip] | None = None
@@ -76,9 +76,9 @@ def _prove_round_trip(location) -> RoundTrip:
     return prove_round_trip(Package.open(location), pipelined=True)
 
 
-def _audit(location, registered, spec: dict, sources_root: Path | None,
-           round_trip: Beside | None) -> tuple[Report, AuditContext | None]:
-    def context_of(report: Report, integrity: Report, typed_tables: dict) -> AuditContext:
+def _audit(location, registered, spec: dict[str, Any], sources_root: Path | None,
+           round_trip: Beside[RoundTrip] | None) -> tuple[Report, AuditContext | None]:
+    def context_of(report: Report, integrity: Report, typed_tables: dict[str, Any]) -> AuditContext:
         from deepgreen_audit.audit.context import AuditContext
 
         package = Package.open(location)
@@ -95,7 +95,7 @@ def _audit(location, registered, spec: dict, sources_root: Path | None,
         ctx.round_trip = round_trip
         return ctx
 
-    def round_trip_time(c: Check, finding: Finding, ctx: AuditContext) -> Finding:
+    def round_trip_time(c: Check[AuditContext], finding: Finding, ctx: AuditContext) -> Finding:
         """The round trip's finding takes its own time, measured in its process."""
         if c.id == ROUND_TRIP_ID and round_trip is not None and round_trip.seconds is not None:
             return dataclasses.replace(finding, seconds=round_trip.seconds)

@@ -7,7 +7,7 @@ kind reuses them.  Their messages are templates whose nouns are the kind's (`Row
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from deepgreen_audit.columnar.frame import Frame
 from deepgreen_audit.spec import AuditTolerances
@@ -33,7 +33,7 @@ LOG_WORDS = RowWords("row", "rows", "rows", has_counters=False)
 class CodeCarbonColumns(Protocol):
     """A context whose rows carry CodeCarbon's columns under the blocks table's names."""
 
-    spec: dict
+    spec: dict[str, Any]
     tolerances: AuditTolerances
     words: RowWords
 

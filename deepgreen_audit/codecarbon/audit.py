@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+from typing import Any
 
 import numpy as np
 
@@ -53,14 +54,14 @@ def _rate_unit(ctx: LogContext) -> str:
     return ""
 
 
-def audit_log(location, *, spec: dict | None = None,
+def audit_log(location, *, spec: dict[str, Any] | None = None,
               select: list[str] | None = None) -> tuple[Report, LogContext | None]:
     """Audit the CodeCarbon-log package at `location`; never raises for bad data."""
     spec = spec or load_spec()
     own = cc_checks.codecarbon_checks()
     order = select_checks(own[:3] + list(cc_checks.REUSED) + own[3:], select, keep=(INTEGRITY_ID,))
 
-    def in_log_terms(c: Check, finding: Finding, log: LogContext) -> Finding:
+    def in_log_terms(c: Check[LogContext], finding: Finding, log: LogContext) -> Finding:
         if c.suite != "audit":
             return finding
         finding = _in_log_terms(finding)
@@ -68,7 +69,7 @@ def audit_log(location, *, spec: dict | None = None,
             finding = dataclasses.replace(finding, message=finding.message + _rate_unit(log))
         return finding
 
-    def context_of(report: Report, integrity: Report, typed: dict) -> LogContext:
+    def context_of(report: Report, integrity: Report, typed: dict[str, Any]) -> LogContext:
         return LogContext(Package.open(location), spec, integrity, typed)
 
     report, ctx = run_suite(location, order, context_of, tables=CODECARBON_LOG.tables,

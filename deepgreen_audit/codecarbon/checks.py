@@ -27,9 +27,9 @@ from deepgreen_audit.units import J_PER_KWH
 SUITE = "codecarbon"
 
 
-def codecarbon_checks() -> list[Check]:
+def codecarbon_checks() -> list[Check[LogContext]]:
     """The checks of the suite `codecarbon`, all of them in this module, in definition order."""
-    return registered_checks(SUITE, (sys.modules[__name__],))
+    return registered_checks(SUITE, (sys.modules[__name__],), LogContext)
 #: Checks of the campaign audit (suite `audit`) that are the same check on a CodeCarbon log:
 #: each reads a `CodeCarbonColumns`, which `LogContext` implements (`check_for` proves it).
 REUSED = tuple(check_for(func, LogContext) for func in (

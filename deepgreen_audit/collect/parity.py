@@ -149,9 +149,11 @@ def probe_external(stack: str, executable: Path, export: weights.Export, data_di
 SUITE = "parity"
 
 
-def parity_checks() -> list[Check]:
-    """The checks of the suite `parity`, all of them in this module, in definition order."""
-    return registered_checks(SUITE, (sys.modules[__name__],))
+def parity_checks() -> list[Check[object]]:
+    """The checks of the suite `parity`, all of them in this module, in definition order: each
+    reads one stack's probes (a `Context`), but the recipe literals' check the stacks' sources
+    (a folder)."""
+    return registered_checks(SUITE, (sys.modules[__name__],), object)
 
 
 def parity_check(id: str, section: str) -> Callable[[CheckFunc], CheckFunc]:

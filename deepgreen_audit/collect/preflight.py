@@ -35,9 +35,9 @@ from deepgreen_audit.suite.registry import Check, Outcome, check, registered_che
 SUITE = "preflight"
 
 
-def preflight_checks() -> list[Check]:
+def preflight_checks() -> list[Check[Preflight]]:
     """The checks of the suite `preflight`, all of them in this module, in definition order."""
-    return registered_checks(SUITE, (sys.modules[__name__],))
+    return registered_checks(SUITE, (sys.modules[__name__],), Preflight)
 #: Seconds one stack's device probe may take (it imports its framework, e.g. TensorFlow).
 DEVICE_PROBE_TIMEOUT_S = 300
 

@@ -20,9 +20,9 @@ from deepgreen_audit.suite.registry import Check, CheckFunc, Outcome, check, reg
 SUITE = "api-audit"
 
 
-def api_checks() -> list[Check]:
+def api_checks() -> list[Check[list]]:
     """The checks of the suite `api-audit`, all of them in this module, in definition order."""
-    return registered_checks(SUITE, (sys.modules[__name__],))
+    return registered_checks(SUITE, (sys.modules[__name__],), list)
 
 
 def api_check(id_: str) -> Callable[[CheckFunc], CheckFunc]:

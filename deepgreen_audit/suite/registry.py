@@ -33,10 +33,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from deepgreen_audit.errors import UserError, did_you_mean
-from deepgreen_audit.report import NOT_APPLICABLE, NOT_VERIFIED, SEVERITIES, Finding
+from deepgreen_audit.report import NOT_APPLICABLE, NOT_VERIFIED, SEVERITIES, Finding, Report
 
 #: The suites, each with the sections its checks can belong to.
 SUITES: dict[str, tuple[str, ...]] = {
@@ -65,7 +65,7 @@ class Outcome:
     ok: bool
     message: str
     rows: int | None = None
-    details: dict | None = None
+    details: dict[str, Any] | None = None
     #: a defect the user chose to accept (preflight's --allow-missing-counters): a warning
     allowed: bool = False
     #: how many of the `rows` fail only because the package leaves a checked cell empty (or
@@ -74,11 +74,11 @@ class Outcome:
     unrecorded: int = 0
 
     @classmethod
-    def passed(cls, message: str, rows: int | None = None, details: dict | None = None) -> Outcome:
+    def passed(cls, message: str, rows: int | None = None, details: dict[str, Any] | None = None) -> Outcome:
         return cls(True, message, rows, details)
 
     @classmethod
-    def failed(cls, message: str, rows: int | None = None, details: dict | None = None,
+    def failed(cls, message: str, rows: int | None = None, details: dict[str, Any] | None = None,
                unrecorded: int = 0) -> Outcome:
         """A defect; `unrecorded` counts the `rows` that fail only for an empty cell."""
         return cls(False, message, rows, details, unrecorded=int(unrecorded))
@@ -94,7 +94,7 @@ class Outcome:
         return "not recorded" if self.unrecorded and self.unrecorded == self.rows else "contradicted"
 
     @classmethod
-    def allowed_gap(cls, message: str, rows: int | None = None, details: dict | None = None,
+    def allowed_gap(cls, message: str, rows: int | None = None, details: dict[str, Any] | None = None,
                     unrecorded: int = 0) -> Outcome:
         """A defect reported as `warn` whatever the check's severity, because the user allowed it
         (a collection declared its missing counters) or the declared scope explains it;
@@ -102,8 +102,14 @@ class Outcome:
         return cls(False, message, rows, details, allowed=True, unrecorded=int(unrecorded))
 
 
+#: A suite's context: what its checks read (`AuditContext`, `LogContext`, a protocol of them).
+Context = TypeVar("Context")
+#: The context a check declares it reads; a check reads it and nothing else.
+Reads = TypeVar("Reads", contravariant=True)
+
+
 @dataclass(frozen=True)
-class Figure:
+class Figure(Generic[Reads]):
     """A figure of the audit's page that shows what convicted a check's rows, declared by the
     checks it shows (`check(..., figure=...)`): drawn once, under the first of them that the
     data contradicts, linked from the others.  `draw(ctx, report)` returns the image (a data:
@@ -111,19 +117,19 @@ class Figure:
 
     key: str
     title: str
-    draw: Callable[[Any, Any], tuple[str, str] | None]
+    draw: Callable[[Reads, Report], tuple[str, str] | None]
 
 
 @dataclass(frozen=True)
-class Check:
+class Check(Generic[Reads]):
     id: str
     suite: str
     section: str
     severity: str
     table: str | None
-    func: Callable[[Any], Outcome]
+    func: Callable[[Reads], Outcome]
     #: the page's figure of the check's evidence; None where its table is the evidence
-    figure: Figure | None = None
+    figure: Figure[Reads] | None = None
 
     @property
     def doc(self) -> str:
@@ -136,14 +142,16 @@ class Check:
                        section=self.section, **where)
 
 
-REGISTRY: dict[str, dict[str, Check]] = {suite: {} for suite in SUITES}
+#: Each suite's checks by id, whatever context each reads: `registered_checks` gives them to a
+#: kind typed by its context, `check_for` proves a reused one can read another kind's.
+REGISTRY: dict[str, dict[str, Check[Any]]] = {suite: {} for suite in SUITES}
 
 #: A check function: one context argument (its suite's context class), an `Outcome`.
 CheckFunc = TypeVar("CheckFunc", bound=Callable[[Any], Outcome])
 
 
 def check(id: str, section: str, *, suite: str = "audit", severity: str = "error",
-          table: str | None = None, figure: Figure | None = None) -> Callable[[CheckFunc], CheckFunc]:
+          table: str | None = None, figure: Figure[Any] | None = None) -> Callable[[CheckFunc], CheckFunc]:
     """Register the decorated function as the check `id` of `section` in `suite`.
 
     `table` names the table whose rows `rows_affected` counts (row-level checks); `figure` the
@@ -167,10 +175,8 @@ def check(id: str, section: str, *, suite: str = "audit", severity: str = "error
     return register
 
 
-Context = TypeVar("Context")
-
-
-def check_for(func: Callable[[Context], Outcome], kind: type[Context], suite: str = "audit") -> Check:
+def check_for(func: Callable[[Context], Outcome], kind: type[Context],
+              suite: str = "audit") -> Check[Context]:
     """The registered check `func` of `suite`, to run on contexts of `kind` (another kind's
     context than the one it was written for): the type checker proves that `kind` gives what
     the check declares it reads (its parameter's type, a protocol)."""
@@ -180,17 +186,19 @@ def check_for(func: Callable[[Context], Outcome], kind: type[Context], suite: st
     return found
 
 
-def registered_checks(suite: str, modules: Sequence[ModuleType]) -> list[Check]:
+def registered_checks(suite: str, modules: Sequence[ModuleType],
+                      context: type[Context]) -> list[Check[Context]]:
     """The checks of `suite` that `modules` define, in the order of `modules` and of definition
-    (whichever module another imported first).  Each kind names its suite's modules
-    (`audit.checks.audit_checks`, ...): no layer imports one above it to find its checks."""
+    (whichever module another imported first), each reading a `context`.  Each kind names its
+    suite's modules (`audit.checks.audit_checks`, ...): no layer imports one above it to find
+    its checks."""
     rank = {module.__name__: i for i, module in enumerate(modules)}
     return sorted((c for c in REGISTRY[suite].values() if c.func.__module__ in rank),
                   key=lambda c: rank[c.func.__module__])
 
 
-def select_checks(checks: list[Check], select: list[str] | None,
-                  keep: tuple[str, ...] = ()) -> list[Check]:
+def select_checks(checks: list[Check[Context]], select: list[str] | None,
+                  keep: tuple[str, ...] = ()) -> list[Check[Context]]:
     """The checks whose id starts with one of the `select` prefixes, plus those in `keep` (the
     integrity check every audit runs first); all of them without `select`.
 
@@ -210,7 +218,7 @@ def select_checks(checks: list[Check], select: list[str] | None,
     return [c for c in checks if c.id in keep or any(c.id.startswith(p) for p in select)]
 
 
-def run_check(c: Check, ctx: Any, **where: Any) -> Finding:
+def run_check(c: Check[Context], ctx: Context, **where: str | None) -> Finding:
     """One check's finding; a crash is a failure naming the error (a bug), never a pass or a skip.
 
     A crash counts as `fail` whatever the check's severity: the check could not say that

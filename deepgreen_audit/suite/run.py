@@ -25,11 +25,11 @@ INTEGRITY_ID = "integrity.validate"
 Context = TypeVar("Context")
 
 
-def run_suite(location: str | Path | None, checks: Sequence[Check],
+def run_suite(location: str | Path | None, checks: Sequence[Check[Context]],
               context_of: Callable[[Report, Report, dict[str, Any]], Context], *,
               tables: tuple[str, ...] | None = None,
               last: str | None = None,
-              adjust: Callable[[Check, Finding, Context], Finding] | None = None
+              adjust: Callable[[Check[Context], Finding, Context], Finding] | None = None
               ) -> tuple[Report, Context] | tuple[Report, None]:
     """The audit report of the package at `location` and the context its checks read (None
     when it does not validate).
@@ -64,7 +64,7 @@ def run_suite(location: str | Path | None, checks: Sequence[Check],
     return report, ctx
 
 
-def refused(checks: Sequence[Check], integrity: Report, validated_in_s: float) -> list[Finding]:
+def refused(checks: Sequence[Check[Context]], integrity: Report, validated_in_s: float) -> list[Finding]:
     """The findings of a package that does not validate: the gate fails naming the first
     error, every other check is not run."""
     first = integrity.findings[0] if integrity.findings else None

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from deepgreen_audit.audit.context import AuditContext
 from deepgreen_audit.suite.registry import Check, registered_checks
 
 
-def audit_checks() -> list[Check]:
+def audit_checks() -> list[Check[AuditContext]]:
     """Every check of the suite `audit`, in the order its report lists them."""
     from deepgreen_audit.audit.checks import (
         integrity,
@@ -19,4 +20,4 @@ def audit_checks() -> list[Check]:
     )
 
     return registered_checks("audit", (integrity, model, training, recipe, measurement,
-                                       replication, sources, manuscript))
+                                       replication, sources, manuscript), AuditContext)
