@@ -130,11 +130,25 @@ def test_not_codecarbon_output_is_refused_in_one_line(tmp_path, capsys):
     assert not (tmp_path / "pkg").exists()
 
 
-def test_a_row_with_another_cell_count_names_file_and_line(tmp_path):
-    log = write_log(tmp_path / "e.csv", "2.x", clean("2.x"))
-    log.write_text(log.read_text() + "2025-01-01T00:00:00,x,y\n")
-    with pytest.raises(UserError, match=r"e.csv, row 6"):
-        import_logs([log], tmp_path / "pkg")
+@pytest.mark.parametrize("layout", list(HEADERS))
+def test_a_torn_row_is_named_and_the_good_rows_are_audited(tmp_path, capsys, layout):
+    """A run killed while CodeCarbon wrote its row leaves a torn last line: the log's other rows
+    import, the torn one is named with its line by the import and failed by the audit."""
+    log = write_log(tmp_path / "logs" / "e.csv", layout, clean(layout))
+    whole = log.read_text()
+    log.write_text(whole + whole.splitlines()[2][:30])         # line 6: a row cut at 30 characters
+    before = log.read_bytes()
+    assert main(["import", "codecarbon", str(log), "--out", str(tmp_path / "pkg")]) == 0
+    out = capsys.readouterr().out
+    assert "4 row(s)" in out and "NOT IMPORTED: line 6" in out
+    report, ctx = audit_log(tmp_path / "pkg")
+    assert len(ctx.rows) == 4 and log.read_bytes() == before
+    torn = report.finding("integrity.rows-read")
+    assert torn.status == "fail" and "e.csv line 6" in torn.message and "1 of them a log's last row" in torn.message
+    assert torn.details["evidence"][0]["cells"] < len(HEADERS[layout].split(","))
+    assert main(["audit", str(tmp_path / "pkg")]) == 1
+    report, _ = audited(tmp_path / "whole", layout, clean(layout))
+    assert status(report, "integrity.rows-read") == "pass"
 
 
 def test_cumulative_flushes_of_one_run_are_recognised(tmp_path):

@@ -59,7 +59,8 @@ def audit_log(location, *, spec: dict[str, Any] | None = None,
     """Audit the CodeCarbon-log package at `location`; never raises for bad data."""
     spec = spec or load_spec()
     own = cc_checks.codecarbon_checks()
-    order = select_checks(own[:3] + list(cc_checks.REUSED) + own[3:], select, keep=(INTEGRITY_ID,))
+    # the integrity checks and S5.cc-rows, then the reused identities, then the rest
+    order = select_checks(own[:4] + list(cc_checks.REUSED) + own[4:], select, keep=(INTEGRITY_ID,))
 
     def in_log_terms(c: Check[LogContext], finding: Finding, log: LogContext) -> Finding:
         if c.suite != "audit":

@@ -63,6 +63,23 @@ def validates(ctx: LogContext) -> Outcome:
                           "log(s); checksums and schema hold")
 
 
+@cc_check("integrity.rows-read", "integrity")
+def rows_read(ctx: LogContext) -> Outcome:
+    """Every row of every log was read: a row with another number of cells than its header (a
+    torn last line, written when the run was killed) is not a measurement and was not imported;
+    it is named here with its line, so that nothing is dropped silently."""
+    torn = ctx.rejected_rows
+    if torn.empty:
+        return Outcome.passed(f"every row of the {len(ctx.source_files)} log(s) has its header's "
+                              "cells")
+    last = int(torn["last_row"].sum())
+    return Outcome.failed(
+        f"{len(torn)} row(s) not imported: another number of cells than the header "
+        f"({_where(torn)}; {last} of them a log's last row, as a run killed while CodeCarbon "
+        "wrote it leaves); the log's other rows are audited",
+        rows=len(torn), details=evidence(torn))
+
+
 @cc_check("integrity.cells", "integrity")
 def cells(ctx: LogContext) -> Outcome:
     """Every row holds CodeCarbon's measurement (duration, emissions, energy_consumed) and, in

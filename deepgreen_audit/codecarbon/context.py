@@ -66,14 +66,33 @@ class LogContext:
         self.rows = rows
 
     @cached_property
-    def source_files(self) -> list[str]:
-        """Every log the import read, those without rows too (codecarbon-sources.json)."""
-        names = set(self.rows["source_file"])
+    def sources(self) -> list[dict]:
+        """What the import recorded of each log it read (codecarbon-sources.json); none for a
+        package without the file (or with a damaged one)."""
         path = self.package.descriptor_path.parent / "codecarbon-sources.json"
-        # a package without the file (or a damaged one): the table's logs
         with contextlib.suppress(UserError, ValueError, KeyError, TypeError):
-            names |= {s["source_file"] for s in json.loads(paths.read_bytes(path))["sources"]}
+            found = json.loads(paths.read_bytes(path))["sources"]
+            if isinstance(found, list) and all(isinstance(s, dict) for s in found):
+                return found
+        return []
+
+    @cached_property
+    def source_files(self) -> list[str]:
+        """Every log the import read, those without rows too."""
+        names = set(self.rows["source_file"]) | {str(s.get("source_file")) for s in self.sources
+                                                 if s.get("source_file") is not None}
         return sorted(names)
+
+    @cached_property
+    def rejected_rows(self) -> pd.DataFrame:
+        """The rows the import could not read (another number of cells than the header: a torn
+        row), one per row: its log, line, cell counts and text."""
+        rows = [{"source_file": s.get("source_file"), "source_line": r.get("line"),
+                 "cells": r.get("cells"), "header_cells": r.get("header_cells"),
+                 "last_row": r.get("last_row") is True, "text": r.get("text")}
+                for s in self.sources for r in (s.get("rejected_rows") or []) if isinstance(r, dict)]
+        return pd.DataFrame(rows, columns=["source_file", "source_line", "cells", "header_cells",
+                                           "last_row", "text"])
 
 
     @property

@@ -10,7 +10,10 @@ Decisions
 
 * A file is CodeCarbon output when its header holds CodeCarbon's `REQUIRED` columns; any
   other file is refused in one line naming it (and the columns it lacks).  A row with another
-  number of cells than the header is refused, naming the file and line.
+  number of cells than the header (a torn last line: the run was killed while CodeCarbon
+  wrote it) is not imported, and is not dropped silently either: the log's other rows import,
+  and the row's line, its cell count and its text are kept in the sources (`rejected_rows`),
+  which the import's summary names and the audit fails (integrity.rows-read).
 * A cell that is not a value of its column (``nan``, ``inf``, text in a number column, a
   fractional count) is left empty and named in `cell_problems`; the source line keeps its
   text.  Columns that are not CodeCarbon's are kept verbatim in `extra_columns`.
@@ -46,6 +49,8 @@ from deepgreen_audit.package.writer import write_package
 
 TABLE = "codecarbon_log"
 SOURCES_FILE = "codecarbon-sources.json"
+#: Characters of a rejected row's text kept in the sources (a torn row can be a whole line).
+REJECTED_TEXT_CHARS = 200
 
 
 def discover(paths: list[Path]) -> tuple[list[Path], Path]:
@@ -99,10 +104,12 @@ def read_log(path: Path, name: str) -> tuple[dict, list[dict]]:
     if repeated:
         raise UserError(f"repeats the column(s) {', '.join(repeated)} in its header", path=path,
                         row=1, code="not-codecarbon")
-    out, headers = [], []
+    out, headers, rejected = [], [], []
+    last_line = 1
     for number, row in enumerate(rows[1:], start=2):
         if not row or (len(row) == 1 and not row[0].strip()):
             continue  # a blank line (an editor's final newline twice) holds no row
+        last_line = number
         names = [cell.strip() for cell in row]
         if all(c in names for c in REQUIRED):
             # another header: logs of two CodeCarbon versions pasted one after the other
@@ -110,16 +117,19 @@ def read_log(path: Path, name: str) -> tuple[dict, list[dict]]:
             headers.append({"line": number, "header": header})
             continue
         if len(row) != len(header):
-            raise UserError(f"{len(row)} cells, the header has {len(header)}: not a row "
-                            "CodeCarbon wrote", path=path, row=number, code="csv-error")
+            rejected.append({"line": number, "cells": len(row), "header_cells": len(header),
+                             "text": ",".join(row)[:REJECTED_TEXT_CHARS]})
+            continue
         cells: dict[str, Any] = dict(zip(header, row))
         cells["__line__"] = number
         cells["__layout__"] = layout_of(header)
         out.append(cells)
+    for r in rejected:
+        r["last_row"] = r["line"] == last_line
     crlf = b"\r\n" in data
     source = {"source_file": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
               "header": [h.strip() for h in rows[0]], "layout": layout_of([h.strip() for h in rows[0]]),
-              "rows": len(out), "later_headers": headers,
+              "rows": len(out), "later_headers": headers, "rejected_rows": rejected,
               "line_endings": "CRLF" if crlf else ("CR" if b"\r" in data else "LF"),
               "final_newline": data.endswith(b"\n") or data.endswith(b"\r"),
               "byte_order_mark": data.startswith(b"\xef\xbb\xbf")}
@@ -226,10 +236,24 @@ def import_logs(paths: list[Path], out: Path, *, overwrite: bool = False,
                   [f"imported {rows:,} row(s) of {len(sources)} CodeCarbon log(s)"]
                   + [f"  {s['source_file']}: {s['rows']} row(s), layout {s['layout']}, "
                      f"{s['line_endings']}{'' if s['final_newline'] else ', no final newline'}"
-                     for s in sources[:20]]
+                     + _rejected_words(s) for s in sources[:20]]
+                  + [f"  {s['source_file']}:{_rejected_words(s)}" for s in sources[20:]
+                     if s["rejected_rows"]]
                   + ([f"  ... {len(sources) - 20} more"] if len(sources) > 20 else [])
                   + [f"wrote {out} (described by {path}); run 'deepgreen audit {out}' next"])}
     return path, report
+
+
+def _rejected_words(source: dict) -> str:
+    """'; NOT IMPORTED: line 169 (1 cell of 31: a torn row)' for a log with rejected rows."""
+    rejected = source["rejected_rows"]
+    if not rejected:
+        return ""
+    lines = ", ".join(f"line {r['line']} ({r['cells']} cell(s) of {r['header_cells']})"
+                      for r in rejected[:5])
+    more = f" and {len(rejected) - 5} more" if len(rejected) > 5 else ""
+    return (f"; NOT IMPORTED: {lines}{more}: rows with another number of cells than the header "
+            "(a torn row: 'deepgreen audit' fails them)")
 
 
 def import_source(source, out: Path, *, overwrite: bool = False,
