@@ -54,6 +54,12 @@ def _rate_unit(ctx: LogContext) -> str:
     return ""
 
 
+def _measurement(run_key: str) -> str:
+    """'run 8e811eec-91ab' or 'task train of run 8e811eec-91ab', for one line of the notes."""
+    run, _, task = run_key.partition("/")
+    return f"task {task} of run {run[:13]}" if task else f"run {run[:13]}"
+
+
 def audit_log(location, *, spec: dict[str, Any] | None = None,
               select: list[str] | None = None) -> tuple[Report, LogContext | None]:
     """Audit the CodeCarbon-log package at `location`; never raises for bad data."""
@@ -85,7 +91,7 @@ def audit_log(location, *, spec: dict[str, Any] | None = None,
         report.notes.append(f"{log['source_file']}: {log['words']}")
         part = runs[runs["source_file"] == log["source_file"]]
         for r in part.head(RUNS_SHOWN).itertuples():
-            report.notes.append(f"  line {r.source_line} (run {r.run_key[:13]}): {r.words}")
+            report.notes.append(f"  line {r.source_line} ({_measurement(r.run_key)}): {r.words}")
         if len(part) > RUNS_SHOWN:
             report.notes.append(f"  ... {len(part) - RUNS_SHOWN} more run(s) in --json and --html")
     return report, ctx

@@ -319,6 +319,52 @@ def power_duration(ctx: LogContext) -> Outcome:
                           f"duration within {tol:.0%}")
 
 
+@cc_check("S5.cc-task-totals")
+def task_totals(ctx: LogContext) -> Outcome:
+    """A run measured with CodeCarbon's task API (start_task/stop_task, 2.5 and later) writes
+    one row per task (its task file) and a row of the whole run: the run's row covers its
+    tasks, its duration at least their durations' sum (less power_duration_window_slack_s a
+    task) and its energy at least their energies' sum (less power_duration_relative_tolerance).
+    CodeCarbon 3.x writes the run's row with the last task's duration but every task's energy
+    (seen with 3.3.2): energy over that duration overstates the run's power by about its number
+    of tasks, and the run's row is not a measurement of its window."""
+    r = ctx.rows
+    tasks = r[r["task_name"].notna() & r["run_id"].notna()]
+    if tasks.empty:
+        raise NotApplicable("no log holds a task's row (CodeCarbon's task API)")
+    t = ctx.tolerances
+    per_run = tasks.groupby("run_id").agg(tasks=("task_name", "size"), duration_s=("duration_s", "sum"),
+                                          energy_kwh=("energy_consumed_kwh", "sum"),
+                                          last_task_s=("duration_s", "last"))
+    run_rows = r[r["task_name"].isna() & r["final_row"] & r["run_id"].isin(per_run.index)]
+    if run_rows.empty:
+        raise NotApplicable("the package holds tasks' rows but not their runs' rows (the "
+                            "emissions.csv CodeCarbon wrote beside the task file)")
+    found = []
+    for i in run_rows.index:
+        run = per_run.loc[r.at[i, "run_id"]]
+        short = r.at[i, "duration_s"] < run["duration_s"] - run["tasks"] * t.power_duration_window_slack_s
+        low = r.at[i, "energy_consumed_kwh"] < run["energy_kwh"] * (1 - t.power_duration_relative_tolerance)
+        if short or low:
+            found.append({"source_file": r.at[i, "source_file"], "source_line": int(r.at[i, "source_line"]),
+                          "run_id": r.at[i, "run_id"], "tasks": int(run["tasks"]),
+                          "duration_s": float(r.at[i, "duration_s"]),
+                          "tasks_duration_s": float(run["duration_s"]),
+                          "last_task_duration_s": float(run["last_task_s"]),
+                          "energy_kwh": float(r.at[i, "energy_consumed_kwh"]),
+                          "tasks_energy_kwh": float(run["energy_kwh"])})
+    if not found:
+        return Outcome.passed(f"{len(run_rows)} run row(s) cover their tasks' durations and energies")
+    frame = pd.DataFrame(found)
+    last = sum(abs(f["duration_s"] - f["last_task_duration_s"]) <= t.power_duration_window_slack_s
+               for f in found)
+    return Outcome.failed(
+        f"{len(frame)} run row(s) shorter than their tasks or holding less energy ({_where(frame)}); "
+        f"{last} of them report the last task's duration with every task's energy, as CodeCarbon "
+        "3.x does in task mode: read each task's row (the task file), not the run's, whose "
+        "energy over its duration overstates the power", rows=len(frame), details=evidence(frame))
+
+
 @cc_check("S5.cc-short-runs", severity="warning")
 def short_runs(ctx: LogContext) -> Outcome:
     """Runs shorter than CodeCarbon's sampling interval (measure_power_secs, 15 s unless set;

@@ -22,7 +22,9 @@ Decisions
   A log with a header and no rows imports, and its verdict says it has no rows.
 * Runs: rows of one file with the same run_id are one CodeCarbon run (its flushes write
   cumulative rows); `flush` numbers them in file order and `final_row` marks the last.  A
-  1.x row (no run_id) is a run of its own.
+  1.x row (no run_id) is a run of its own.  A task file's rows (a `task_name`) are each a
+  measurement of their own, keyed `<run_id>/<task_name>`: CodeCarbon writes each task's delta,
+  not a cumulative flush.
 * The sources (path, bytes, SHA-256, header, layout, line endings, final newline) go to
   ``codecarbon-sources.json`` beside the table; the inputs are never modified, and the package
   is written atomically (`package.writer`).
@@ -176,7 +178,7 @@ def table_rows(source: dict, rows: list[dict]) -> list[dict]:
         line = cells["__line__"]
         row.update({"source_file": source["source_file"], "source_line": line,
                     "layout": row_layout(cells["__layout__"], row.get("codecarbon_version")),
-                    "run_key": row["run_id"] or f"line-{line}",
+                    "run_key": _run_key(row, line),
                     "extra_columns": " | ".join(f"{h}={cells[h]}" for h in extra if cells[h] != "")
                     or None,
                     "cell_problems": " | ".join(problems) or None})
@@ -188,6 +190,15 @@ def table_rows(source: dict, rows: list[dict]) -> list[dict]:
     for row in out:
         row["final_row"] = row["flush"] == counts[row["run_key"]]
     return out
+
+
+def _run_key(row: dict[str, Any], line: int) -> str:
+    """The measurement a row belongs to: a task's row is the task's own (its run's other tasks
+    and its run's row are others), a run's rows are its flushes; a row without a run_id is its
+    own."""
+    if not row["run_id"]:
+        return f"line-{line}"
+    return f"{row['run_id']}/{row['task_name']}" if row.get("task_name") else row["run_id"]
 
 
 def build_table(paths: list[Path]) -> tuple[TextTable, list[dict]]:

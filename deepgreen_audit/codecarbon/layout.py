@@ -11,6 +11,10 @@ order; the set grew over the versions and the order moved when columns were adde
 * 2.x: codecarbon_version, pue; experiment_id returns in 2.4+.
 * 3.x: water_consumed and wue, cpu/gpu/ram utilisation and ram_used_gb (3.1+); older rows of
   an appended file keep their own layout, so one file can hold several.
+* task files (2.5+, `start_task`/`stop_task`): at stop, CodeCarbon writes
+  `emissions_<experiment>_<run_id>.csv` beside the run's row, one row per task
+  (`TaskEmissionsData`: task_name first, no experiment_id, pue or wue), each the task's own
+  delta over its window; all share the run's run_id.
 
 Units are CodeCarbon's documented ones (docs.codecarbon.io, "Output"): duration s,
 emissions kg CO2eq, emissions_rate kg/s, *_power W, *_energy and energy_consumed kWh,
@@ -22,7 +26,7 @@ from __future__ import annotations
 #: CodeCarbon's column -> the package's column (codecarbon_log.json).
 COLUMNS = {
     "timestamp": "timestamp", "project_name": "project_name", "run_id": "run_id",
-    "experiment_id": "experiment_id", "duration": "duration_s", "emissions": "emissions_kg",
+    "experiment_id": "experiment_id", "task_name": "task_name", "duration": "duration_s", "emissions": "emissions_kg",
     "emissions_rate": "emissions_rate_kg_per_s", "cpu_power": "cpu_power_w",
     "gpu_power": "gpu_power_w", "ram_power": "ram_power_w", "cpu_energy": "cpu_energy_kwh",
     "gpu_energy": "gpu_energy_kwh", "ram_energy": "ram_energy_kwh",
