@@ -77,6 +77,8 @@ class AuditTolerances:
     emissions_rate_relative_tolerance: float
     power_duration_relative_tolerance: float
     power_duration_window_slack_s: float
+    codecarbon_window_gap_max_s: float
+    codecarbon_v2_window_excess_max_s: float
     max_ecosystem_offset_days: float
     phase_work_log_tolerance: float
     gpu_power_limit_factor: float

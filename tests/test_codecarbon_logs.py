@@ -207,6 +207,49 @@ def test_ram_model_of_each_version_and_power_x_duration(tmp_path, layout):
     assert f.status == "fail" and "line 3" in f.message and "RAM" in f.message
 
 
+def _retotal(r: dict) -> dict:
+    """A row's totals after its components changed, as CodeCarbon sums them."""
+    r["energy_consumed"] = r["cpu_energy"] + r["gpu_energy"] + r["ram_energy"]
+    r["emissions"] = r["energy_consumed"] * INTENSITY
+    r["emissions_rate"] = r["emissions"] / r["duration"]
+    return r
+
+
+@pytest.mark.parametrize("layout", ["2.x", "3.x"])
+def test_energy_covers_codecarbons_window_not_always_the_duration(tmp_path, layout):
+    """CodeCarbon's energy window starts after its start-up: a short run's constant RAM energy
+    covers less than its duration, which is expected; energy worth a minute of that power in a
+    0.6 s run is not."""
+    rows = clean(layout, duration=0.6)
+    ram_w = rows[0]["ram_power"]
+    rows[0]["ram_energy"] = ram_w * (0.6 - 0.5) / 3.6e6      # 0.5 s of start-up unmeasured
+    _retotal(rows[0])
+    report, _ = audited(tmp_path / "startup", layout, rows)
+    assert status(report, "S5.cc-power-duration") == "pass"
+    rows[1]["ram_energy"] = ram_w * 60.0 / 3.6e6
+    _retotal(rows[1])
+    report, _ = audited(tmp_path / "minute", layout, rows)
+    f = report.finding("S5.cc-power-duration")
+    assert f.status == "fail" and "line 3" in f.message and "line 2" not in f.message
+
+
+def test_a_pue_in_the_energy_alone_is_divided_out(tmp_path):
+    """An energy CodeCarbon multiplied by its pue beside a power it did not is the power over
+    the duration times the PUE: not a defect; the same energies without a PUE are."""
+    rows = clean("2.x")
+    for r in rows:
+        for d in ("cpu", "gpu", "ram"):
+            r[f"{d}_energy"] *= 1.5
+        _retotal(r)
+        r["pue"] = 1.5
+    report, _ = audited(tmp_path / "pue", "2.x", rows)
+    assert status(report, "S5.cc-power-duration") == "pass"
+    for r in rows:
+        r["pue"] = 1.0
+    report, _ = audited(tmp_path / "nopue", "2.x", rows)
+    assert status(report, "S5.cc-power-duration") == "fail"
+
+
 @pytest.mark.parametrize("layout", ["2.x", "3.x"])
 def test_gpu_above_its_board_limit_fails(tmp_path, layout):
     rows = clean(layout)

@@ -281,22 +281,37 @@ def gpu_power_limit(ctx: LogContext) -> Outcome:
 @cc_check("S5.cc-power-duration")
 def power_duration(ctx: LogContext) -> Outcome:
     """Where a component's power is a model's constant (CPU TDP constants, RAM models in machine
-    mode, a constant repeated across runs), its energy is that power times the duration, within
-    power_duration_relative_tolerance: otherwise CodeCarbon accumulated the energy over another
-    window than the duration beside it (e.g. a tracker restarted without resetting its RAM
-    energy), and energy and duration cannot both be right."""
+    mode, a constant repeated across runs), its energy covers a window of that power (energy /
+    power, or energy / (power x pue) where CodeCarbon applied its PUE to the energy alone) that
+    CodeCarbon's own window explains: no longer than the duration (within
+    power_duration_relative_tolerance or power_duration_window_slack_s; in 2.x and earlier,
+    which count whole measure intervals, plus codecarbon_v2_window_excess_max_s), no shorter
+    than the duration less codecarbon_window_gap_max_s (its start-up and a last unmeasured
+    interval).  Outside that, CodeCarbon accumulated the energy over another window than the
+    duration beside it (e.g. a tracker restarted without resetting its RAM energy), and energy
+    and duration cannot both be right."""
     c = ctx.components
     c = c[c["constant"] & c["power_w"].notna() & c["energy_kwh"].notna()]
     if c.empty:
         raise NotApplicable("no component with a modelled constant power")
     r = ctx.rows
+    t = ctx.tolerances
     duration = r.loc[c["index"], "duration_s"].astype(float).to_numpy()
+    pue = r.loc[c["index"], "pue"].astype(float).to_numpy()
+    pue = np.where(np.isfinite(pue) & (pue >= 1), pue, 1.0)
     with np.errstate(all="ignore"):  # overflow of absurd cells is a finding, not a warning
         expected = c["power_w"].to_numpy() * duration
         found_j = c["energy_kwh"].to_numpy() * J_PER_KWH
-        rel = np.abs(found_j - expected) / np.abs(expected)
-    tol = float(ctx.tolerances.power_duration_relative_tolerance)
-    bad = (rel > tol) & np.isfinite(duration)
+        over = np.maximum(t.power_duration_relative_tolerance * duration, t.power_duration_window_slack_s)
+        whole_intervals = (r.loc[c["index"], "major"] < 3).to_numpy()
+        excess = over + np.where(whole_intervals, t.codecarbon_v2_window_excess_max_s, 0.0)
+        explained = np.zeros(len(c), dtype=bool)
+        for factor in (np.ones(len(c)), pue):   # PUE in the power too, or in the energy alone
+            window_s = found_j / (c["power_w"].to_numpy() * factor)
+            explained |= ((window_s <= duration + excess)
+                          & (window_s >= duration - t.codecarbon_window_gap_max_s - over))
+    tol = float(t.power_duration_relative_tolerance)
+    bad = ~explained & np.isfinite(duration)
     with np.errstate(all="ignore"):
         frame = c.assign(duration_s=duration, energy_j=found_j, power_x_duration_j=expected,
                          ratio=found_j / expected, seconds_of_power=found_j / c["power_w"].to_numpy())
@@ -309,14 +324,16 @@ def power_duration(ctx: LogContext) -> Outcome:
         worst = off.iloc[0]
         rows = off[["source_file", "source_line"]].drop_duplicates().shape[0]
         return Outcome.failed(
-            f"{rows} row(s) whose energy is not their constant power x duration "
+            f"{rows} row(s) whose energy is not their constant power over CodeCarbon's window "
             f"({', '.join(f'{k.upper()} {v}' for k, v in off['component'].value_counts().items())}; "
             f"worst: {worst['component'].upper()} {worst['power_w']:.4g} W beside an energy worth "
             f"{worst['seconds_of_power']:.4g} s of it in a {worst['duration_s']:.4g} s run, "
             f"{worst['source_file']} line {int(worst['source_line'])})",
             rows=rows, details=evidence(off))
     return Outcome.passed(f"{int(len(c)):,} constant-power component readings equal power x "
-                          f"duration within {tol:.0%}")
+                          f"duration within {tol:.0%}, or less the window CodeCarbon does not "
+                          f"measure (start-up, a last interval: up to "
+                          f"{t.codecarbon_window_gap_max_s:g} s)")
 
 
 @cc_check("S5.cc-task-totals")
