@@ -296,6 +296,30 @@ def test_a_tasks_rate_may_span_its_readings_not_its_duration(tmp_path):
     assert status(report, "S5.emissions-rate") == "fail"
 
 
+@pytest.mark.parametrize("layout", ["2.x", "3.x"])
+def test_location_through_empty_or_cloud_fields_hardware_across_projects_and_empty_run_id(tmp_path, layout):
+    rows = clean(layout)
+    rows[1]["country_iso_code"] = None                 # CodeCarbon found no country for this run
+    rows[2]["cloud_provider"], rows[2]["cloud_region"] = "gcp", "europe-west1"
+    report, _ = audited(tmp_path / "where", layout, rows)
+    f = report.finding("S6.cc-constancy")
+    assert f.status == "warn"
+    assert "location (country) FRA (3 row(s)); (empty) (1 row(s))" in f.message
+    assert {e["column"] for e in f.details["evidence"]} >= {"country_iso_code", "cloud_provider",
+                                                              "cloud_region"}
+    rows = clean(layout)
+    for r in rows[2:]:
+        r["project_name"], r["cpu_model"] = "other", "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz"
+    report, _ = audited(tmp_path / "hardware", layout, rows)
+    f = report.finding("S6.cc-constancy")
+    assert f.status == "warn" and "log all rows: CPU" in f.message
+    rows = clean(layout)
+    rows[3]["run_id"] = None
+    report, _ = audited(tmp_path / "run_id", layout, rows)
+    f = report.finding("integrity.cells")
+    assert f.status == "fail" and f.details["evidence"][0]["empty"] == "run_id"
+
+
 @pytest.mark.parametrize("layout", list(HEADERS))
 def test_settings_changing_within_a_project(tmp_path, layout):
     rows = clean(layout)

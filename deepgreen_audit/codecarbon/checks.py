@@ -82,13 +82,16 @@ def rows_read(ctx: LogContext) -> Outcome:
 
 @cc_check("integrity.cells", "integrity")
 def cells(ctx: LogContext) -> Outcome:
-    """Every row holds CodeCarbon's measurement (duration, emissions, energy_consumed) and, in
-    the layouts that have them, each component's power and energy; a cell that is empty,
+    """Every row holds CodeCarbon's measurement (duration, emissions, energy_consumed), from 2.x
+    its run_id (without it a row cannot be told from another run's) and, in the layouts that
+    have them, each component's power and energy; a cell that is empty,
     non-finite (nan, inf) or not a number is named with its row."""
     r = ctx.rows
     problems = []
     for i in r.index:
         missing = [c for c in NEEDED if pd.isna(r.at[i, c])]
+        if r.at[i, "layout"] != "1.x" and pd.isna(r.at[i, "run_id"]):
+            missing.append("run_id")  # its rows cannot be told from another run's
         if r.at[i, "layout"] != "1.x":
             missing += [f"{d}_{k}" for d in ("cpu", "gpu", "ram") for k in ("power_w", "energy_kwh")
                         if pd.isna(r.at[i, f"{d}_{k}"])]
@@ -438,26 +441,40 @@ def magnitudes(ctx: LogContext) -> Outcome:
 
 #: What must not change within one project or experiment: column -> what it is.
 HELD_FIXED = {"country_iso_code": "location (country)", "region": "location (region)",
+              "cloud_provider": "location (cloud provider)", "cloud_region": "location (cloud region)",
               "cpu_model": "CPU", "gpu_model": "GPU", "cpu_count": "CPU count", "gpu_count": "GPU count",
               "ram_total_size_gb": "RAM size", "os": "OS", "codecarbon_version": "CodeCarbon version",
               "tracking_mode": "tracking mode", "python_version": "interpreter", "pue": "PUE"}
+#: Where an empty cell is a value of its own: CodeCarbon found no location (and took another
+#: carbon intensity) where it found one in the other rows.
+EMPTY_IS_A_VALUE = ("country_iso_code", "region", "cloud_provider", "cloud_region")
+#: The hardware, held fixed within a whole log too: a log's projects are one machine's runs.
+HARDWARE = ("cpu_model", "gpu_model", "cpu_count", "gpu_count", "ram_total_size_gb")
 
 
 @cc_check("S6.cc-constancy", "S6", severity="warning")
 def constancy(ctx: LogContext) -> Outcome:
-    """Location, hardware, OS, CodeCarbon version, tracking mode and interpreter stay one value
-    within a project (a log's project_name) and within an experiment (a non-default
-    experiment_id): runs measured on other hardware or software, or located elsewhere (another
-    carbon intensity), are not comparable. RAM size counts as changed beyond 1 %. An empty cell
-    is not a value."""
+    """Location (country, region, cloud provider and region), hardware, OS, CodeCarbon version,
+    tracking mode and interpreter stay one value within a project (a log's project_name) and
+    within an experiment (a non-default experiment_id), and the hardware within the whole log:
+    runs measured on other hardware or software, or located elsewhere (another carbon
+    intensity), are not comparable. RAM size counts as changed beyond 1 %. An empty cell is not
+    a value, except a location's beside a filled one (CodeCarbon found no location there)."""
     r = ctx.rows.copy()
     r["region"] = r["region"].str.lower()
+    r["whole log"] = "all rows"
     groups = []
-    for label, column in (("project", "project_name"), ("experiment", "experiment_id")):
-        scope = r if column == "project_name" else r[r[column] != hardware.DEFAULT_EXPERIMENT_ID]
+    for label, column, held in (("project", "project_name", tuple(HELD_FIXED)),
+                                ("experiment", "experiment_id", tuple(HELD_FIXED)),
+                                ("log", "whole log", HARDWARE)):
+        scope = r if column != "experiment_id" else r[r[column] != hardware.DEFAULT_EXPERIMENT_ID]
         for (source_file, name), part in scope.groupby(["source_file", column], sort=True):
-            for c, what in HELD_FIXED.items():
-                values = part[c].dropna()
+            if label == "log" and part["project_name"].nunique(dropna=False) < 2 and \
+                    part["experiment_id"].nunique() < 2:
+                continue  # one project and experiment: their scopes said it
+            for c in held:
+                what = HELD_FIXED[c]
+                values = part[c].fillna("(empty)") if c in EMPTY_IS_A_VALUE else part[c].dropna()
                 if c == "ram_total_size_gb" and len(values):
                     changed = values.max() > values.min() * (1 + hardware.RAM_SIZE_RELATIVE_CHANGE)
                 else:
@@ -472,8 +489,8 @@ def constancy(ctx: LogContext) -> Outcome:
         frame = pd.DataFrame(groups)
         text = "; ".join(f"{g['source_file']} {g['scope']}: {g['what']} {g['values']}"
                          for g in groups[:4])
-        return Outcome.failed(f"{len(frame)} setting(s) change within a project or experiment: "
+        return Outcome.failed(f"{len(frame)} setting(s) change within a project, experiment or log: "
                               + text + (f"; {len(groups) - 4} more" if len(groups) > 4 else ""),
                               rows=len(frame), details=evidence(frame))
     return Outcome.passed("location, hardware, versions, tracking mode and interpreter are one "
-                          "value within every project and experiment")
+                          "value within every project and experiment, the hardware within every log")
