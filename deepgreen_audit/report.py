@@ -101,6 +101,10 @@ class Finding:
     basis: str | None = None
     #: how long the check took (JUnit's time; None for a finding no check timed)
     seconds: float | None = None
+    #: what to change so that the next measurement does not have this defect, in the measuring
+    #: tool's own terms (its option, permission or version); for a fail or warn of a check
+    #: that states one
+    remedy: str | None = None
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -259,6 +263,8 @@ class Report:
             head = f"  {f.status.upper():<4}  {f.id:<{id_width}}  "
             lines += _wrapped(f"{head}{where + ': ' if where else ''}{f.message}{rows}", width,
                               len(head) if width - len(head) >= 40 else 8, whole)
+            if f.remedy:
+                lines += _wrapped(f"        fix: {f.remedy}", width, 13, whole)
             if evidence_rows and f.status in ("fail", "warn"):
                 for line in _evidence_lines(f, evidence_rows):
                     lines += _wrapped(line, width, 8, whole)

@@ -461,3 +461,25 @@ def test_cpu_matching_is_codecarbons():
         theirs = cpu.TDP._get_matching_cpu(None, model, table)
         ours = cpu_tdp(model)
         assert (ours[1].replace(" (CodeCarbon's fuzzy match)", "") if ours else None) == theirs, model
+
+
+def test_a_set_up_finding_says_what_to_change_in_codecarbon(tmp_path, capsys):
+    """The fix in CodeCarbon's own terms, in the text report and the JSON, for a failing or
+    warning finding only."""
+    log = write_log(tmp_path / "logs" / "e.csv", "3.x", clean("3.x", duration=2.0))
+    import_logs([log], tmp_path / "pkg")
+    report, _ = audit_log(tmp_path / "pkg")
+    short = report.finding("S5.cc-short-runs")
+    assert short.status == "warn" and "measure_power_secs" in short.remedy
+    assert report.finding("S5.cc-magnitudes").status == "pass"
+    assert report.finding("S5.cc-magnitudes").remedy is None
+    assert main(["audit", str(tmp_path / "pkg"), "--json"]) == 0
+    found = {f["id"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert "measure_power_secs" in found["S5.cc-short-runs"]["remedy"]
+    main(["audit", str(tmp_path / "pkg")])
+    assert "fix: set `measure_power_secs`" in capsys.readouterr().out
+    page, junit = tmp_path / "audit.html", tmp_path / "audit.xml"
+    main(["audit", str(tmp_path / "pkg"), "--html", str(page), "--junit", str(junit)])
+    section = page.read_text(encoding="utf-8").split('data-check="S5.cc-short-runs"')[1]
+    assert "<strong>Fix:</strong> set `measure_power_secs`" in section.split("</section>")[0]
+    assert "fix: set `measure_power_secs`" in junit.read_text(encoding="utf-8")

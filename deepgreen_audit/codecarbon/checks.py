@@ -38,8 +38,11 @@ REUSED = tuple(check_for(func, LogContext) for func in (
 NEEDED = ("duration_s", "emissions_kg", "energy_consumed_kwh")
 
 
-def cc_check(id_: str, section: str = "S5", severity: str = "error"):
-    return check(id_, section, suite=SUITE, severity=severity, table="codecarbon_log")
+def cc_check(id_: str, section: str = "S5", severity: str = "error", remedy: str | None = None):
+    """Register a check of a CodeCarbon log, about the rows of its table; `remedy` says what to
+    change in CodeCarbon's set-up so that the next log passes it."""
+    return check(id_, section, suite=SUITE, severity=severity, table="codecarbon_log",
+                 remedy=remedy)
 
 
 def _where(frame: pd.DataFrame) -> str:
@@ -63,7 +66,10 @@ def validates(ctx: LogContext) -> Outcome:
                           "log(s); checksums and schema hold")
 
 
-@cc_check("integrity.rows-read", "integrity")
+@cc_check("integrity.rows-read", "integrity",
+          remedy=("stop the tracker on every path (`with EmissionsTracker(...) as tracker:`, or "
+            "`tracker.stop()` in a `finally:`) so that a failed or interrupted run still writes "
+            "whole rows"))
 def rows_read(ctx: LogContext) -> Outcome:
     """Every row of every log was read: a row with another number of cells than its header (a
     torn last line, written when the run was killed) is not a measurement and was not imported;
@@ -80,7 +86,9 @@ def rows_read(ctx: LogContext) -> Outcome:
         rows=len(torn), details=evidence(torn))
 
 
-@cc_check("integrity.cells", "integrity")
+@cc_check("integrity.cells", "integrity",
+          remedy=("run CodeCarbon 2.0 or later (per-component power and energy, a run_id); an empty or nan "
+            "cell is a reading CodeCarbon failed: rerun with `log_level=\"debug\"` to see which"))
 def cells(ctx: LogContext) -> Outcome:
     """Every row holds CodeCarbon's measurement (duration, emissions, energy_consumed), from 2.x
     its run_id (without it a row cannot be told from another run's) and, in the layouts that
@@ -108,7 +116,10 @@ def cells(ctx: LogContext) -> Outcome:
     return Outcome.passed(f"all {len(r):,} rows hold finite values in every measurement cell")
 
 
-@cc_check("S5.cc-rows")
+@cc_check("S5.cc-rows",
+          remedy=("give each tracker its own file (`output_file=`, or `output_dir=` per run) and leave "
+            "`allow_multiple_runs` off, so that two trackers never write one emissions.csv; do not "
+            "concatenate logs by hand"))
 def duplicated_rows(ctx: LogContext) -> Outcome:
     """Rows are CodeCarbon's: no row repeats another's measurement (same duration, energy and
     emissions at another line), a log's timestamps do not go back in file order, and the
@@ -169,7 +180,12 @@ def _component_outcome(ctx, comp: str, what: str) -> Outcome:
                           + text, rows=len(flagged), details=evidence(frame))
 
 
-@cc_check("S5.cc-cpu-power", severity="warning")
+@cc_check("S5.cc-cpu-power", severity="warning",
+          remedy=("let CodeCarbon read the CPU's counter: on Linux make RAPL readable (`sudo chmod -R a+r "
+            "/sys/class/powercap/intel-rapl`, or a udev rule; 2.x and 3.x read "
+            "/sys/class/powercap/intel-rapl*/energy_uj); on macOS allow `sudo powermetrics` without "
+            "a password; without one CodeCarbon models the CPU (a TDP constant, or its load model "
+            "from 2.8), and the energy must be reported as modelled"))
 def cpu_power(ctx: LogContext) -> Outcome:
     """Whether each run's CPU power was measured or modelled: CodeCarbon's TDP-fraction constant
     (0.5 x TDP, 2.x and 3.x), its generic-TDP constant (0.5 x 85 W for a CPU it does not know),
@@ -180,7 +196,9 @@ def cpu_power(ctx: LogContext) -> Outcome:
     return _component_outcome(ctx, "cpu", "a power counter's readings vary")
 
 
-@cc_check("S5.cc-ram-power", severity="warning")
+@cc_check("S5.cc-ram-power", severity="warning",
+          remedy=("report the RAM energy as modelled: CodeCarbon never measures RAM power (3 W per 8 GB "
+            "in 2.x, per DIMM in 3.x); `tracking_mode=\"machine\"` keeps the model one constant"))
 def ram_power(ctx: LogContext) -> Outcome:
     """Which RAM model gave each run's RAM power: 3 W per 8 GB (2.x), the DIMM model (3.x: 5 W
     per x86 DIMM, 1.5 W on ARM), or a process-mode share. CodeCarbon never measures RAM power,
@@ -188,14 +206,20 @@ def ram_power(ctx: LogContext) -> Outcome:
     return _component_outcome(ctx, "ram", "")
 
 
-@cc_check("S5.cc-gpu-power", severity="warning")
+@cc_check("S5.cc-gpu-power", severity="warning",
+          remedy=("let CodeCarbon read NVML: install `nvidia-ml-py` (pynvml) in the environment it runs "
+            "in, with the NVIDIA driver visible (`--gpus all` in a container) and `gpu_ids` naming the "
+            "GPUs the run used"))
 def gpu_power(ctx: LogContext) -> Outcome:
     """Whether each run's GPU power was read (NVML, powermetrics) or is one constant repeated
     to every digit across runs (no GPU reading repeats like that)."""
     return _component_outcome(ctx, "gpu", "NVML or powermetrics")
 
 
-@cc_check("S5.cc-cpu-power-max")
+@cc_check("S5.cc-cpu-power-max",
+          remedy=("check the CPU CodeCarbon recorded (`cpu_model`, `cpu_count`): a power above what it "
+            "can draw comes from a wrong TDP (3.0's TDP per logical CPU: upgrade to 3.1 or later) or "
+            "from a `force_cpu_power` set for another machine"))
 def cpu_power_max(ctx: LogContext) -> Outcome:
     """No CPU power above what the CPU model can draw: its TDP in CodeCarbon's own table times
     the sockets its family is sold for (1 for client CPUs, 2 for EPYC, 8 for Xeon), both the
@@ -235,7 +259,9 @@ def cpu_power_max(ctx: LogContext) -> Outcome:
     return Outcome.passed(f"{checked:,} row(s) within their CPU's TDP x sockets" + tail)
 
 
-@cc_check("S5.cc-gpu-power-limit")
+@cc_check("S5.cc-gpu-power-limit",
+          remedy=("check `gpu_ids` and `gpu_count`: a GPU power above its board's limit sums boards the "
+            "run did not use, or another machine's"))
 def gpu_power_limit(ctx: LogContext) -> Outcome:
     """No GPU power above the board limit of its model (NVIDIA's specification, laptop GPUs at
     their top TGP with Dynamic Boost; hardware.GPU_BOARD_LIMIT_W) times the gpu count and
@@ -281,7 +307,9 @@ def gpu_power_limit(ctx: LogContext) -> Outcome:
     return Outcome.passed(f"{checked:,} row(s) within their GPU's board limit x {factor:g}" + tail)
 
 
-@cc_check("S5.cc-power-duration")
+@cc_check("S5.cc-power-duration",
+          remedy=("start one tracker per measured window and do not reuse a stopped tracker: its energy "
+            "then covers another window than the duration beside it"))
 def power_duration(ctx: LogContext) -> Outcome:
     """Where a component's power is a model's constant (CPU TDP constants, RAM models in machine
     mode, a constant repeated across runs), its energy covers a window of that power (energy /
@@ -339,7 +367,9 @@ def power_duration(ctx: LogContext) -> Outcome:
                           f"{t.codecarbon_window_gap_max_s:g} s)")
 
 
-@cc_check("S5.cc-task-totals")
+@cc_check("S5.cc-task-totals",
+          remedy=("read each task's own row in the task file (emissions_<experiment>_<run_id>.csv), not "
+            "the run's row, whose duration CodeCarbon 3.x gives as the last task's"))
 def task_totals(ctx: LogContext) -> Outcome:
     """A run measured with CodeCarbon's task API (start_task/stop_task, 2.5 and later) writes
     one row per task (its task file) and a row of the whole run: the run's row covers its
@@ -385,7 +415,9 @@ def task_totals(ctx: LogContext) -> Outcome:
         "energy over its duration overstates the power", rows=len(frame), details=evidence(frame))
 
 
-@cc_check("S5.cc-short-runs", severity="warning")
+@cc_check("S5.cc-short-runs", severity="warning",
+          remedy=("set `measure_power_secs` well below the run's length (e.g. 1) so that the energy "
+            "rests on readings across the run, not one at stop"))
 def short_runs(ctx: LogContext) -> Outcome:
     """Runs shorter than CodeCarbon's sampling interval (measure_power_secs, 15 s unless set;
     the log does not record it): their energy rests on the one reading taken at stop."""
@@ -400,7 +432,9 @@ def short_runs(ctx: LogContext) -> Outcome:
                           f"{d.min():.3g} s; {_where(frame)})", rows=len(short), details=evidence(frame))
 
 
-@cc_check("S5.cc-magnitudes")
+@cc_check("S5.cc-magnitudes",
+          remedy=("report CodeCarbon's energies in kWh as it writes them (energy_consumed, *_energy), "
+            "and its durations in seconds"))
 def magnitudes(ctx: LogContext) -> Outcome:
     """Energies are possible in kWh: no negative energy, duration or emissions; the mean power
     of the total energy over the duration between kwh_suspect_power_w and the most the machine
@@ -452,7 +486,10 @@ EMPTY_IS_A_VALUE = ("country_iso_code", "region", "cloud_provider", "cloud_regio
 HARDWARE = ("cpu_model", "gpu_model", "cpu_count", "gpu_count", "ram_total_size_gb")
 
 
-@cc_check("S6.cc-constancy", "S6", severity="warning")
+@cc_check("S6.cc-constancy", "S6", severity="warning",
+          remedy=("fix what CodeCarbon may guess per run: `OfflineEmissionsTracker(country_iso_code=..., "
+            "region=...)` for one location, one `tracking_mode`, one pinned codecarbon version and "
+            "one machine per project (`project_name=`)"))
 def constancy(ctx: LogContext) -> Outcome:
     """Location (country, region, cloud provider and region), hardware, OS, CodeCarbon version,
     tracking mode and interpreter stay one value within a project (a log's project_name) and

@@ -85,6 +85,7 @@ section.pass,section.skip{padding:3px 12px;margin:4px 0}
 section.pass p,section.skip p{margin:2px 0}
 .status{font-weight:700;text-transform:uppercase;margin-right:8px}
 .meta,.doc{color:#5f6368;font-size:12px}
+.fix{background:#e8f0fe;border-radius:4px;padding:4px 8px}
 summary{cursor:pointer;color:#1a73e8;font-size:13px}
 img{max-width:100%;height:auto;display:block;margin:6px 0}
 .more{color:#5f6368;font-size:12px}
@@ -139,6 +140,11 @@ def _evidence_table(finding: Finding) -> str:
             f'{f", the first {len(shown)} here" if total > len(shown) else ""}</summary>'
             f'<div class="scroll"><table class="evidence"><tr>{head}</tr>{body}</table></div>'
             f'</details>{more}')
+
+
+def _remedy(finding: Finding) -> str:
+    """What to change in the set-up, under a finding that states it."""
+    return f'<p class="fix"><strong>Fix:</strong> {_esc(finding.remedy)}</p>' if finding.remedy else ""
 
 
 def _explained(finding: Finding) -> str:
@@ -263,7 +269,7 @@ def render_page(report: Report, ctx=None, *, suite: str = "audit", verdict: str 
                 rows = f" &middot; {f.rows_affected:,} {_esc(f.resource or 'row')} row(s) affected" \
                     if f.rows_affected is not None else ""
                 body += f'<p class="meta">{_esc(f.section)} &middot; severity {_esc(f.severity)}{rows}</p>'
-                body += figure_of(f) + _evidence_table(f) + _explained(f)
+                body += _remedy(f) + figure_of(f) + _evidence_table(f) + _explained(f)
             elif (f.details or {}).get("explained"):
                 body += _explained(f)
             sections.append(
@@ -320,12 +326,14 @@ def render_junit(report: Report) -> str:
         case = ET.SubElement(suite, "testcase", classname=f"deepgreen.audit.{f.section}", name=f.id,
                              time=f"{f.seconds or 0:.3f}")
         if f.status == "fail":
-            ET.SubElement(case, "failure", message=f.message[:500], type=f.severity).text = f.message
+            ET.SubElement(case, "failure", message=f.message[:500], type=f.severity).text = (
+                f.message + (f"\nfix: {f.remedy}" if f.remedy else ""))
         elif f.status == "skip":
             said = f"not applicable: {f.message}" if f.basis == NOT_APPLICABLE else f.message
             ET.SubElement(case, "skipped", message=said[:500])
         elif f.status == "warn":
-            ET.SubElement(case, "system-out").text = f"WARN: {f.message}"
+            ET.SubElement(case, "system-out").text = f"WARN: {f.message}" + (
+                f"\nfix: {f.remedy}" if f.remedy else "")
     if report.synthetic:
         ET.SubElement(suite, "system-out").text = report.notice or "SYNTHETIC DATA"
     ET.indent(suites)

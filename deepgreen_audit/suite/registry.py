@@ -130,6 +130,8 @@ class Check(Generic[Reads]):
     func: Callable[[Reads], Outcome]
     #: the page's figure of the check's evidence; None where its table is the evidence
     figure: Figure[Reads] | None = None
+    #: what to change in the set-up so that the next measurement passes (`Finding.remedy`)
+    remedy: str | None = None
 
     @property
     def doc(self) -> str:
@@ -151,11 +153,13 @@ CheckFunc = TypeVar("CheckFunc", bound=Callable[[Any], Outcome])
 
 
 def check(id: str, section: str, *, suite: str = "audit", severity: str = "error",
-          table: str | None = None, figure: Figure[Any] | None = None) -> Callable[[CheckFunc], CheckFunc]:
+          table: str | None = None, figure: Figure[Any] | None = None,
+          remedy: str | None = None) -> Callable[[CheckFunc], CheckFunc]:
     """Register the decorated function as the check `id` of `section` in `suite`.
 
     `table` names the table whose rows `rows_affected` counts (row-level checks); `figure` the
-    page's figure that shows its evidence.
+    page's figure that shows its evidence; `remedy` what to change in the set-up, which a
+    failing or warning finding carries.
     """
     if section not in SUITES.get(suite, ()):
         raise ValueError(f"check {id}: unknown section {section!r} of suite {suite!r}")
@@ -170,7 +174,7 @@ def check(id: str, section: str, *, suite: str = "audit", severity: str = "error
         known = REGISTRY[suite].get(id)
         if known is not None and known.func.__qualname__ != func.__qualname__:
             raise ValueError(f"check id {id} registered twice in suite {suite}")
-        REGISTRY[suite][id] = Check(id, suite, section, severity, table, func, figure)
+        REGISTRY[suite][id] = Check(id, suite, section, severity, table, func, figure, remedy)
         return func
     return register
 
@@ -246,4 +250,5 @@ def run_check(c: Check[Context], ctx: Context, **where: str | None) -> Finding:
     status = "pass" if outcome.ok else ("fail" if c.severity == "error" and not outcome.allowed else "warn")
     rows = outcome.rows if outcome.rows is not None else (0 if c.table and outcome.ok else None)
     return c.finding(status, outcome.message, rows_affected=rows, details=outcome.details,
-                     basis=outcome.basis, seconds=seconds, **where)
+                     basis=outcome.basis, seconds=seconds, remedy=None if outcome.ok else c.remedy,
+                     **where)
