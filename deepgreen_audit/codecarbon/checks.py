@@ -95,18 +95,19 @@ def cells(ctx: LogContext) -> Outcome:
     have them, each component's power and energy; a cell that is empty,
     non-finite (nan, inf) or not a number is named with its row."""
     r = ctx.rows
+    rec = ctx.records
     problems = []
     for i in r.index:
-        missing = [c for c in NEEDED if pd.isna(r.at[i, c])]
-        if r.at[i, "layout"] != "1.x" and pd.isna(r.at[i, "run_id"]):
+        missing = [c for c in NEEDED if pd.isna(rec[i][c])]
+        if rec[i]["layout"] != "1.x" and pd.isna(rec[i]["run_id"]):
             missing.append("run_id")  # its rows cannot be told from another run's
-        if r.at[i, "layout"] != "1.x":
+        if rec[i]["layout"] != "1.x":
             missing += [f"{d}_{k}" for d in ("cpu", "gpu", "ram") for k in ("power_w", "energy_kwh")
-                        if pd.isna(r.at[i, f"{d}_{k}"])]
-        bad = r.at[i, "cell_problems"]
+                        if pd.isna(rec[i][f"{d}_{k}"])]
+        bad = rec[i]["cell_problems"]
         if missing or isinstance(bad, str):
-            problems.append({"source_file": r.at[i, "source_file"],
-                             "source_line": int(r.at[i, "source_line"]),
+            problems.append({"source_file": rec[i]["source_file"],
+                             "source_line": int(rec[i]["source_line"]),
                              "empty": ", ".join(missing) or None,
                              "not_a_value": bad if isinstance(bad, str) else None})
     if problems:
@@ -125,31 +126,39 @@ def duplicated_rows(ctx: LogContext) -> Outcome:
     emissions at another line), a log's timestamps do not go back in file order, and the
     cumulative rows of one run (CodeCarbon's flushes) never decrease in duration or energy."""
     r = ctx.rows
+    rec = ctx.records
     found = []
     key = ["source_file", "duration_s", "energy_consumed_kwh", "emissions_kg"]
     measured = r.dropna(subset=key[1:])
     first_line = measured.groupby(key)["source_line"].transform("first")
     dup = measured[measured.duplicated(key, keep="first")]
     for i in dup.index:
-        found.append({"source_file": r.at[i, "source_file"], "source_line": int(r.at[i, "source_line"]),
+        found.append({"source_file": rec[i]["source_file"], "source_line": int(rec[i]["source_line"]),
                       "problem": f"repeats line {int(first_line[i])}'s duration, energy and "
                                  "emissions"})
-    for source_file, part in r.groupby("source_file", sort=False):
-        stamps = pd.to_datetime(part["timestamp"], errors="coerce", format="ISO8601", utc=True)
-        back = stamps < stamps.cummax().shift(1)
-        for i in part.index[back.fillna(False).to_numpy()]:
-            found.append({"source_file": source_file, "source_line": int(r.at[i, "source_line"]),
-                          "problem": f"timestamp {r.at[i, 'timestamp']} is earlier than a row above it"})
-        for run_key, run in part.groupby("run_key", sort=False):
-            if len(run) < 2:
-                continue
-            for column in ("duration_s", "energy_consumed_kwh"):
-                values = run[column].astype(float)
-                drop = values < values.cummax().shift(1)
-                for i in run.index[drop.fillna(False).to_numpy()]:
-                    found.append({"source_file": source_file, "source_line": int(r.at[i, "source_line"]),
-                                  "problem": f"run {run_key}: {column} {values[i]:.6g} is below an "
-                                             "earlier row of the same run (not a cumulative flush)"})
+    # each log's timestamps, and each run's cumulative rows, against the rows above them;
+    # listed log by log (in file order), its timestamps first, then its runs in order of appearance
+    files = r["source_file"]
+    stamps = pd.to_datetime(r["timestamp"], errors="coerce", format="ISO8601", utc=True)
+    back = (stamps < stamps.groupby(files).cummax().groupby(files).shift(1)).fillna(False)
+    later: list[tuple[tuple, dict]] = []
+    file_rank = {f: k for k, f in enumerate(pd.unique(files))}
+    for i in r.index[back.to_numpy()]:
+        later.append(((file_rank[rec[i]["source_file"]], 0, 0, 0, i),
+                      {"source_file": rec[i]["source_file"], "source_line": int(rec[i]["source_line"]),
+                       "problem": f"timestamp {rec[i]['timestamp']} is earlier than a row above it"}))
+    runs = [files, r["run_key"]]
+    run_rank = r.groupby(runs, sort=False).ngroup()
+    several = r.groupby(runs, sort=False)["run_key"].transform("size") > 1
+    for k, column in enumerate(("duration_s", "energy_consumed_kwh")):
+        values = r[column].astype(float)
+        drop = several & (values < values.groupby(runs).cummax().groupby(runs).shift(1)).fillna(False)
+        for i in r.index[drop.to_numpy()]:
+            later.append(((file_rank[rec[i]["source_file"]], 1, int(run_rank[i]), k, i),
+                          {"source_file": rec[i]["source_file"], "source_line": int(rec[i]["source_line"]),
+                           "problem": f"run {rec[i]['run_key']}: {column} {values[i]:.6g} is below an "
+                                      "earlier row of the same run (not a cumulative flush)"}))
+    found += [entry for _, entry in sorted(later, key=lambda pair: pair[0])]
     flushes = int((~r["final_row"]).sum())
     note = (f"; {flushes} row(s) are cumulative flushes of a run whose final row follows"
             if flushes else "")
@@ -225,23 +234,24 @@ def cpu_power_max(ctx: LogContext) -> Outcome:
     the sockets its family is sold for (1 for client CPUs, 2 for EPYC, 8 for Xeon), both the
     reported power and the mean power of the CPU energy over the duration."""
     r = ctx.rows
+    rec = ctx.records
     found, checked, unknown = [], 0, set()
     for i in r.index:
-        limit = hardware.cpu_maximum(r.at[i, "cpu_model"])
-        powers = {"reported": r.at[i, "cpu_power_w"]}
-        if pd.notna(r.at[i, "cpu_energy_kwh"]) and pd.notna(r.at[i, "duration_s"]) and r.at[i, "duration_s"] > 0:
-            powers["mean (energy / duration)"] = r.at[i, "cpu_energy_kwh"] * J_PER_KWH / r.at[i, "duration_s"]
+        limit = hardware.cpu_maximum(rec[i]["cpu_model"])
+        powers = {"reported": rec[i]["cpu_power_w"]}
+        if pd.notna(rec[i]["cpu_energy_kwh"]) and pd.notna(rec[i]["duration_s"]) and rec[i]["duration_s"] > 0:
+            powers["mean (energy / duration)"] = rec[i]["cpu_energy_kwh"] * J_PER_KWH / rec[i]["duration_s"]
         if all(pd.isna(v) for v in powers.values()):
             continue
         if limit is None:
-            if isinstance(r.at[i, "cpu_model"], str):
-                unknown.add(r.at[i, "cpu_model"])
+            if isinstance(rec[i]["cpu_model"], str):
+                unknown.add(rec[i]["cpu_model"])
             continue
         checked += 1
         for label, p in powers.items():
             if pd.notna(p) and p > limit[0] * (1 + hardware.MODEL_RELATIVE_TOLERANCE):
-                found.append({"source_file": r.at[i, "source_file"], "source_line": int(r.at[i, "source_line"]),
-                              "cpu_model": r.at[i, "cpu_model"], "power": label, "power_w": float(p),
+                found.append({"source_file": rec[i]["source_file"], "source_line": int(rec[i]["source_line"]),
+                              "cpu_model": rec[i]["cpu_model"], "power": label, "power_w": float(p),
                               "maximum_w": limit[0], "source": limit[1]})
     if not checked:
         raise NotApplicable("no row's CPU is in CodeCarbon's table"
@@ -267,28 +277,29 @@ def gpu_power_limit(ctx: LogContext) -> Outcome:
     their top TGP with Dynamic Boost; hardware.GPU_BOARD_LIMIT_W) times the gpu count and
     gpu_power_limit_factor: both the reported power and energy / duration."""
     r = ctx.rows
+    rec = ctx.records
     t = ctx.tolerances
     factor = float(t.gpu_power_limit_factor)
     found, checked, unknown = [], 0, set()
     for i in r.index:
-        p, e, d = r.at[i, "gpu_power_w"], r.at[i, "gpu_energy_kwh"], r.at[i, "duration_s"]
+        p, e, d = rec[i]["gpu_power_w"], rec[i]["gpu_energy_kwh"], rec[i]["duration_s"]
         powers = {"reported": p}
         if pd.notna(e) and pd.notna(d) and d > 0:
             powers["mean (energy / duration)"] = e * J_PER_KWH / d
         if not any(pd.notna(v) and v > 0 for v in powers.values()):
             continue
-        limit = hardware.gpu_limit(r.at[i, "gpu_model"], t.gpu_board_power_limit_w)
+        limit = hardware.gpu_limit(rec[i]["gpu_model"], t.gpu_board_power_limit_w)
         if limit is None:
-            unknown.add(str(r.at[i, "gpu_model"]))
+            unknown.add(str(rec[i]["gpu_model"]))
             continue
-        count = r.at[i, "gpu_count"]
+        count = rec[i]["gpu_count"]
         count = int(count) if pd.notna(count) and count > 0 else 1
         checked += 1
         bound = limit[0] * count * factor
         for label, value in powers.items():
             if pd.notna(value) and value > bound:
-                found.append({"source_file": r.at[i, "source_file"], "source_line": int(r.at[i, "source_line"]),
-                              "gpu_model": r.at[i, "gpu_model"], "power": label, "power_w": float(value),
+                found.append({"source_file": rec[i]["source_file"], "source_line": int(rec[i]["source_line"]),
+                              "gpu_model": rec[i]["gpu_model"], "power": label, "power_w": float(value),
                               "limit_w": limit[0] * count, "source": limit[1],
                               "duration_s": float(d) if pd.notna(d) else None})
     if not checked:
@@ -379,6 +390,7 @@ def task_totals(ctx: LogContext) -> Outcome:
     (seen with 3.3.2): energy over that duration overstates the run's power by about its number
     of tasks, and the run's row is not a measurement of its window."""
     r = ctx.rows
+    rec = ctx.records
     tasks = r[r["task_name"].notna() & r["run_id"].notna()]
     if tasks.empty:
         raise NotApplicable("no log holds a task's row (CodeCarbon's task API)")
@@ -392,16 +404,16 @@ def task_totals(ctx: LogContext) -> Outcome:
                             "emissions.csv CodeCarbon wrote beside the task file)")
     found = []
     for i in run_rows.index:
-        run = per_run.loc[r.at[i, "run_id"]]
-        short = r.at[i, "duration_s"] < run["duration_s"] - run["tasks"] * t.power_duration_window_slack_s
-        low = r.at[i, "energy_consumed_kwh"] < run["energy_kwh"] * (1 - t.power_duration_relative_tolerance)
+        run = per_run.loc[rec[i]["run_id"]]
+        short = rec[i]["duration_s"] < run["duration_s"] - run["tasks"] * t.power_duration_window_slack_s
+        low = rec[i]["energy_consumed_kwh"] < run["energy_kwh"] * (1 - t.power_duration_relative_tolerance)
         if short or low:
-            found.append({"source_file": r.at[i, "source_file"], "source_line": int(r.at[i, "source_line"]),
-                          "run_id": r.at[i, "run_id"], "tasks": int(run["tasks"]),
-                          "duration_s": float(r.at[i, "duration_s"]),
+            found.append({"source_file": rec[i]["source_file"], "source_line": int(rec[i]["source_line"]),
+                          "run_id": rec[i]["run_id"], "tasks": int(run["tasks"]),
+                          "duration_s": float(rec[i]["duration_s"]),
                           "tasks_duration_s": float(run["duration_s"]),
                           "last_task_duration_s": float(run["last_task_s"]),
-                          "energy_kwh": float(r.at[i, "energy_consumed_kwh"]),
+                          "energy_kwh": float(rec[i]["energy_consumed_kwh"]),
                           "tasks_energy_kwh": float(run["energy_kwh"])})
     if not found:
         return Outcome.passed(f"{len(run_rows)} run row(s) cover their tasks' durations and energies")
@@ -441,10 +453,11 @@ def magnitudes(ctx: LogContext) -> Outcome:
     can draw (the CPU and RAM ranges of [audit] plus each GPU's board limit, 1 kW when unknown);
     outside it the figure is in another unit (J, Wh) or over another window."""
     r = ctx.rows
+    rec = ctx.records
     t = ctx.tolerances
     found = []
     for i in r.index:
-        values = {c: r.at[i, c] for c in ("duration_s", "emissions_kg", "energy_consumed_kwh",
+        values = {c: rec[i][c] for c in ("duration_s", "emissions_kg", "energy_consumed_kwh",
                                           "cpu_energy_kwh", "gpu_energy_kwh", "ram_energy_kwh")}
         negative = [c for c, v in values.items() if pd.notna(v) and v < 0]
         e, d = values["energy_consumed_kwh"], values["duration_s"]
@@ -452,10 +465,10 @@ def magnitudes(ctx: LogContext) -> Outcome:
         if problem is None and pd.notna(e) and pd.notna(d) and d > 0 and e > 0:
             with np.errstate(all="ignore"):
                 mean = e * J_PER_KWH / d
-            limit = hardware.gpu_limit(r.at[i, "gpu_model"], t.gpu_board_power_limit_w)
-            gpus = r.at[i, "gpu_count"]
-            gpus = int(gpus) if pd.notna(gpus) else (1 if isinstance(r.at[i, "gpu_model"], str) else 0)
-            pue = r.at[i, "pue"] if pd.notna(r.at[i, "pue"]) and r.at[i, "pue"] >= 1 else 1.0
+            limit = hardware.gpu_limit(rec[i]["gpu_model"], t.gpu_board_power_limit_w)
+            gpus = rec[i]["gpu_count"]
+            gpus = int(gpus) if pd.notna(gpus) else (1 if isinstance(rec[i]["gpu_model"], str) else 0)
+            pue = rec[i]["pue"] if pd.notna(rec[i]["pue"]) and rec[i]["pue"] >= 1 else 1.0
             most = (float(t.cpu_power_range_w[1]) + float(t.ram_power_range_w[1])
                     + gpus * (limit[0] * float(t.gpu_power_limit_factor) if limit else 1000.0)) * pue
             if mean > most:
@@ -464,7 +477,7 @@ def magnitudes(ctx: LogContext) -> Outcome:
             elif mean < float(t.kwh_suspect_power_w):
                 problem = f"{e:.4g} kWh in {d:.4g} s is a mean {mean:.3g} W: not kWh"
         if problem:
-            found.append({"source_file": r.at[i, "source_file"], "source_line": int(r.at[i, "source_line"]),
+            found.append({"source_file": rec[i]["source_file"], "source_line": int(rec[i]["source_line"]),
                           "problem": problem})
     if found:
         frame = pd.DataFrame(found)
@@ -497,31 +510,40 @@ def constancy(ctx: LogContext) -> Outcome:
     runs measured on other hardware or software, or located elsewhere (another carbon
     intensity), are not comparable. RAM size counts as changed beyond 1 %. An empty cell is not
     a value, except a location's beside a filled one (CodeCarbon found no location there)."""
-    r = ctx.rows.copy()
+    r = ctx.rows[["source_file", "source_line", "project_name", "experiment_id", *HELD_FIXED]].copy()
     r["region"] = r["region"].str.lower()
     r["whole log"] = "all rows"
+    for c in HELD_FIXED:  # each value as its text (4 and 4.0 alike), empty as empty
+        r[c] = r[c].fillna("(empty)") if c in EMPTY_IS_A_VALUE else r[c]
+        if c != "ram_total_size_gb":
+            values = r[c].astype(object)
+            r[c] = values.where(values.isna(), values.astype(str))
     groups = []
     for label, column, held in (("project", "project_name", tuple(HELD_FIXED)),
                                 ("experiment", "experiment_id", tuple(HELD_FIXED)),
                                 ("log", "whole log", HARDWARE)):
         scope = r if column != "experiment_id" else r[r[column] != hardware.DEFAULT_EXPERIMENT_ID]
-        for (source_file, name), part in scope.groupby(["source_file", column], sort=True):
-            if label == "log" and part["project_name"].nunique(dropna=False) < 2 and \
-                    part["experiment_id"].nunique() < 2:
-                continue  # one project and experiment: their scopes said it
-            for c in held:
-                what = HELD_FIXED[c]
-                values = part[c].fillna("(empty)") if c in EMPTY_IS_A_VALUE else part[c].dropna()
-                if c == "ram_total_size_gb" and len(values):
-                    changed = values.max() > values.min() * (1 + hardware.RAM_SIZE_RELATIVE_CHANGE)
-                else:
-                    changed = values.astype(str).nunique() > 1
-                if changed:
-                    counts = values.astype(str).value_counts()
-                    groups.append({"source_file": source_file, "scope": f"{label} {name}",
-                                   "column": c, "what": what, "values": "; ".join(
-                                       f"{v} ({n} row(s))" for v, n in counts.items()),
-                                   "lines": ", ".join(str(int(x)) for x in part.loc[values.index, "source_line"][:12])})
+        by = scope.groupby(["source_file", column], sort=True)
+        texts = [c for c in held if c != "ram_total_size_gb"]
+        changed = by[texts].nunique() > 1
+        if "ram_total_size_gb" in held:
+            ram = by["ram_total_size_gb"]
+            changed["ram_total_size_gb"] = ram.max() > ram.min() * (1 + hardware.RAM_SIZE_RELATIVE_CHANGE)
+        if label == "log":  # one project and experiment: their scopes said it
+            several = (by["project_name"].nunique(dropna=False) > 1) | (by["experiment_id"].nunique() > 1)
+            changed = changed[several]
+        positions = by.indices
+        lines = scope["source_line"].to_numpy()
+        for (source_file, name), flags in changed[changed.any(axis=1)].iterrows():
+            at = positions[(source_file, name)]
+            for c in (c for c in held if flags[c]):
+                values = scope[c].to_numpy()[at]
+                known = ~pd.isna(values)
+                counts = pd.Series(values[known]).astype(str).value_counts()
+                groups.append({"source_file": source_file, "scope": f"{label} {name}",
+                               "column": c, "what": HELD_FIXED[c], "values": "; ".join(
+                                   f"{v} ({n} row(s))" for v, n in counts.items()),
+                               "lines": ", ".join(str(int(x)) for x in lines[at][known][:12])})
     if groups:
         frame = pd.DataFrame(groups)
         text = "; ".join(f"{g['source_file']} {g['scope']}: {g['what']} {g['values']}"
