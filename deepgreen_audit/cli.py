@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 from deepgreen_audit import __version__
@@ -230,6 +231,21 @@ def build_parser(verb_named: str | None = None) -> argparse.ArgumentParser:
         sub.set_defaults(func=func)
         return sub
 
+    for add in (_add_validate, _add_flatten, _add_restore, _add_export, _add_synth):
+        add(verb)
+    import importlib
+
+    for module in VERB_MODULES:
+        if verb_named in verbs.choices:  # the verb asked for is there: the rest are not needed
+            break
+        importlib.import_module(module).register(verb)
+    return parser
+
+
+
+
+def _add_validate(verb: VerbAdder) -> None:
+    """Add the verb `validate`: a package's integrity."""
     p = verb("validate", cmd_validate, "check a package's integrity (checksums, schemas, keys)",
              "Check a package of any kind its descriptor declares (a replication package, an "
              "API-level package): the descriptor, SHA256SUMS and each resource's "
@@ -244,6 +260,9 @@ def build_parser(verb_named: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     strict_option(p)
 
+
+def _add_flatten(verb: VerbAdder) -> None:
+    """Add the verb `flatten`: run directories to a package."""
     p = verb("flatten", cmd_flatten, "turn a tree of run directories into a package",
              "Read RUNS/<campaign>/<run_id>/ directories (as 'collect' or 'restore' write them) "
              "and write the four canonical tables, SHA256SUMS and datapackage.json to PKG. "
@@ -263,6 +282,9 @@ def build_parser(verb_named: str | None = None) -> argparse.ArgumentParser:
                    help="replace PKG (and FILE) if it is a package (a descriptor); a folder of "
                         "anything else is refused")
 
+
+def _add_restore(verb: VerbAdder) -> None:
+    """Add the verb `restore`: a package back to run directories."""
     p = verb("restore", cmd_restore, "turn a package back into run directories",
              "Validate PKG, then write one directory per run (manifest.json, blocks.csv, "
              "codecarbon.csv, metrics.csv, samples.csv) under OUT/<campaign>/<run_id>/. "
@@ -275,6 +297,9 @@ def build_parser(verb_named: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace RUNS if it exists")
     p.add_argument("--dry-run", action="store_true", help="say what would be written; write nothing")
 
+
+def _add_export(verb: VerbAdder) -> None:
+    """Add the verb `export`: a package's tables as Parquet."""
     p = verb("export", cmd_export, "export a package's tables for fast analysis (Parquet)",
              "Write each table of the package (of whichever deepgreen kind), typed from its "
              "schema, as OUT/<table>.parquet. The CSV tables remain the archive format.",
@@ -285,6 +310,9 @@ def build_parser(verb_named: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="folder to write the files to")
     p.add_argument("--overwrite", action="store_true", help="replace DIR if it exists")
 
+
+def _add_synth(verb: VerbAdder) -> None:
+    """Add the verb `synth`: a synthetic campaign and its options."""
     p = verb("synth", cmd_synth, "generate a synthetic campaign (clearly marked as such)",
              "Generate a full-size synthetic campaign from a documented generative model "
              "(deepgreen_audit/synth/model.py), deterministic from --seed, with optional planted "
@@ -346,13 +374,11 @@ def build_parser(verb_named: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true",
                    help="replace PKG (and FILE) if it is a package (a descriptor); a folder of "
                         "anything else is refused")
-    import importlib
 
-    for module in VERB_MODULES:
-        if verb_named in verbs.choices:  # the verb asked for is there: the rest are not needed
-            break
-        importlib.import_module(module).register(verb)
-    return parser
+
+#: What adds one verb to the parser: `verb(name, func, help, description, examples)`, returning
+#: the verb's own parser for its options.
+VerbAdder = Callable[..., argparse.ArgumentParser]
 
 
 #: Modules that add verbs of their own layer: each has register(verb).  The audit's first: a
