@@ -18,6 +18,7 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from deepgreen_audit.errors import UserError, refuse_unknown
 from deepgreen_audit.package.schema import load_schema
@@ -199,16 +200,52 @@ def load_plan(path: Path | None = None) -> Plan:
     data = read_toml(path, missing="no such plan file", code="plan-error")
     refuse_unknown(data, sorted(PLAN_KEYS), "a key of a plan", path=path, code="plan-error")
     spec = load_spec()
-    campaign = data.get("campaign")
-    import re
-    if not isinstance(campaign, str) or not re.fullmatch(load_schema("runs").field("campaign").regex,
-                                                         campaign):
-        raise UserError(f"{campaign!r} is not a safe campaign name", path=path, field="campaign",
-                        code="plan-error")
+    campaign = _campaign_name(data, path)
     master_seed = data.get("master_seed", spec_master_seed(spec))
     if isinstance(master_seed, bool) or not isinstance(master_seed, int) or master_seed < 0:
         raise UserError("must be an integer >= 0", path=path, field="master_seed", code="plan-error")
     scope = data.get("scope", {})
+    design = _scoped_design(scope, spec, path)
+    stacks = {eco: _stack(eco, table, spec, path)
+              for eco, table in _stack_tables(data, path).items()}
+    data_dir = _in_checkout(data.get("data_dir", "data"), path, "data_dir")
+    jobs = _jobs(design, campaign, master_seed, data_dir)
+    hosts = _hosts(data.get("hosts", {}), path)
+    timeout = data.get("run_timeout_s", 21600)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise UserError("must be a number of seconds > 0", path=path, field="run_timeout_s",
+                        code="plan-error")
+    return Plan(path=path, campaign=campaign, master_seed=master_seed, run_timeout_s=float(timeout),
+                stacks=stacks, jobs=tuple(jobs), scope=dict(scope), hosts=hosts)
+
+
+def _campaign_name(data: dict, path: Path) -> str:
+    """The plan's campaign: a name the runs table admits, since it names folders too."""
+    import re
+
+    campaign = data.get("campaign")
+    if not isinstance(campaign, str) or not re.fullmatch(load_schema("runs").field("campaign").regex,
+                                                         campaign):
+        raise UserError(f"{campaign!r} is not a safe campaign name", path=path, field="campaign",
+                        code="plan-error")
+    return campaign
+
+
+@dataclass(frozen=True)
+class _ScopedDesign:
+    """The design a plan's [scope] narrows the specification's to: its labels, repetitions, the
+    recipe each run follows (its epochs, batch size and resolution scoped) and the smoke-run
+    batch limits."""
+
+    ecosystems: list
+    architectures: list
+    datasets: list
+    repetitions: int
+    recipe: dict
+    limits: dict
+
+
+def _scoped_design(scope: dict, spec: dict, path: Path) -> _ScopedDesign:
     refuse_unknown(scope, SCOPE_KEYS, "a key of [scope]", path=path, field="scope",
                    code="plan-error")
     ecosystems = _list(scope, "ecosystems", spec["S6_replication"]["ecosystems"], spec, path)
@@ -216,8 +253,7 @@ def load_plan(path: Path | None = None) -> Plan:
     datasets = _list(scope, "datasets", spec["S3_data"]["datasets"], spec, path)
     repetitions = _positive(scope, "repetitions", spec["S6_replication"]["repetitions"], path, "scope.")
     run_recipe = recipe(spec)
-    epochs = _positive(scope, "epochs", run_recipe["epochs"], path, "scope.")
-    run_recipe["epochs"] = epochs
+    run_recipe["epochs"] = _positive(scope, "epochs", run_recipe["epochs"], path, "scope.")
     for key in ("batch_size", "input_resolution_px"):
         run_recipe[key] = _positive(scope, key, run_recipe[key], path, "scope.")
     if not isinstance(scope.get("reason", ""), str):
@@ -227,40 +263,49 @@ def load_plan(path: Path | None = None) -> Plan:
     refuse_unknown([device], DEVICES, "a device", path=path, field="scope.device",
                    code="plan-error")
     limits = {k: _positive(scope, k, None, path, "scope.") for k in ("max_train_batches", "max_eval_batches")}
-    stacks = {}
-    for eco, table in _stack_tables(data, path).items():
-        where = f"stacks.{eco}."
-        refuse_unknown([eco], scope_labels(spec, "ecosystems"), "an ecosystem of the specification",
-                       reasons=out_of_scope_reasons(spec), path=path, field=f"stacks.{eco}",
-                       code="plan-error")
-        kind = table.get("kind")
-        refuse_unknown([kind], STACK_KINDS, "a kind of stack", path=path, field=where + "kind",
-                       code="plan-error")
-        if kind == "python":
-            program = table.get("program")
-            if not isinstance(program, str):
-                raise UserError("a python stack needs program = \"path/to/train.py\"", path=path,
-                                field=where + "program", code="plan-error")
-            python, python_from = _interpreter(table, eco, path, where)
-            stacks[eco] = Stack(eco, kind, program=_in_checkout(program, path, where + "program"),
-                                python=python, python_from=python_from)
-        else:
-            if "python" in table:
-                raise UserError("applies to kind = \"python\" stacks only", path=path,
-                                field=where + "python", code="plan-error")
-            command = table.get("command")
-            if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
-                raise UserError("an external stack needs command = [\"path/to/exe\", ...]", path=path,
-                                field=where + "command", code="plan-error")
-            # A relative executable path is the project's, like a python program's.
-            executable = command[0]
-            if "/" in executable and not Path(executable).is_absolute():
-                executable = str(_in_checkout(executable, path, where + "command"))
-            stacks[eco] = Stack(eco, kind, command=(executable, *command[1:]))
-    data_dir = _in_checkout(data.get("data_dir", "data"), path, "data_dir")
-    configs = [(e, a, d) for e in ecosystems for a in architectures for d in datasets]
+    return _ScopedDesign(ecosystems, architectures, datasets, repetitions, run_recipe, limits)
+
+
+def _stack(eco: str, table: dict, spec: dict, path: Path) -> Stack:
+    """How the plan runs stack `eco`: a Python program and its interpreter, or a command."""
+    where = f"stacks.{eco}."
+    refuse_unknown([eco], scope_labels(spec, "ecosystems"), "an ecosystem of the specification",
+                   reasons=out_of_scope_reasons(spec), path=path, field=f"stacks.{eco}",
+                   code="plan-error")
+    stated = table.get("kind")  # anything the TOML holds: refused by name unless a kind
+    refuse_unknown([cast(str, stated)], STACK_KINDS, "a kind of stack", path=path,
+                   field=where + "kind", code="plan-error")
+    kind = str(stated)
+    if kind == "python":
+        program = table.get("program")
+        if not isinstance(program, str):
+            raise UserError("a python stack needs program = \"path/to/train.py\"", path=path,
+                            field=where + "program", code="plan-error")
+        python, python_from = _interpreter(table, eco, path, where)
+        return Stack(eco, kind, program=_in_checkout(program, path, where + "program"),
+                     python=python, python_from=python_from)
+    if "python" in table:
+        raise UserError("applies to kind = \"python\" stacks only", path=path,
+                        field=where + "python", code="plan-error")
+    command = table.get("command")
+    if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
+        raise UserError("an external stack needs command = [\"path/to/exe\", ...]", path=path,
+                        field=where + "command", code="plan-error")
+    # A relative executable path is the project's, like a python program's.
+    executable = command[0]
+    if "/" in executable and not Path(executable).is_absolute():
+        executable = str(_in_checkout(executable, path, where + "command"))
+    return Stack(eco, kind, command=(executable, *command[1:]))
+
+
+def _jobs(design: _ScopedDesign, campaign: str, master_seed: int, data_dir: Path) -> list[Job]:
+    """One job per run, in the interleaved schedule, each with a seed of its own (derived from
+    the master seed and the run id, drawn again on the rare collision)."""
+    configs = [(e, a, d) for e in design.ecosystems for a in design.architectures
+               for d in design.datasets]
     jobs, seeds = [], set()
-    for position, ((eco, arch, ds), rep) in enumerate(schedule(configs, repetitions, master_seed), 1):
+    for position, ((eco, arch, ds), rep) in enumerate(
+            schedule(configs, design.repetitions, master_seed), 1):
         run_id = f"{eco}.{arch}.{ds}.r{rep}"
         attempt, seed = 0, derive_seed(master_seed, run_id)
         while seed in seeds:
@@ -269,14 +314,9 @@ def load_plan(path: Path | None = None) -> Plan:
         seeds.add(seed)
         jobs.append(Job(run_id=run_id, campaign=campaign, ecosystem=eco, architecture=arch,
                         dataset=ds, repetition=rep, seed=seed, schedule_position=position,
-                        epochs=epochs, data_dir=data_dir, recipe=dict(run_recipe), **limits))
-    hosts = _hosts(data.get("hosts", {}), path)
-    timeout = data.get("run_timeout_s", 21600)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise UserError("must be a number of seconds > 0", path=path, field="run_timeout_s",
-                        code="plan-error")
-    return Plan(path=path, campaign=campaign, master_seed=master_seed, run_timeout_s=float(timeout),
-                stacks=stacks, jobs=tuple(jobs), scope=dict(scope), hosts=hosts)
+                        epochs=design.recipe["epochs"], data_dir=data_dir,
+                        recipe=dict(design.recipe), **design.limits))
+    return jobs
 
 
 def _stack_tables(data: dict, path: Path) -> dict:
