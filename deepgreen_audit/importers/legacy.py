@@ -379,7 +379,6 @@ def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]
     for eco, arch, ds in configs:
         run_id = f"{eco}.{arch}.{ds}.r1"
         blocks = sorted(runs_of[(eco, arch, ds)], key=lambda r: (r.key[4], r.key[3] == "eval"))
-        first = blocks[0].cells
         origins["environment"].append({"*": blocks[0]})
         labels = []
         for c in LABEL_COLUMNS:
@@ -387,38 +386,11 @@ def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]
             labels += [f"{c}={v}" for v in values]
         starts, ends = [], []
         for b in blocks:
-            end = _timestamp(b.cells["timestamp"], b.path, b.line)
-            duration = _num(b, "duration")
-            if duration is None:
-                raise UserError("duration is empty; every block has one", path=b.path, row=b.line,
-                                field="duration")
-            try:
-                start = end - dt.timedelta(seconds=duration)
-            except OverflowError:
-                raise UserError(f"duration {b.cells['duration']!r} does not end at the row's "
-                                "timestamp within years 1 to 9999", path=b.path, row=b.line,
-                                field="duration") from None
+            start, end, duration = _block_window(b)
             starts.append(start)
             ends.append(end)
             origins["blocks"].append({"*": b})
-            kwh = {d: _num(b, f"{d}_energy") for d in ("cpu", "gpu", "ram")}
-            total = _num(b, "energy_consumed")
-            put("blocks", {
-                "run_id": run_id, "epoch": b.key[4], "phase": b.key[3],
-                "started_at_utc": start, "duration_s": duration,
-                "energy_missing_reason": ENERGY_REASON,
-                "codecarbon_duration_s": duration, "codecarbon_energy_kwh": total,
-                "codecarbon_energy_j": None if total is None else total * J_PER_KWH,
-                "codecarbon_cpu_energy_kwh": kwh["cpu"], "codecarbon_gpu_energy_kwh": kwh["gpu"],
-                "codecarbon_ram_energy_kwh": kwh["ram"],
-                "codecarbon_cpu_power_w": _num(b, "cpu_power"),
-                "codecarbon_gpu_power_w": _num(b, "gpu_power"),
-                "codecarbon_ram_power_w": _num(b, "ram_power"),
-                "codecarbon_cpu_method": "unknown", "codecarbon_gpu_method": "unknown",
-                "codecarbon_emissions_kg": _num(b, "emissions"),
-                "codecarbon_emissions_rate_kg_per_s": _num(b, "emissions_rate"),
-                "codecarbon_country_iso_code": b.cells["country_iso_code"].strip() or None,
-                "codecarbon_region": b.cells["region"].strip() or None})
+            put("blocks", _block_values(b, run_id, start, duration))
             source_rows.append([run_id, str(b.key[4]), b.key[3], b.path, str(b.line)]
                                + [b.cells.get(c, "") for c in LABEL_COLUMNS + ("fase", "epoca")]
                                + [b.cells[c] for c in R32])
@@ -431,23 +403,67 @@ def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]
             "dataset": ds, "source_labels": ";".join(labels), "repetition": 1,
             "started_at_utc": min(starts), "ended_at_utc": max(ends), "status": "completed",
             "epochs": epochs, "slurm_energy_missing_reason": SLURM_REASON, "missing_reason": RUN_REASON})
-        gpu_model = first["gpu_model"]
-        if " x " in gpu_model:
-            gpu_model = gpu_model.split(" x ", 1)[1]
-        put("environment", {
-            "run_id": run_id, "os": first["os"], "cpu_model": first["cpu_model"],
-            "cpu_count": _count(blocks[0], "cpu_count"), "gpu_model": gpu_model,
-            "gpu_count": _count(blocks[0], "gpu_count"), "python_version": first["python_version"],
-            "framework": frameworks[eco], "codecarbon_version": first["codecarbon_version"],
-            "codecarbon_tracking_mode": first["tracking_mode"],
-            **_host_context(blocks, run_id),
-            "counters_missing_reason": COUNTERS_REASON, "missing_reason": ENV_REASON})
+        put("environment", _environment_values(blocks, run_id, frameworks[eco]))
     tables = {name: TextTable(schemas[name].field_names, rows_from_columns(schemas[name], cols[name]))
               for name in TABLES}
     report = {"source_of_truth": "results/data/<stack>_combined_data.csv (8 files)",
               "runs": len(configs), "blocks": len(rows),
               "consistency": _consistency(root, truth)}
     return tables, report, source_rows, origins
+
+
+def _block_window(b: SourceRow) -> tuple[dt.datetime, dt.datetime, float]:
+    """A block's start, end and duration: the first campaign's timestamp is the block's end."""
+    end = _timestamp(b.cells["timestamp"], b.path, b.line)
+    duration = _num(b, "duration")
+    if duration is None:
+        raise UserError("duration is empty; every block has one", path=b.path, row=b.line,
+                        field="duration")
+    try:
+        start = end - dt.timedelta(seconds=duration)
+    except OverflowError:
+        raise UserError(f"duration {b.cells['duration']!r} does not end at the row's "
+                        "timestamp within years 1 to 9999", path=b.path, row=b.line,
+                        field="duration") from None
+    return start, end, duration
+
+
+def _block_values(b: SourceRow, run_id: str, start: dt.datetime, duration: float) -> dict:
+    """The blocks table's cells of one source row: CodeCarbon's readings, no counter energy."""
+    kwh = {d: _num(b, f"{d}_energy") for d in ("cpu", "gpu", "ram")}
+    total = _num(b, "energy_consumed")
+    return {
+        "run_id": run_id, "epoch": b.key[4], "phase": b.key[3],
+        "started_at_utc": start, "duration_s": duration,
+        "energy_missing_reason": ENERGY_REASON,
+        "codecarbon_duration_s": duration, "codecarbon_energy_kwh": total,
+        "codecarbon_energy_j": None if total is None else total * J_PER_KWH,
+        "codecarbon_cpu_energy_kwh": kwh["cpu"], "codecarbon_gpu_energy_kwh": kwh["gpu"],
+        "codecarbon_ram_energy_kwh": kwh["ram"],
+        "codecarbon_cpu_power_w": _num(b, "cpu_power"),
+        "codecarbon_gpu_power_w": _num(b, "gpu_power"),
+        "codecarbon_ram_power_w": _num(b, "ram_power"),
+        "codecarbon_cpu_method": "unknown", "codecarbon_gpu_method": "unknown",
+        "codecarbon_emissions_kg": _num(b, "emissions"),
+        "codecarbon_emissions_rate_kg_per_s": _num(b, "emissions_rate"),
+        "codecarbon_country_iso_code": b.cells["country_iso_code"].strip() or None,
+        "codecarbon_region": b.cells["region"].strip() or None}
+
+
+def _environment_values(blocks: list[SourceRow], run_id: str, framework: str) -> dict:
+    """The environment table's cells of one run, from its first block's row."""
+    first = blocks[0].cells
+    gpu_model = first["gpu_model"]
+    if " x " in gpu_model:
+        gpu_model = gpu_model.split(" x ", 1)[1]
+    return {
+        "run_id": run_id, "os": first["os"], "cpu_model": first["cpu_model"],
+        "cpu_count": _count(blocks[0], "cpu_count"), "gpu_model": gpu_model,
+        "gpu_count": _count(blocks[0], "gpu_count"), "python_version": first["python_version"],
+        "framework": framework, "codecarbon_version": first["codecarbon_version"],
+        "codecarbon_tracking_mode": first["tracking_mode"],
+        **_host_context(blocks, run_id),
+        "counters_missing_reason": COUNTERS_REASON, "missing_reason": ENV_REASON}
 
 
 def import_source(source: Path, out: Path, *, overwrite: bool = False,
