@@ -235,48 +235,12 @@ def render_page(report: Report, ctx=None, *, suite: str = "audit", verdict: str 
     groups: dict[str, list[Finding]] = {key: [] for key, _ in GROUPS}
     for f in report.findings:
         groups[group_of(f)].append(f)
-    drawn: dict[str, str] = {}
-
-    def figure_of(finding: Finding) -> str:
-        """The figure's <img> under the first check it shows, a link to it under the others."""
-        check = checks.get(finding.id)
-        figure = check.figure if check is not None else None
-        if figure is None or ctx is None or group_of(finding) != "contradicted":
-            return ""
-        kind = figure.key
-        if kind in drawn:
-            return (f'<p class="meta">Figure: {figure.title}, under '
-                    f'<a href="#figure-{kind}">{_esc(drawn[kind])}</a>.</p>') if drawn[kind] else ""
-        drawing = figure.draw(ctx, report)
-        drawn[kind] = finding.id if drawing else ""
-        if not drawing:
-            return ""
-        image, caption = drawing
-        return (f'<img class="figure" id="figure-{kind}" data-figure="{kind}" '
-                f'alt="{_esc(caption)}" title="{_esc(caption)}" src="{image}">')
-
+    figures = _Figures(checks, ctx, report)
     sections = []
     for key, heading in GROUPS:
-        if not groups[key]:
-            continue
-        sections.append(f"<h2>{heading} ({len(groups[key])})</h2>")
-        for f in groups[key]:
-            colour = STATUS_COLOURS[f.status]
-            body = f"<p>{_esc(f.message)}</p>"
-            if docs.get(f.id):
-                body += f'<p class="doc">Checks: {_esc(docs[f.id])}</p>'
-            if f.status in ("fail", "warn"):
-                rows = f" &middot; {f.rows_affected:,} {_esc(f.resource or 'row')} row(s) affected" \
-                    if f.rows_affected is not None else ""
-                body += f'<p class="meta">{_esc(f.section)} &middot; severity {_esc(f.severity)}{rows}</p>'
-                body += _remedy(f) + figure_of(f) + _evidence_table(f) + _explained(f)
-            elif (f.details or {}).get("explained"):
-                body += _explained(f)
-            sections.append(
-                f'<section class="check {f.status}" id="{_esc(f.id)}" data-check="{_esc(f.id)}" '
-                f'style="border-left-color:{colour}"><h3><span class="status" style="color:{colour}">'
-                f'{f.status}</span>{_esc(f.id)}</h3>{body}</section>')
-    counts = report.counts
+        if groups[key]:
+            sections.append(f"<h2>{heading} ({len(groups[key])})</h2>")
+            sections += [_check_section(f, docs.get(f.id), figures) for f in groups[key]]
     package = ctx.package if ctx is not None else None
     banner = ('<div class="synthetic">SYNTHETIC DATA: this package is synthetic; '
               'its numbers are not measurements.</div><div class="watermark">SYNTHETIC DATA</div>'
@@ -295,11 +259,7 @@ def render_page(report: Report, ctx=None, *, suite: str = "audit", verdict: str 
 <body>{banner}<header><h1>{'SYNTHETIC DATA: ' if report.synthetic else ''}DeepGreen audit
 <span style="color:{STATUS_COLOURS['pass' if report.valid else 'fail']}">{words}</span></h1>
 {_verdict(report, groups, verdict)}
-<p class="summary"><span style="color:{STATUS_COLOURS['pass']}">{counts['pass']} pass</span>
-<span style="color:{STATUS_COLOURS['fail']}">{counts['fail']} fail</span>
-<span style="color:{STATUS_COLOURS['warn']}">{counts['warn']} warn</span>
-<span style="color:{STATUS_COLOURS['skip']}">{counts['skip']} skip{
-    f" ({len(report.not_applicable)} not applicable)" if report.not_applicable else ""}</span></p>{finished}
+{_summary(report)}{finished}
 {_identity(report, package)}
 <p class="meta">Generated {generated} by deepgreen audit.  "Not recorded": every row the check
 failed lacks the value it checks (an empty cell, a missing reading), so nothing contradicts the
@@ -308,6 +268,64 @@ specification but nothing shows it was met; "contradicted": a recorded value bre
 {''.join(sections)}
 </main>{banner}</body></html>
 """
+
+
+class _Figures:
+    """The page's figures: each drawn once, under the first contradicted check that declares
+    it, and linked from the others."""
+
+    def __init__(self, checks: dict[str, Check], ctx, report: Report):
+        self.checks, self.ctx, self.report = checks, ctx, report
+        self.drawn: dict[str, str] = {}  # figure key -> the check it is drawn under ("" if empty)
+
+    def under(self, finding: Finding) -> str:
+        """The figure's <img> under the first check it shows, a link to it under the others."""
+        check = self.checks.get(finding.id)
+        figure = check.figure if check is not None else None
+        if figure is None or self.ctx is None or group_of(finding) != "contradicted":
+            return ""
+        kind = figure.key
+        if kind in self.drawn:
+            return (f'<p class="meta">Figure: {figure.title}, under '
+                    f'<a href="#figure-{kind}">{_esc(self.drawn[kind])}</a>.</p>'
+                    ) if self.drawn[kind] else ""
+        drawing = figure.draw(self.ctx, self.report)
+        self.drawn[kind] = finding.id if drawing else ""
+        if not drawing:
+            return ""
+        image, caption = drawing
+        return (f'<img class="figure" id="figure-{kind}" data-figure="{kind}" '
+                f'alt="{_esc(caption)}" title="{_esc(caption)}" src="{image}">')
+
+
+def _check_section(f: Finding, doc: str | None, figures: _Figures) -> str:
+    """One check's section: its message and description; for a fail or warn, where and how
+    severe, the fix, the figure, the evidence and what was explained away."""
+    colour = STATUS_COLOURS[f.status]
+    body = f"<p>{_esc(f.message)}</p>"
+    if doc:
+        body += f'<p class="doc">Checks: {_esc(doc)}</p>'
+    if f.status in ("fail", "warn"):
+        rows = f" &middot; {f.rows_affected:,} {_esc(f.resource or 'row')} row(s) affected" \
+            if f.rows_affected is not None else ""
+        body += f'<p class="meta">{_esc(f.section)} &middot; severity {_esc(f.severity)}{rows}</p>'
+        body += _remedy(f) + figures.under(f) + _evidence_table(f) + _explained(f)
+    elif (f.details or {}).get("explained"):
+        body += _explained(f)
+    return (f'<section class="check {f.status}" id="{_esc(f.id)}" data-check="{_esc(f.id)}" '
+            f'style="border-left-color:{colour}"><h3><span class="status" style="color:{colour}">'
+            f'{f.status}</span>{_esc(f.id)}</h3>{body}</section>')
+
+
+def _summary(report: Report) -> str:
+    """The counts of each status, the skips that do not apply said apart."""
+    counts = report.counts
+    applicable = (f" ({len(report.not_applicable)} not applicable)" if report.not_applicable
+                  else "")
+    return (f'<p class="summary"><span style="color:{STATUS_COLOURS["pass"]}">{counts["pass"]} pass</span>\n'
+            f'<span style="color:{STATUS_COLOURS["fail"]}">{counts["fail"]} fail</span>\n'
+            f'<span style="color:{STATUS_COLOURS["warn"]}">{counts["warn"]} warn</span>\n'
+            f'<span style="color:{STATUS_COLOURS["skip"]}">{counts["skip"]} skip{applicable}</span></p>')
 
 
 # ---------------------------------------------------------------- JUnit
