@@ -483,3 +483,72 @@ def test_a_set_up_finding_says_what_to_change_in_codecarbon(tmp_path, capsys):
     section = page.read_text(encoding="utf-8").split('data-check="S5.cc-short-runs"')[1]
     assert "<strong>Fix:</strong> set `measure_power_secs`" in section.split("</section>")[0]
     assert "fix: set `measure_power_secs`" in junit.read_text(encoding="utf-8")
+
+
+def _pre_commit_hook() -> dict:
+    import yaml
+
+    hooks = yaml.safe_load((Path(__file__).resolve().parents[1] / ".pre-commit-hooks.yaml")
+                           .read_text(encoding="utf-8"))
+    return next(h for h in hooks if h["id"] == "codecarbon-audit")
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_the_pre_commit_hook_runs_as_pre_commit_calls_it(tmp_path, strict):
+    """pre-commit runs `entry`, then the hook's args, then the matching files it stages: a clean
+    log passes (without --strict: its modelled RAM is a warning), a log with a defect fails, and
+    with --strict a modelled figure fails too; the logs are left as they were."""
+    import re
+    import shlex
+    import subprocess
+    import sys
+
+    hook = _pre_commit_hook()
+    assert hook["language"] == "python" and hook["pass_filenames"]
+    good = write_log(tmp_path / "runs" / "emissions.csv", "3.x", clean("3.x"))
+    rows = clean("3.x")
+    rows[1]["ram_energy"] *= 24
+    _retotal(rows[1])
+    bad = write_log(tmp_path / "other" / "emissions.csv", "3.x", rows)
+    assert re.search(hook["files"], "runs/emissions.csv") and not re.search(hook["files"], "data.csv")
+    before = good.read_bytes(), bad.read_bytes()
+    entry = [sys.executable, "-m", "deepgreen_audit", *shlex.split(hook["entry"])[1:],
+             *(["--strict"] if strict else [])]
+    assert shlex.split(hook["entry"])[0] == "deepgreen"
+
+    def run(*files):
+        return subprocess.run([*entry, *map(str, files)], capture_output=True, text=True,
+                              cwd=tmp_path).returncode
+
+    assert run(good) == (1 if strict else 0)
+    assert run(good, bad) == 1
+    assert (good.read_bytes(), bad.read_bytes()) == before
+    assert not list(tmp_path.glob("**/datapackage.json"))
+
+
+def test_the_ci_step_of_the_docs_runs_as_written(tmp_path):
+    """The CI recipe of docs/codecarbon.md: its command on a folder of logs writes the JUnit
+    file a CI reads (one test case per check, the defect a failure with its fix) and the page."""
+    import shlex
+    import subprocess
+    import sys
+    import xml.etree.ElementTree as ET
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "codecarbon.md").read_text(encoding="utf-8")
+    command = next(line.split("run:", 1)[1].strip() for line in docs.splitlines()
+                   if line.strip().startswith("run: deepgreen audit --logs"))
+    rows = clean("3.x")
+    rows[1]["ram_energy"] *= 24
+    _retotal(rows[1])
+    write_log(tmp_path / "results" / "emissions.csv", "3.x", rows)
+    argv = shlex.split(command)
+    assert argv[0] == "deepgreen"
+    done = subprocess.run([sys.executable, "-m", "deepgreen_audit", *argv[1:]], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    suite = ET.parse(tmp_path / "codecarbon-audit.xml").getroot()
+    failures = {case.get("name"): case.find("failure") for case in suite.iter("testcase")
+                if case.find("failure") is not None}
+    assert any("S5.cc-power-duration" in name for name in failures)
+    assert any("fix:" in (f.text or "") for f in failures.values())
+    assert (tmp_path / "codecarbon-audit.html").stat().st_size > 0

@@ -30,7 +30,12 @@ def cmd_audit(args) -> int:
     from deepgreen_audit.audit.driver import resolve_package, start_round_trip
     from deepgreen_audit.package.dispatch import check_verb, is_codecarbon_log
 
-    location = resolve_package(args.package)
+    if args.logs:
+        return _audit_logs(args)
+    if len(args.package) > 1:
+        raise UserError(f"one package at a time, not {len(args.package)} (CodeCarbon logs: "
+                        "--logs FILE...)", code="usage-error")
+    location = resolve_package(args.package[0] if args.package else PACKAGE_DEFAULT)
     check_verb(location, "audit")
     files = report_files(args, location)
     ctx: Any  # the suite's context: a LogContext or an AuditContext (None when validation failed)
@@ -65,6 +70,35 @@ def cmd_audit(args) -> int:
     return report.exit_status(args.strict)
 
 
+def _audit_logs(args) -> int:
+    """`--logs`: CodeCarbon logs audited where they lie (a pre-commit hook's or a CI step's
+    files): imported into a package in a temporary folder, removed afterwards, and audited as
+    such a package is; the report names the logs, not the temporary package."""
+    import tempfile
+
+    from deepgreen_audit.codecarbon import audit as codecarbon_audit
+    from deepgreen_audit.codecarbon.importer import import_logs
+    from deepgreen_audit.spec import load_spec
+
+    if not args.package:
+        raise UserError("--logs needs the CodeCarbon logs to audit (files or folders)",
+                        code="usage-error")
+    logs = [Path(p) for p in args.package]
+    files = report_files(args, None, inputs=logs)
+    with tempfile.TemporaryDirectory(prefix="deepgreen-logs-") as scratch:
+        package = Path(scratch) / "logs"
+        import_logs(logs, package)
+        report, ctx = codecarbon_audit.audit_log(
+            package, spec=load_spec(args.spec) if args.spec else None, select=args.select)
+        report.subject = " ".join(str(p) for p in logs)
+        print(report.to_json() if args.json else report.format_text(evidence_rows=3),
+              end="" if args.json else "\n")
+        if args.strict and not args.json and report.strict_verdict():
+            print(report.strict_verdict())
+        write_report_files(files, report, lambda: codecarbon_audit.render_log_page(report, ctx))
+    return report.exit_status(args.strict)
+
+
 def _campaign_page(report, ctx) -> str:
     """The campaign audit's HTML page (its module is imported only when a page is asked for)."""
     from deepgreen_audit.page.html import render_page
@@ -72,19 +106,21 @@ def _campaign_page(report, ctx) -> str:
     return render_page(report, ctx)
 
 
-def report_files(args, location) -> dict[str, Path]:
+def report_files(args, location, inputs: list[Path] | None = None) -> dict[str, Path]:
     """The report files the command line asks for (--out, --html, --junit), refused before the
     audit runs, as package outputs are: an existing file without --overwrite, one of the
-    package's own files (a data-loss bug), and two outputs on the same path."""
+    package's own files or of the `inputs` given (a data-loss bug), and two outputs on the same
+    path."""
     from deepgreen_audit.package import atomic
     from deepgreen_audit.package.descriptor import Package
 
     files = {kind: Path(path) for kind, path in
              (("json", args.out), ("html", args.html), ("junit", args.junit)) if path}
-    try:
-        inputs = Package.open(location).input_paths()
-    except UserError:  # an unreadable descriptor: the audit reports it; its folder is the input
-        inputs = [Path(location or ".")]
+    if inputs is None:
+        try:
+            inputs = Package.open(location).input_paths()
+        except UserError:  # an unreadable descriptor: the audit reports it; its folder is the input
+            inputs = [Path(location or ".")]
     seen: dict[str, str] = {}
     for kind, path in files.items():
         atomic.refuse_overlap(path, inputs)
@@ -129,6 +165,10 @@ def cmd_spec(args) -> int:
     return 0
 
 
+#: The package an audit reads when none is named.
+PACKAGE_DEFAULT = "datapackage.json"
+
+
 def register(verb) -> None:
     from deepgreen_audit.console import strict_option
 
@@ -149,9 +189,15 @@ def register(verb) -> None:
                "first-campaign.xml", "its page and JUnit file (exit 1)"),
               ("deepgreen audit --select S5 --strict", "the shipped package's S5 checks, strictly"),
               ("deepgreen audit --list", "every check with its section and severity")])
-    p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
-                   help="package folder or its datapackage.json (default: ./datapackage.json)")
+    p.add_argument("package", nargs="*", metavar="PKG",
+                   help="package folder or its datapackage.json (default: ./datapackage.json); "
+                        "with --logs, the CodeCarbon logs to audit")
     strict_option(p)
+    p.add_argument("--logs", action="store_true",
+                   help="the arguments are CodeCarbon logs (files, or folders of *.csv), audited "
+                        "where they lie: imported into a temporary package, removed afterwards; "
+                        "for a pre-commit hook or a CI step (docs/codecarbon.md), e.g. 'deepgreen "
+                        "audit --logs emissions.csv'")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--out", metavar="FILE", help="also write the JSON report to FILE")
     p.add_argument("--html", metavar="FILE",
