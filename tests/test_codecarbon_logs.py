@@ -552,3 +552,22 @@ def test_the_ci_step_of_the_docs_runs_as_written(tmp_path):
     assert any("S5.cc-power-duration" in name for name in failures)
     assert any("fix:" in (f.text or "") for f in failures.values())
     assert (tmp_path / "codecarbon-audit.html").stat().st_size > 0
+
+
+def test_a_long_logs_page_embeds_a_summary_of_its_evidence(tmp_path, monkeypatch):
+    """A finding with more evidence rows than a page embeds: the page's CSV holds the first
+    EMBEDDED_EVIDENCE_ROWS and says where all of them are (the JSON report holds them all)."""
+    import base64
+
+    from deepgreen_audit.page import html as page_html
+
+    monkeypatch.setattr(page_html, "EMBEDDED_EVIDENCE_ROWS", 25)
+    rows = clean("3.x", n=60, duration=2.0)                 # 60 short runs: S5.cc-short-runs warns
+    report, ctx = audited(tmp_path, "3.x", rows)
+    short = report.finding("S5.cc-short-runs")
+    assert len(short.details["evidence"]) == 60
+    page = render_log_page(report, ctx)
+    section = page.split('data-check="S5.cc-short-runs"')[1].split("</section>")[0]
+    assert "has the first 25; all 60 are in the JSON report" in section
+    uri = section.split('href="data:text/csv;charset=utf-8;base64,')[1].split('"')[0]
+    assert base64.b64decode(uri).decode().count("\n") == 26          # the header and 25 rows

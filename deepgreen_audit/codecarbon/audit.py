@@ -22,8 +22,10 @@ from deepgreen_audit.spec import load_spec
 from deepgreen_audit.suite.registry import Check, select_checks
 from deepgreen_audit.suite.run import INTEGRITY_ID, run_suite
 
-#: Runs listed under each log in the text report (all of them are in --json and --html).
+#: Runs listed under each log in the text report (all of them are in --json).
 RUNS_SHOWN = 12
+#: Runs whose verdict the page lists (all of them are in --json): a page a browser opens.
+RUNS_ON_PAGE = 2_000
 #: The reused checks' evidence keys, back in a log's terms.
 _RENAMED = {"ecosystem": "source_file", "epoch": "source_line", "phase": "row", "run_id": "run"}
 
@@ -119,11 +121,15 @@ def verdict_html(report: Report, ctx: LogContext | None) -> tuple[str, str]:
     if figure:
         parts.append(f'<img class="figure" alt="energy of each run by component, measured or '
                      f'modelled" src="{figure}">')
+    listed = verdicts["runs"][:RUNS_ON_PAGE]
     rows = "".join(f"<tr><td>{html.escape(str(r['source_file']))}</td><td>{r['source_line']}</td>"
                    f"<td>{html.escape(str(r['run_key']))}</td><td style=\"color:"
                    f"{colours.get(r['verdict'], '#202124')}\">{html.escape(r['words'])}</td></tr>"
-                   for r in verdicts["runs"])
-    parts.append(f'<details><summary>the verdict of each of the {len(verdicts["runs"]):,} run(s)'
+                   for r in listed)
+    total = len(verdicts["runs"])
+    first = "" if total == len(listed) else (
+        f", the first {len(listed):,} here (all in the JSON report: stats.verdicts.runs)")
+    parts.append(f'<details><summary>the verdict of each of the {total:,} run(s){first}'
                  '</summary><div class="scroll"><table><tr><th>log</th><th>line</th><th>run</th>'
                  f'<th>verdict</th></tr>{rows}</table></div></details>')
     return "".join(top), "".join(parts)

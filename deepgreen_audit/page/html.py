@@ -34,6 +34,10 @@ from deepgreen_audit.suite.registry import Check
 SHOWN_EVIDENCE_ROWS = 20
 #: Evidence of at most this many rows shows unfolded (for a contradicted finding).
 OPEN_EVIDENCE_ROWS = 5
+#: Evidence rows a finding embeds as CSV in the page: beyond them (a log of 100,000 rows) the page
+#: says how many more there are and where they all are (the JSON report), so that it stays a
+#: page a browser opens (under 10 MB).
+EMBEDDED_EVIDENCE_ROWS = 2_000
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 STATUS_COLOURS = {"pass": "#1b7f3b", "fail": "#b3261e", "warn": "#a15c00", "skip": "#5f6368"}
 #: The page's groups of findings, in page order: (key, heading).
@@ -131,10 +135,14 @@ def _evidence_table(finding: Finding) -> str:
     head = "".join(f"<th>{_esc(c)}</th>" for c in columns)
     total = len(rows)
     name = f"{finding.id}-evidence.csv"
+    embedded = rows[:EMBEDDED_EVIDENCE_ROWS]
+    holds = (f"has all {total:,} (embedded in this page; so does the JSON report, --out)"
+             if total == len(embedded) else
+             f"has the first {len(embedded):,}; all {total:,} are in the JSON report (--out FILE: "
+             f"findings, details.evidence)")
     more = (f'<p class="more">{total - len(shown):,} more row(s) than the table\'s {len(shown)}: '
-            f'<a class="csv" download="{_esc(name)}" href="{_csv_uri(rows)}">{_esc(name)}</a> '
-            f'has all {total:,} (embedded in this page; so does the JSON report, --out)</p>'
-            if total > len(shown) else "")
+            f'<a class="csv" download="{_esc(name)}" href="{_csv_uri(embedded)}">{_esc(name)}</a> '
+            f'{holds}</p>' if total > len(shown) else "")
     opened = " open" if group_of(finding) == "contradicted" and total <= OPEN_EVIDENCE_ROWS else ""
     return (f'<details class="evidence"{opened}><summary>evidence: {total:,} row(s)'
             f'{f", the first {len(shown)} here" if total > len(shown) else ""}</summary>'
