@@ -89,11 +89,15 @@ def audit_log(location, *, spec: dict[str, Any] | None = None,
     logs = log_verdicts(ctx, runs)
     report.stats["verdicts"] = {"logs": logs, "runs": runs.drop(columns=["energy_kwh"], errors="ignore")
                                 .to_dict(orient="records")}
+    runs_of: dict[str, list[dict[str, Any]]] = {}
+    for run in report.stats["verdicts"]["runs"]:
+        runs_of.setdefault(run["source_file"], []).append(run)
     for log in logs:
         report.notes.append(f"{log['source_file']}: {log['words']}")
-        part = runs[runs["source_file"] == log["source_file"]]
-        for r in part.head(RUNS_SHOWN).itertuples():
-            report.notes.append(f"  line {r.source_line} ({_measurement(r.run_key)}): {r.words}")
+        part = runs_of.get(log["source_file"], [])
+        for run in part[:RUNS_SHOWN]:
+            report.notes.append(f"  line {run['source_line']} ({_measurement(run['run_key'])}): "
+                                f"{run['words']}")
         if len(part) > RUNS_SHOWN:
             report.notes.append(f"  ... {len(part) - RUNS_SHOWN} more run(s) in --json and --html")
     return report, ctx
