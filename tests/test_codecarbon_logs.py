@@ -571,3 +571,23 @@ def test_a_long_logs_page_embeds_a_summary_of_its_evidence(tmp_path, monkeypatch
     assert "has the first 25; all 60 are in the JSON report" in section
     uri = section.split('href="data:text/csv;charset=utf-8;base64,')[1].split('"')[0]
     assert base64.b64decode(uri).decode().count("\n") == 26          # the header and 25 rows
+
+
+def test_measured_values_are_not_held_to_a_models_bounds(tmp_path):
+    """Apple silicon's power is powermetrics' measurement, which no TDP in CodeCarbon's table
+    bounds; a process's tiny share is a plausible small energy, not another unit (a whole
+    machine's is)."""
+    rows = clean("3.x", cpu_w=42.0)
+    for r in rows:
+        r["cpu_model"], r["os"] = "Apple M1", "macOS-14.4-arm64-arm-64bit"
+    report, _ = audited(tmp_path / "apple", "3.x", rows)
+    assert status(report, "S5.cc-cpu-power-max") != "fail"
+    tiny = clean("3.x", duration=10.0, cpu_w=0.001, gpu_w=0.0, ram_w=0.0005)
+    for r in tiny:
+        r["tracking_mode"] = "process"
+    report, _ = audited(tmp_path / "process", "3.x", tiny)
+    assert status(report, "S5.cc-magnitudes") == "pass"
+    for r in tiny:
+        r["tracking_mode"] = "machine"
+    report, _ = audited(tmp_path / "machine", "3.x", tiny)
+    assert status(report, "S5.cc-magnitudes") == "fail"

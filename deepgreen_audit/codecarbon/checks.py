@@ -45,6 +45,11 @@ def cc_check(id_: str, section: str = "S5", severity: str = "error", remedy: str
                  remedy=remedy)
 
 
+def _number(value) -> float:
+    """A cell as a float, NaN where empty."""
+    return float(value) if value is not None and not pd.isna(value) else float("nan")
+
+
 def _where(frame: pd.DataFrame) -> str:
     """'001.csv lines 2, 3; 005.csv line 4' (at most 6 lines named)."""
     parts = []
@@ -232,11 +237,18 @@ def gpu_power(ctx: LogContext) -> Outcome:
 def cpu_power_max(ctx: LogContext) -> Outcome:
     """No CPU power above what the CPU model can draw: its TDP in CodeCarbon's own table times
     the sockets its family is sold for (1 for client CPUs, 2 for EPYC, 8 for Xeon), both the
-    reported power and the mean power of the CPU energy over the duration."""
+    reported power and the mean power of the CPU energy over the duration.  Apple silicon is
+    not held to a TDP: CodeCarbon measures it with powermetrics, whose package power a table's
+    TDP does not bound."""
     r = ctx.rows
     rec = ctx.records
-    found, checked, unknown = [], 0, set()
+    found, checked, unknown, measured = [], 0, set(), set()
     for i in r.index:
+        if hardware.is_apple_silicon(rec[i]["cpu_model"]) and not hardware.cpu_models(
+                _number(rec[i]["cpu_power_w"]), rec[i]["cpu_model"], _number(rec[i]["cpu_count"]),
+                rec[i]["major"]):
+            measured.add(rec[i]["cpu_model"])
+            continue
         limit = hardware.cpu_maximum(rec[i]["cpu_model"])
         powers = {"reported": rec[i]["cpu_power_w"]}
         if pd.notna(rec[i]["cpu_energy_kwh"]) and pd.notna(rec[i]["duration_s"]) and rec[i]["duration_s"] > 0:
@@ -258,6 +270,9 @@ def cpu_power_max(ctx: LogContext) -> Outcome:
                    + (f" ({', '.join(sorted(unknown)[:3])})" if unknown else ""))
     tail = (f"; {len(unknown)} CPU model(s) not in {hardware.cpu_table()[1]}, not checked: "
             + ", ".join(sorted(unknown)[:4]) if unknown else f"; TDPs from {hardware.cpu_table()[1]}")
+    if measured:
+        tail += ("; Apple silicon measured by powermetrics, not held to a TDP: "
+                 + ", ".join(sorted(measured)[:4]))
     if found:
         frame = pd.DataFrame(found)
         worst = frame.loc[frame["power_w"].idxmax()]
@@ -449,9 +464,10 @@ def short_runs(ctx: LogContext) -> Outcome:
             "and its durations in seconds"))
 def magnitudes(ctx: LogContext) -> Outcome:
     """Energies are possible in kWh: no negative energy, duration or emissions; the mean power
-    of the total energy over the duration between kwh_suspect_power_w and the most the machine
-    can draw (the CPU and RAM ranges of [audit] plus each GPU's board limit, 1 kW when unknown);
-    outside it the figure is in another unit (J, Wh) or over another window."""
+    of the total energy over the duration at most what the machine can draw (the CPU and RAM
+    ranges of [audit] plus each GPU's board limit, 1 kW when unknown) and, in machine mode, at
+    least kwh_suspect_power_w (in process mode the process's shares may be smaller); outside it
+    the figure is in another unit (J, Wh) or over another window."""
     r = ctx.rows
     rec = ctx.records
     t = ctx.tolerances
@@ -462,6 +478,8 @@ def magnitudes(ctx: LogContext) -> Outcome:
         negative = [c for c, v in values.items() if pd.notna(v) and v < 0]
         e, d = values["energy_consumed_kwh"], values["duration_s"]
         problem = f"negative {', '.join(negative)}" if negative else None
+        # in process mode the CPU and RAM are the process's shares, which may be tiny
+        machine = rec[i]["tracking_mode"] != "process"
         if problem is None and pd.notna(e) and pd.notna(d) and d > 0 and e > 0:
             with np.errstate(all="ignore"):
                 mean = e * J_PER_KWH / d
@@ -474,7 +492,7 @@ def magnitudes(ctx: LogContext) -> Outcome:
             if mean > most:
                 problem = (f"{e:.4g} kWh in {d:.4g} s is a mean {mean:.4g} W, above the {most:.4g} W "
                            "this machine can draw")
-            elif mean < float(t.kwh_suspect_power_w):
+            elif machine and mean < float(t.kwh_suspect_power_w):
                 problem = f"{e:.4g} kWh in {d:.4g} s is a mean {mean:.3g} W: not kWh"
         if problem:
             found.append({"source_file": rec[i]["source_file"], "source_line": int(rec[i]["source_line"]),

@@ -220,6 +220,12 @@ def max_sockets(model) -> int:
     return 1
 
 
+def is_apple_silicon(cpu_model) -> bool:
+    """An Apple M-series CPU: CodeCarbon reads its power from `powermetrics` (a measurement of
+    the package, efficiency and performance cores and all), which no TDP in its table bounds."""
+    return isinstance(cpu_model, str) and cpu_model.strip().lower().startswith("apple m")
+
+
 def is_arm(cpu_model, os_name) -> bool:
     text = f"{cpu_model or ''} {os_name or ''}".lower()
     return "apple m" in text or "arm64" in text or "aarch64" in text
