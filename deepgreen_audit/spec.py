@@ -78,6 +78,7 @@ class AuditTolerances:
     power_duration_relative_tolerance: float
     power_duration_window_slack_s: float
     codecarbon_window_gap_max_s: float
+    repeated_power_min_w: float
     codecarbon_v2_window_excess_max_s: float
     max_ecosystem_offset_days: float
     phase_work_log_tolerance: float

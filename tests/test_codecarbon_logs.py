@@ -591,3 +591,12 @@ def test_measured_values_are_not_held_to_a_models_bounds(tmp_path):
         r["tracking_mode"] = "machine"
     report, _ = audited(tmp_path / "machine", "3.x", tiny)
     assert status(report, "S5.cc-magnitudes") == "fail"
+
+
+def test_a_sensor_at_its_resolution_repeats_without_being_a_model(tmp_path):
+    """An idle GPU read at NVML's resolution gives the same tiny power in every run: measured,
+    not a model's constant; a repeated 100 W is a constant."""
+    report, _ = audited(tmp_path / "idle", "3.x", clean("3.x", gpu_w=0.004))
+    assert status(report, "S5.cc-gpu-power") == "pass"
+    report, _ = audited(tmp_path / "constant", "3.x", clean("3.x", gpu_w=100.0))
+    assert status(report, "S5.cc-gpu-power") == "warn"

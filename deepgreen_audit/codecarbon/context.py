@@ -133,7 +133,9 @@ class LogContext:
     def _repeated_powers(self) -> set:
         """(file, component, hardware, power) that one log reports for two or more runs, and
         for at least load_model_mode_share of that hardware's runs: a measured power never
-        repeats to every digit like that, a model's constant does."""
+        repeats to every digit like that, a model's constant does.  Below
+        repeated_power_min_w a repeat is a sensor at its resolution (an idle GPU's NVML reading,
+        powermetrics' milliwatts), not a model."""
         f = self.finals
         found = set()
         for comp in COMPONENTS:
@@ -141,7 +143,7 @@ class LogContext:
             power = f[f"{comp}_power_w"].astype(float)
             frame = pd.DataFrame({"file": f["source_file"], "hw": hw.fillna(""), "p": power,
                                   "run": f["run_key"]}).dropna(subset=["p"])
-            frame = frame[frame["p"] > 0]
+            frame = frame[frame["p"] >= self.tolerances.repeated_power_min_w]
             counts = frame.groupby(["file", "hw", "p"])["run"].nunique()
             runs = frame.groupby(["file", "hw"])["run"].nunique()
             share = float(self.tolerances.load_model_mode_share)
