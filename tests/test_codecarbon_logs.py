@@ -600,3 +600,36 @@ def test_a_sensor_at_its_resolution_repeats_without_being_a_model(tmp_path):
     assert status(report, "S5.cc-gpu-power") == "pass"
     report, _ = audited(tmp_path / "constant", "3.x", clean("3.x", gpu_w=100.0))
     assert status(report, "S5.cc-gpu-power") == "warn"
+
+
+def test_a_corpus_of_logs_reads_log_by_log_and_run_by_run(tmp_path, capsys):
+    """Many logs at once: each log's and each run's verdict with its modelled share and its worst
+    finding, in the text report, the JSON, and the page (a table, the most modelled first, and
+    its CSV)."""
+    import base64
+    import csv as csv_module
+    import io
+
+    folder = tmp_path / "logs"
+    write_log(folder / "a.csv", "3.x", clean("3.x"))
+    rows = clean("2.x")
+    rows[1]["ram_energy"] *= 24
+    _retotal(rows[1])
+    write_log(folder / "b.csv", "2.x", rows)
+    import_logs([folder], tmp_path / "pkg")
+    report, ctx = audit_log(tmp_path / "pkg")
+    logs = {log["source_file"]: log for log in report.stats["verdicts"]["logs"]}
+    assert logs["b.csv"]["worst_finding"] == "S5.cc-power-duration"
+    assert logs["a.csv"]["worst_finding"] in {"S5.cc-cpu-power", "S5.cc-ram-power"}
+    runs = report.stats["verdicts"]["runs"]
+    assert len(runs) == 8 and all("worst_finding" in r and "modelled_share" in r for r in runs)
+    assert next(r for r in runs if r["source_file"] == "b.csv" and r["source_line"] == 3)[
+        "worst_finding"] == "S5.cc-power-duration"
+    assert main(["audit", str(tmp_path / "pkg")]) == 1
+    out = " ".join(capsys.readouterr().out.split())        # the text report wraps its lines
+    assert "b.csv: " in out and "[worst finding: S5.cc-power-duration]" in out
+    page = render_log_page(report, ctx)
+    uri = page.split('download="run-verdicts.csv" href="data:text/csv;charset=utf-8;base64,')[1].split('"')[0]
+    table = list(csv_module.DictReader(io.StringIO(base64.b64decode(uri).decode())))
+    shares = [float(r["modelled_share"]) for r in table]
+    assert len(table) == 8 and shares == sorted(shares, reverse=True)

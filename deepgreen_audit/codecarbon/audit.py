@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import math
 from typing import Any
 
 import numpy as np
 
 from deepgreen_audit.codecarbon import checks as cc_checks
 from deepgreen_audit.codecarbon.context import LogContext
-from deepgreen_audit.codecarbon.verdict import log_verdicts, run_verdicts
+from deepgreen_audit.codecarbon.verdict import log_verdicts, run_verdicts, worst_findings
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.kinds import CODECARBON_LOG
 from deepgreen_audit.report import Finding, Report
@@ -87,13 +88,19 @@ def audit_log(location, *, spec: dict[str, Any] | None = None,
         return report, None
     runs = run_verdicts(ctx)
     logs = log_verdicts(ctx, runs)
-    report.stats["verdicts"] = {"logs": logs, "runs": runs.drop(columns=["energy_kwh"], errors="ignore")
-                                .to_dict(orient="records")}
+    worst_of_log, worst_of_run = worst_findings(report.findings, ctx)
+    for log in logs:
+        log["worst_finding"] = worst_of_log.get(log["source_file"])
+    run_rows = runs.drop(columns=["energy_kwh"], errors="ignore").to_dict(orient="records")
+    for run in run_rows:
+        run["worst_finding"] = worst_of_run.get((run["source_file"], run["run_key"]))
+    report.stats["verdicts"] = {"logs": logs, "runs": run_rows}
     runs_of: dict[str, list[dict[str, Any]]] = {}
     for run in report.stats["verdicts"]["runs"]:
         runs_of.setdefault(run["source_file"], []).append(run)
     for log in logs:
-        report.notes.append(f"{log['source_file']}: {log['words']}")
+        worst = f" [worst finding: {log['worst_finding']}]" if log["worst_finding"] else ""
+        report.notes.append(f"{log['source_file']}: {log['words']}{worst}")
         part = runs_of.get(log["source_file"], [])
         for run in part[:RUNS_SHOWN]:
             report.notes.append(f"  line {run['source_line']} ({_measurement(run['run_key'])}): "
@@ -109,6 +116,8 @@ def verdict_html(report: Report, ctx: LogContext | None) -> tuple[str, str]:
     """The page's own parts: each log's verdict, which opens the page's verdict (the findings
     follow it there), and, before the checks, a figure of each run's energy by component,
     coloured measured / modelled, and every run's verdict (folded: one row per run)."""
+    from deepgreen_audit.page.html import csv_data_uri
+
     verdicts = report.stats.get("verdicts")
     if not verdicts:
         return "", ""
@@ -117,7 +126,8 @@ def verdict_html(report: Report, ctx: LogContext | None) -> tuple[str, str]:
     lines = "".join(
         f'<li title="{html.escape(log["words"])}"><strong>{html.escape(log["source_file"])}</strong>: '
         '<span style="color:'
-        f'{colours.get(log["verdict"], "#202124")};font-weight:600">{html.escape(log["words"])}</span></li>'
+        f'{colours.get(log["verdict"], "#202124")};font-weight:600">{html.escape(log["words"])}</span>'
+        f'{_worst_link(log.get("worst_finding"))}</li>'
         for log in verdicts["logs"])
     top = [f'<h2>Verdict: was this energy measured?</h2><ul class="logs">{lines}</ul>']
     parts = ["<h2>Each run's energy</h2>"]
@@ -125,18 +135,44 @@ def verdict_html(report: Report, ctx: LogContext | None) -> tuple[str, str]:
     if figure:
         parts.append(f'<img class="figure" alt="energy of each run by component, measured or '
                      f'modelled" src="{figure}">')
-    listed = verdicts["runs"][:RUNS_ON_PAGE]
+    # most modelled first (a page without scripts sorts nothing: the CSV opens in a spreadsheet)
+    listed = sorted(verdicts["runs"][:RUNS_ON_PAGE], key=_most_modelled_first)
     rows = "".join(f"<tr><td>{html.escape(str(r['source_file']))}</td><td>{r['source_line']}</td>"
-                   f"<td>{html.escape(str(r['run_key']))}</td><td style=\"color:"
-                   f"{colours.get(r['verdict'], '#202124')}\">{html.escape(r['words'])}</td></tr>"
+                   f"<td>{html.escape(str(r['run_key']))}</td>"
+                   f"<td>{_share(r['modelled_share'])}</td><td style=\"color:"
+                   f"{colours.get(r['verdict'], '#202124')}\">{html.escape(r['words'])}</td>"
+                   f"<td>{_worst_link(r.get('worst_finding'))}</td></tr>"
                    for r in listed)
     total = len(verdicts["runs"])
     first = "" if total == len(listed) else (
         f", the first {len(listed):,} here (all in the JSON report: stats.verdicts.runs)")
-    parts.append(f'<details><summary>the verdict of each of the {total:,} run(s){first}'
-                 '</summary><div class="scroll"><table><tr><th>log</th><th>line</th><th>run</th>'
-                 f'<th>verdict</th></tr>{rows}</table></div></details>')
+    table = [{k: r.get(k) for k in ("source_file", "source_line", "run_key", "verdict",
+                                    "modelled_share", "worst_finding", "words")} for r in listed]
+    parts.append(f'<details><summary>the verdict of each of the {total:,} run(s){first}, the most '
+                 'modelled first</summary><p class="more"><a class="csv" download="run-verdicts.csv" '
+                 f'href="{csv_data_uri(table)}">run-verdicts.csv</a> has these rows</p>'
+                 '<div class="scroll"><table><tr><th>log</th><th>line</th><th>run</th>'
+                 '<th>modelled</th><th>verdict</th><th>worst finding</th></tr>'
+                 f'{rows}</table></div></details>')
     return "".join(top), "".join(parts)
+
+
+def _most_modelled_first(run: dict[str, Any]) -> tuple[bool, float, str, int]:
+    share = run.get("modelled_share")
+    known = isinstance(share, (int, float)) and math.isfinite(share)
+    return (not known, -float(share) if known and share is not None else 0.0,
+            str(run["source_file"]), int(run["source_line"]))
+
+
+def _share(share) -> str:
+    return f"{share:.0%}" if isinstance(share, (int, float)) and math.isfinite(share) else "?"
+
+
+def _worst_link(check_id: str | None) -> str:
+    """' (worst: <the check, linked to its section>)' or nothing."""
+    if not check_id:
+        return ""
+    return f' (worst: <a href="#{html.escape(check_id)}">{html.escape(check_id)}</a>)'
 
 
 def _energy_figure(ctx: LogContext | None) -> str | None:

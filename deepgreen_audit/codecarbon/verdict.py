@@ -84,6 +84,27 @@ def run_verdicts(ctx: LogContext) -> pd.DataFrame:
     return pd.DataFrame(out, columns=columns)
 
 
+def worst_findings(findings, ctx: LogContext) -> tuple[dict[str, str], dict[tuple[str, str], str]]:
+    """The worst finding of each log and of each run (its file and run_key): the first failing
+    check, in report order, whose evidence names one of its rows, else the first warning one."""
+    run_of = {(f, int(line)): key for f, line, key in
+              zip(ctx.rows["source_file"], ctx.rows["source_line"], ctx.rows["run_key"])}
+    of_log: dict[str, str] = {}
+    of_run: dict[tuple[str, str], str] = {}
+    for status in ("fail", "warn"):
+        for finding in findings:
+            if finding.status != status:
+                continue
+            for row in (finding.details or {}).get("evidence") or []:
+                source_file, line = row.get("source_file"), row.get("source_line")
+                if not isinstance(source_file, str):
+                    continue
+                of_log.setdefault(source_file, finding.id)
+                if isinstance(line, (int, float)) and (source_file, int(line)) in run_of:
+                    of_run.setdefault((source_file, run_of[(source_file, int(line))]), finding.id)
+    return of_log, of_run
+
+
 def log_verdicts(ctx: LogContext, runs: pd.DataFrame | None = None) -> list[dict]:
     """One verdict per log: over its runs, with the modelled share of its summed energy."""
     runs = run_verdicts(ctx) if runs is None else runs

@@ -100,7 +100,7 @@ def _esc(value) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def _csv_uri(rows: list[dict]) -> str:
+def csv_data_uri(rows: list[dict]) -> str:
     """All the evidence rows as a CSV data: URI (a download that needs no fetch)."""
     columns = list(dict.fromkeys(k for row in rows for k in row))
     cells = [_csv_column([row.get(c) for row in rows]) for c in columns]
@@ -141,7 +141,7 @@ def _evidence_table(finding: Finding) -> str:
              f"has the first {len(embedded):,}; all {total:,} are in the JSON report (--out FILE: "
              f"findings, details.evidence)")
     more = (f'<p class="more">{total - len(shown):,} more row(s) than the table\'s {len(shown)}: '
-            f'<a class="csv" download="{_esc(name)}" href="{_csv_uri(embedded)}">{_esc(name)}</a> '
+            f'<a class="csv" download="{_esc(name)}" href="{csv_data_uri(embedded)}">{_esc(name)}</a> '
             f'{holds}</p>' if total > len(shown) else "")
     opened = " open" if group_of(finding) == "contradicted" and total <= OPEN_EVIDENCE_ROWS else ""
     return (f'<details class="evidence"{opened}><summary>evidence: {total:,} row(s)'
