@@ -20,10 +20,10 @@ pytest.importorskip("codecarbon")
 TASKS = ("load", "train", "eval")
 
 
-def run_codecarbon(out: Path, body: str) -> None:
+def run_codecarbon(out: Path, body: str, **options) -> None:
     """Run `body` in a fresh interpreter with an offline tracker `tracker` (France, 1 s
-    measurements) writing to `out`: CodeCarbon keeps process-wide state (its lock, its logger),
-    which a test process should not inherit."""
+    measurements, and the tracker `options` given) writing to `out`: CodeCarbon keeps
+    process-wide state (its lock, its logger), which a test process should not inherit."""
     out.mkdir(parents=True, exist_ok=True)
     script = textwrap.dedent("""
         import time
@@ -35,8 +35,8 @@ def run_codecarbon(out: Path, body: str) -> None:
                 pass
 
         tracker = OfflineEmissionsTracker(country_iso_code="FRA", output_dir={out!r},
-                                          log_level="error", measure_power_secs=1)
-    """).format(out=str(out)) + textwrap.dedent(body)
+                                          log_level="error", measure_power_secs=1, **{options!r})
+    """).format(out=str(out), options=options) + textwrap.dedent(body)
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120, capture_output=True)
 
 
@@ -71,3 +71,21 @@ def test_task_mode_each_task_is_a_measurement_and_the_run_row_is_held_to_its_tas
     assert finding.status == ("pass" if covers else "fail"), finding.message
     if not covers:
         assert "last task's duration" in finding.message and "emissions.csv line 2" in finding.message
+
+
+def test_a_pue_multiplies_codecarbons_power_and_energy_and_its_models_are_still_named(tmp_path):
+    """CodeCarbon 3 multiplies each component's power and energy by `pue`: the RAM's model is
+    named with the PUE divided out, and energy over the window still matches the power."""
+    logs = tmp_path / "logs"
+    run_codecarbon(logs, """
+        tracker.start()
+        busy(1.0)
+        tracker.stop()
+    """, pue=1.5)
+    import_logs([logs], tmp_path / "pkg")
+    report, ctx = audit_log(tmp_path / "pkg")
+    row = ctx.rows.iloc[0]
+    assert row["pue"] == 1.5
+    ram = ctx.components[ctx.components["component"] == "ram"].iloc[0]
+    assert ram["status"] == "modelled" and "x PUE 1.5" in ram["how"], ram["how"]
+    assert report.finding("S5.cc-power-duration").status != "fail"

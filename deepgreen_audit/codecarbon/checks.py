@@ -446,8 +446,9 @@ def task_totals(ctx: LogContext) -> Outcome:
           remedy=("set `measure_power_secs` well below the run's length (e.g. 1) so that the energy "
             "rests on readings across the run, not one at stop"))
 def short_runs(ctx: LogContext) -> Outcome:
-    """Runs shorter than CodeCarbon's sampling interval (measure_power_secs, 15 s unless set;
-    the log does not record it): their energy rests on the one reading taken at stop."""
+    """Runs shorter than CodeCarbon's default sampling interval (measure_power_secs, 15 s unless
+    set): unless the interval was set below their length, which the log does not record, their
+    energy rests on the reading taken at stop."""
     f = ctx.finals
     d = f["duration_s"].astype(float)
     short = f[d < hardware.DEFAULT_INTERVAL_S]

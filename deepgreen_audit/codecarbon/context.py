@@ -40,6 +40,17 @@ def _f(value) -> float:
         return float("nan")
 
 
+def _with_pue(row, power: float, models_of) -> list[str]:
+    """The CodeCarbon models that give `power`, or, where the row's pue is above 1, that give it
+    once the PUE is divided out (CodeCarbon 3 multiplies the power by it, e.g. a 20 W RAM model
+    at pue 1.5 logs 30 W)."""
+    found = models_of(power)
+    pue = _f(row.get("pue"))
+    if found or not (np.isfinite(pue) and pue > 1):
+        return found
+    return [f"{model}, x PUE {pue:g}" for model in models_of(power / pue)]
+
+
 COMPONENT_COLUMNS = ["index", "source_file", "source_line", "run_key", "final_row", "component",
                      "power_w", "energy_kwh", "status", "how", "constant"]
 
@@ -165,7 +176,8 @@ class LogContext:
         constant_runs = key in repeated
         m = row["major"]
         if comp == "cpu":
-            models = hardware.cpu_models(power, row["cpu_model"], _f(row["cpu_count"]), m)
+            models = _with_pue(row, power, lambda p: hardware.cpu_models(
+                p, row["cpu_model"], _f(row["cpu_count"]), m))
             # a constant's energy is power x duration; in process mode the power is the
             # process's share of it, sample by sample, and the load model varies
             steady = row["tracking_mode"] != "process"
@@ -184,8 +196,8 @@ class LogContext:
             return MEASURED, "varies: a power counter (RAPL, Power Gadget, powermetrics); " \
                              "CodeCarbon before 2.8 has no load model", False
         if comp == "ram":
-            models = hardware.ram_models(power, row["ram_total_size_gb"], row["cpu_model"],
-                                         row["os"], m, row["tracking_mode"])
+            models = _with_pue(row, power, lambda p: hardware.ram_models(
+                p, row["ram_total_size_gb"], row["cpu_model"], row["os"], m, row["tracking_mode"]))
             if models:
                 return MODELLED, " or ".join(models), not models[0].startswith("process")
             return MODELLED, "no RAM model of its version gives this power; CodeCarbon never " \
