@@ -89,3 +89,22 @@ def test_a_pue_multiplies_codecarbons_power_and_energy_and_its_models_are_still_
     ram = ctx.components[ctx.components["component"] == "ram"].iloc[0]
     assert ram["status"] == "modelled" and "x PUE 1.5" in ram["how"], ram["how"]
     assert report.finding("S5.cc-power-duration").status != "fail"
+
+
+def test_process_mode_ram_is_the_dimm_models_floor_a_constant(tmp_path):
+    """In process mode CodeCarbon 3 models the process's memory with its DIMM model, whose floor
+    (10 W on x86, 3 W on ARM) a small process gets: a modelled constant, so its energy is held
+    to power over CodeCarbon's window."""
+    logs = tmp_path / "logs"
+    run_codecarbon(logs, """
+        tracker.start()
+        busy(1.0)
+        tracker.stop()
+    """, tracking_mode="process")
+    import_logs([logs], tmp_path / "pkg")
+    report, ctx = audit_log(tmp_path / "pkg")
+    assert ctx.rows.iloc[0]["tracking_mode"] == "process"
+    ram = ctx.components[ctx.components["component"] == "ram"].iloc[0]
+    assert ram["status"] == "modelled" and ram["constant"], ram["how"]
+    assert "at its floor" in ram["how"]
+    assert report.finding("S5.cc-power-duration").status == "pass"

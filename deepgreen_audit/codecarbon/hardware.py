@@ -333,6 +333,15 @@ def ram_models(power: float, total_gb, cpu_model, os_name, major: int | None,
                     found.append(f"3.x DIMM model: {ram_model_3x(total, arm):g} W for {total:.4g} GB"
                                  + (" (ARM)" if arm else ""))
                     break
+    if not found and tracking_mode == "process" and (major is None or major >= 3):
+        # 3.x models the process's memory with the same DIMM model, whose floor a process
+        # below two DIMMs' worth of memory gets: one constant
+        for arm in (False, True):
+            floor = ram_model_3x(0.0, arm)
+            if close(power, floor):
+                found.append(f"3.x DIMM model of the process's memory at its floor: {floor:g} W"
+                             + (" (ARM)" if arm else ""))
+                break
     if not found and tracking_mode == "process":
         found.append("process-mode model (a share of the process's memory)")
     return found
