@@ -242,8 +242,6 @@ def build_parser(verb_named: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-
-
 def _add_validate(verb: VerbAdder) -> None:
     """Add the verb `validate`: a package's integrity."""
     p = verb("validate", cmd_validate, "check a package's integrity (checksums, schemas, keys)",
@@ -312,7 +310,8 @@ def _add_export(verb: VerbAdder) -> None:
 
 
 def _add_synth(verb: VerbAdder) -> None:
-    """Add the verb `synth`: a synthetic campaign and its options."""
+    """Add the verb `synth`: a synthetic campaign; its options in three groups (what is drawn,
+    the scope, what is written), in the order its --help lists them."""
     p = verb("synth", cmd_synth, "generate a synthetic campaign (clearly marked as such)",
              "Generate a full-size synthetic campaign from a documented generative model "
              "(deepgreen_audit/synth/model.py), deterministic from --seed, with optional planted "
@@ -330,6 +329,14 @@ def _add_synth(verb: VerbAdder) -> None:
     p.add_argument("--out", required=True, metavar="PKG",
                    help="package folder to write: new, or (with --overwrite) an empty folder or a "
                         "package")
+    _add_synth_draw_options(p)
+    _add_synth_scope_options(p)
+    _add_synth_output_options(p)
+
+
+def _add_synth_draw_options(p: argparse.ArgumentParser) -> None:
+    """synth's options on what is drawn: the seed, the generative model, planted defects and
+    changed precision policies."""
     p.add_argument("--seed", type=int, help="master seed (default: the specification's "
                    "S6_replication.master_seed)")
     p.add_argument("--model", metavar="TOML", help="overrides of the generative model's parameters")
@@ -341,6 +348,10 @@ def _add_synth(verb: VerbAdder) -> None:
                         "flipped (recorded in its runs' precision_policy and tf32_enabled), its "
                         "training time and energy multiplied by FACTOR; every other draw is the "
                         "same as without it (repeatable), e.g. python-tensorflow=3.14")
+
+
+def _add_synth_scope_options(p: argparse.ArgumentParser) -> None:
+    """synth's options that narrow the design, as a plan's [scope] does (and the plan itself)."""
     p.add_argument("--ecosystems", metavar="A,B", help="only these ecosystems (default: the spec's)")
     p.add_argument("--architectures", metavar="A,B",
                    help="only these architectures (default: the spec's)")
@@ -363,6 +374,10 @@ def _add_synth(verb: VerbAdder) -> None:
     p.add_argument("--reason", metavar="TEXT",
                    help="why the campaign narrows the design, for its declared scope (the paper "
                         "quotes it)")
+
+
+def _add_synth_output_options(p: argparse.ArgumentParser) -> None:
+    """synth's options on what is written: copies of the campaign, the descriptor, overwriting."""
     p.add_argument("--copies", type=positive_int, default=1, metavar="N",
                    help="write the drawn campaign N times in a row as one package of N times its "
                         "runs (copy k of run <config>.r<n> is <config>.r<n + k x repetitions>, "

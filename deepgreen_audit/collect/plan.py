@@ -196,14 +196,14 @@ def _in_checkout(relative: str, plan: Path, key: str) -> Path:
 
 
 def load_plan(path: Path | None = None) -> Plan:
+    """The campaign plan at `path` (default: the checkout's), every part checked before any run
+    starts, so that a mistake in it is one line naming its key, not a campaign stopped midway."""
     path = Path(path) if path else default_plan_path()
     data = read_toml(path, missing="no such plan file", code="plan-error")
     refuse_unknown(data, sorted(PLAN_KEYS), "a key of a plan", path=path, code="plan-error")
     spec = load_spec()
     campaign = _campaign_name(data, path)
-    master_seed = data.get("master_seed", spec_master_seed(spec))
-    if isinstance(master_seed, bool) or not isinstance(master_seed, int) or master_seed < 0:
-        raise UserError("must be an integer >= 0", path=path, field="master_seed", code="plan-error")
+    master_seed = _master_seed(data, spec, path)
     scope = data.get("scope", {})
     design = _scoped_design(scope, spec, path)
     stacks = {eco: _stack(eco, table, spec, path)
@@ -211,12 +211,27 @@ def load_plan(path: Path | None = None) -> Plan:
     data_dir = _in_checkout(data.get("data_dir", "data"), path, "data_dir")
     jobs = _jobs(design, campaign, master_seed, data_dir)
     hosts = _hosts(data.get("hosts", {}), path)
-    timeout = data.get("run_timeout_s", 21600)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+    run_timeout_s = _run_timeout_s(data, path)
+    return Plan(path=path, campaign=campaign, master_seed=master_seed, run_timeout_s=run_timeout_s,
+                stacks=stacks, jobs=tuple(jobs), scope=dict(scope), hosts=hosts)
+
+
+def _master_seed(data: dict, spec: dict, path: Path) -> int:
+    """The plan's master seed, from which every run's seed is derived (default: the
+    specification's S6_replication.master_seed)."""
+    master_seed = data.get("master_seed", spec_master_seed(spec))
+    if isinstance(master_seed, bool) or not isinstance(master_seed, int) or master_seed < 0:
+        raise UserError("must be an integer >= 0", path=path, field="master_seed", code="plan-error")
+    return master_seed
+
+
+def _run_timeout_s(data: dict, path: Path) -> float:
+    """How long one run may take before it is stopped, in seconds (default 6 hours)."""
+    timeout_s = data.get("run_timeout_s", 21600)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
         raise UserError("must be a number of seconds > 0", path=path, field="run_timeout_s",
                         code="plan-error")
-    return Plan(path=path, campaign=campaign, master_seed=master_seed, run_timeout_s=float(timeout),
-                stacks=stacks, jobs=tuple(jobs), scope=dict(scope), hosts=hosts)
+    return float(timeout_s)
 
 
 def _campaign_name(data: dict, path: Path) -> str:
@@ -246,6 +261,8 @@ class _ScopedDesign:
 
 
 def _scoped_design(scope: dict, spec: dict, path: Path) -> _ScopedDesign:
+    """The plan's [scope], checked against the specification it narrows (each label one the
+    specification holds, each count a positive integer)."""
     refuse_unknown(scope, SCOPE_KEYS, "a key of [scope]", path=path, field="scope",
                    code="plan-error")
     ecosystems = _list(scope, "ecosystems", spec["S6_replication"]["ecosystems"], spec, path)

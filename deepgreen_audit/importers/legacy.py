@@ -99,6 +99,8 @@ STACKS = {
                    "python/tensorflow/emissions/tensorflow_combined_data.csv",
                    "python/tensorflow/emissions/aggregate_*.csv"),
 }
+#: Ecosystem -> the framework its stack trains with (from STACKS).
+FRAMEWORK_OF = {eco: framework for eco, framework, *_ in STACKS.values()}
 #: Source labels (lower case) -> normalised labels of the schema.
 ECOSYSTEMS = {"r": "r-torch", "cpp": "cpp-libtorch", "c++": "cpp-libtorch", "java": "java-dl4j",
               "jax": "python-jax", "matlab": "matlab", "pytorch": "python-pytorch",
@@ -355,61 +357,110 @@ def build_tables(root: Path) -> tuple[dict[str, TextTable], dict, list[list[str]
     source rows each package row came from (field -> row, "*" for the others: a run's first
     block)."""
     root = Path(root)
+    rows = _truth_rows(root)
+    truth = _index(rows, "results/data/*_combined_data.csv")
+    runs_of = _rows_by_run(rows)
+    built = _TableBuilder()
+    for config in sorted(runs_of, key=lambda k: f"{k[0]}.{k[1]}.{k[2]}.r1"):
+        _add_run(built, config, runs_of[config])
+    tables = built.tables()
+    report = {"source_of_truth": "results/data/<stack>_combined_data.csv (8 files)",
+              "runs": len(runs_of), "blocks": len(rows),
+              "consistency": _consistency(root, truth)}
+    return tables, report, built.source_rows, built.origins
+
+
+class _TableBuilder:
+    """The package's tables as the import fills them, run by run: each table's columns in its
+    schema's order, the source rows behind each package row (so that a finding on the staged
+    package names the source cell) and the verbatim rows of legacy-source-rows.csv."""
+
+    def __init__(self) -> None:
+        self.schemas = {name: load_schema(name) for name in TABLES}
+        self.columns: dict[str, dict[str, list]] = {
+            name: {f.name: [] for f in self.schemas[name].fields} for name in TABLES}
+        self.origins: dict[str, list[dict[str, SourceRow]]] = {name: [] for name in TABLES}
+        self.source_rows: list[list[str]] = []
+
+    def put(self, table: str, values: dict, origin: dict[str, SourceRow]) -> None:
+        """One row of `table` (a field `values` lacks is empty) and the source rows it came from."""
+        for f in self.schemas[table].fields:
+            self.columns[table][f.name].append(values.get(f.name))
+        self.origins[table].append(origin)
+
+    def tables(self) -> dict[str, TextTable]:
+        """The filled tables, each cell in its schema's canonical text."""
+        return {name: TextTable(self.schemas[name].field_names,
+                                rows_from_columns(self.schemas[name], self.columns[name]))
+                for name in TABLES}
+
+
+def _truth_rows(root: Path) -> list[SourceRow]:
+    """The rows of the eight per-stack merges, the source of truth (see Decisions)."""
     if not (root / "results" / "data").is_dir():
         raise UserError("has no results/data/ folder: not the legacy campaign's layout",
                         path=root, code="missing-input")
     rows: list[SourceRow] = []
     for stack, (eco, *_rest) in STACKS.items():
         rows += read_rows(root, f"results/data/{stack}_combined_data.csv", eco)
-    truth = _index(rows, "results/data/*_combined_data.csv")
+    return rows
+
+
+def _rows_by_run(rows: list[SourceRow]) -> dict[tuple, list[SourceRow]]:
+    """The rows of each configuration (ecosystem, architecture, dataset): one run's blocks."""
     runs_of: dict[tuple, list[SourceRow]] = {}
     for r in rows:
         runs_of.setdefault(r.key[:3], []).append(r)
-    schemas = {name: load_schema(name) for name in TABLES}
-    cols: dict[str, dict[str, list]] = {name: {f.name: [] for f in schemas[name].fields} for name in TABLES}
-    source_rows = []
-    origins: dict[str, list[dict[str, SourceRow]]] = {name: [] for name in TABLES}
-    frameworks = {eco: fw for eco, fw, *_ in STACKS.values()}
+    return runs_of
 
-    def put(table, values):
-        for f in schemas[table].fields:
-            cols[table][f.name].append(values.get(f.name))
 
-    configs = sorted(runs_of, key=lambda k: f"{k[0]}.{k[1]}.{k[2]}.r1")
-    for eco, arch, ds in configs:
-        run_id = f"{eco}.{arch}.{ds}.r1"
-        blocks = sorted(runs_of[(eco, arch, ds)], key=lambda r: (r.key[4], r.key[3] == "eval"))
-        origins["environment"].append({"*": blocks[0]})
-        labels = []
-        for c in LABEL_COLUMNS:
-            values = sorted({b.cells[c] for b in blocks if c in b.cells})
-            labels += [f"{c}={v}" for v in values]
-        starts, ends = [], []
-        for b in blocks:
-            start, end, duration = _block_window(b)
-            starts.append(start)
-            ends.append(end)
-            origins["blocks"].append({"*": b})
-            put("blocks", _block_values(b, run_id, start, duration))
-            source_rows.append([run_id, str(b.key[4]), b.key[3], b.path, str(b.line)]
-                               + [b.cells.get(c, "") for c in LABEL_COLUMNS + ("fase", "epoca")]
-                               + [b.cells[c] for c in R32])
-        epochs = max(b.key[4] for b in blocks)
-        origins["runs"].append({"*": blocks[0], "started_at_utc": blocks[starts.index(min(starts))],
-                                "ended_at_utc": blocks[ends.index(max(ends))],
-                                "epochs": max(blocks, key=lambda b: b.key[4])})
-        put("runs", {
-            "run_id": run_id, "campaign": CAMPAIGN, "ecosystem": eco, "architecture": arch,
-            "dataset": ds, "source_labels": ";".join(labels), "repetition": 1,
-            "started_at_utc": min(starts), "ended_at_utc": max(ends), "status": "completed",
-            "epochs": epochs, "slurm_energy_missing_reason": SLURM_REASON, "missing_reason": RUN_REASON})
-        put("environment", _environment_values(blocks, run_id, frameworks[eco]))
-    tables = {name: TextTable(schemas[name].field_names, rows_from_columns(schemas[name], cols[name]))
-              for name in TABLES}
-    report = {"source_of_truth": "results/data/<stack>_combined_data.csv (8 files)",
-              "runs": len(configs), "blocks": len(rows),
-              "consistency": _consistency(root, truth)}
-    return tables, report, source_rows, origins
+def _add_run(built: _TableBuilder, config: tuple[str, str, str], rows: list[SourceRow]) -> None:
+    """One configuration's run, repetition 1: its blocks (by epoch, train before eval), then
+    its runs row and its environment row."""
+    eco, arch, ds = config
+    run_id = f"{eco}.{arch}.{ds}.r1"
+    blocks = sorted(rows, key=lambda r: (r.key[4], r.key[3] == "eval"))
+    windows = [_add_block(built, b, run_id) for b in blocks]
+    starts = [start for start, _end in windows]
+    ends = [end for _start, end in windows]
+    built.put("runs", {
+        "run_id": run_id, "campaign": CAMPAIGN, "ecosystem": eco, "architecture": arch,
+        "dataset": ds, "source_labels": _source_labels(blocks), "repetition": 1,
+        "started_at_utc": min(starts), "ended_at_utc": max(ends), "status": "completed",
+        "epochs": max(b.key[4] for b in blocks), "slurm_energy_missing_reason": SLURM_REASON,
+        "missing_reason": RUN_REASON},
+        {"*": blocks[0], "started_at_utc": blocks[starts.index(min(starts))],
+         "ended_at_utc": blocks[ends.index(max(ends))],
+         "epochs": max(blocks, key=lambda b: b.key[4])})
+    built.put("environment", _environment_values(blocks, run_id, FRAMEWORK_OF[eco]),
+              {"*": blocks[0]})
+
+
+def _add_block(built: _TableBuilder, b: SourceRow, run_id: str) -> tuple[dt.datetime, dt.datetime]:
+    """One source row as a block of run `run_id` and as a verbatim source row; its start and
+    end, which bound the run's."""
+    start, end, duration = _block_window(b)
+    built.put("blocks", _block_values(b, run_id, start, duration), {"*": b})
+    built.source_rows.append(_source_row(b, run_id))
+    return start, end
+
+
+def _source_labels(blocks: list[SourceRow]) -> str:
+    """The run's labels as the source wrote them (runs.source_labels): column=value, each
+    distinct value of each label column once."""
+    labels = []
+    for c in LABEL_COLUMNS:
+        values = sorted({b.cells[c] for b in blocks if c in b.cells})
+        labels += [f"{c}={v}" for v in values]
+    return ";".join(labels)
+
+
+def _source_row(b: SourceRow, run_id: str) -> list[str]:
+    """A row of legacy-source-rows.csv: the package row it became (run, epoch, phase), where it
+    was read, its label columns and its 32 CodeCarbon cells, all as written."""
+    return ([run_id, str(b.key[4]), b.key[3], b.path, str(b.line)]
+            + [b.cells.get(c, "") for c in LABEL_COLUMNS + ("fase", "epoca")]
+            + [b.cells[c] for c in R32])
 
 
 def _block_window(b: SourceRow) -> tuple[dt.datetime, dt.datetime, float]:

@@ -239,41 +239,64 @@ def render_page(report: Report, ctx=None, *, suite: str = "audit", verdict: str 
     names the registry whose descriptions the checks show; `verdict` (HTML) opens the verdict
     and `before_checks` (HTML) precedes the checks (the CodeCarbon-log page's own)."""
     checks = checks_of_page(suite)
-    docs = {**CODES, **{i: c.doc for i, c in checks.items()}}
+    groups = _findings_by_group(report.findings)
+    sections = _check_sections(groups, checks, _Figures(checks, ctx, report))
+    package = ctx.package if ctx is not None else None
+    return _shell(report, _header(report, groups, verdict, package), before_checks + "\n" + sections)
+
+
+def _findings_by_group(findings: list[Finding]) -> dict[str, list[Finding]]:
+    """The findings by the page's group (`GROUPS`, every group present), in report order."""
     groups: dict[str, list[Finding]] = {key: [] for key, _ in GROUPS}
-    for f in report.findings:
+    for f in findings:
         groups[group_of(f)].append(f)
-    figures = _Figures(checks, ctx, report)
+    return groups
+
+
+def _check_sections(groups: dict[str, list[Finding]], checks: dict[str, Check],
+                    figures: _Figures) -> str:
+    """Every check's section, group by group under the group's heading; an empty group has none."""
+    docs = {**CODES, **{i: c.doc for i, c in checks.items()}}
     sections = []
     for key, heading in GROUPS:
         if groups[key]:
             sections.append(f"<h2>{heading} ({len(groups[key])})</h2>")
             sections += [_check_section(f, docs.get(f.id), figures) for f in groups[key]]
-    package = ctx.package if ctx is not None else None
-    banner = ('<div class="synthetic">SYNTHETIC DATA: this package is synthetic; '
-              'its numbers are not measurements.</div><div class="watermark">SYNTHETIC DATA</div>'
-              if report.synthetic else "")
+    return "".join(sections)
+
+
+def _header(report: Report, groups: dict[str, list[Finding]], verdict: str, package) -> str:
+    """What a reader sees first: the outcome, the verdict, the counts, whether the audit
+    finished, the package's identity, and what "not recorded" and "contradicted" mean."""
     finished = ("" if report.finished else
                 f'<p><strong>The audit did NOT finish:</strong> {len(report.not_verified)} check(s) '
                 "could not run, so what they check was not verified.</p>")
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     words = "PASSED" if report.valid else "FAILED"
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{CSP}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{'SYNTHETIC: ' if report.synthetic else ''}Audit of {_esc(report.subject)}</title>
-<style>{STYLE}</style></head>
-<body>{banner}<header><h1>{'SYNTHETIC DATA: ' if report.synthetic else ''}DeepGreen audit
+    return f"""<header><h1>{'SYNTHETIC DATA: ' if report.synthetic else ''}DeepGreen audit
 <span style="color:{STATUS_COLOURS['pass' if report.valid else 'fail']}">{words}</span></h1>
 {_verdict(report, groups, verdict)}
 {_summary(report)}{finished}
 {_identity(report, package)}
 <p class="meta">Generated {generated} by deepgreen audit.  "Not recorded": every row the check
 failed lacks the value it checks (an empty cell, a missing reading), so nothing contradicts the
-specification but nothing shows it was met; "contradicted": a recorded value breaks it.</p></header>
-<main>{before_checks}
-{''.join(sections)}
+specification but nothing shows it was met; "contradicted": a recorded value breaks it.</p></header>"""
+
+
+def _shell(report: Report, header: str, checks_html: str) -> str:
+    """The self-contained document around the header and the checks: its policy forbidding
+    every fetch, its style, and a synthetic package's banner at both ends."""
+    banner = ('<div class="synthetic">SYNTHETIC DATA: this package is synthetic; '
+              'its numbers are not measurements.</div><div class="watermark">SYNTHETIC DATA</div>'
+              if report.synthetic else "")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{'SYNTHETIC: ' if report.synthetic else ''}Audit of {_esc(report.subject)}</title>
+<style>{STYLE}</style></head>
+<body>{banner}{header}
+<main>{checks_html}
 </main>{banner}</body></html>
 """
 
