@@ -14,6 +14,7 @@ The kernel's bottom layer: it imports nothing of the project.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import textwrap
 from dataclasses import asdict, dataclass, field
@@ -291,7 +292,16 @@ class Report:
                               + ", ".join(f.id for f in self.not_applicable), width, 4, whole)
         if self.notice:
             lines.append(self.notice)
-        return "\n".join(lines)
+        return "\n".join(terminal_text(line) for line in "\n".join(lines).split("\n"))
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_text(line: str) -> str:
+    r"""`line` with every control character a log's cell or file name may carry (an escape
+    sequence would act on the reader's terminal) written as its escape, e.g. ESC as \x1b."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line)
 
 
 #: The most terminal lines one finding takes; the rest is left to --json (and --html).

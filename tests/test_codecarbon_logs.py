@@ -633,3 +633,32 @@ def test_a_corpus_of_logs_reads_log_by_log_and_run_by_run(tmp_path, capsys):
     table = list(csv_module.DictReader(io.StringIO(base64.b64decode(uri).decode())))
     shares = [float(r["modelled_share"]) for r in table]
     assert len(table) == 8 and shares == sorted(shares, reverse=True)
+
+
+def test_hostile_text_in_a_log_acts_on_no_reader(tmp_path, capsys):
+    """A task name with a terminal escape, a file name that a spreadsheet would run as a formula,
+    markup and TeX/mathtext specials: the text report shows the escape written out, the page's
+    run-verdicts CSV holds the formula inert, the page escapes the markup."""
+    import base64
+    import csv as csv_module
+    import io
+
+    header = "task_name," + HEADERS["3.x"]
+    rows = clean("3.x", n=2, duration=2.0)
+    for r, name in zip(rows, ("\x1b[31mred\x1b[0m", "<b>$x^2$ & 100%</b>")):
+        r["task_name"] = name
+        r["run_id"] = "00000000-aaaa-bbbb-cccc-dddddddddddd"
+    log = tmp_path / "logs" / "=HYPERLINK(1)+$\\frac{a$_emissions.csv"
+    log.parent.mkdir(parents=True)
+    log.write_text("\n".join([header] + [",".join("" if r.get(c) is None else str(r.get(c))
+                                                   for c in header.split(",")) for r in rows]) + "\n")
+    import_logs([log.parent], tmp_path / "pkg")
+    report, ctx = audit_log(tmp_path / "pkg")
+    text = report.format_text()
+    assert "\x1b" not in text and "\\x1b[31mred" in text
+    page = render_log_page(report, ctx)
+    assert "<b>$x^2$" not in page and "&lt;b&gt;$x^2$ &amp; 100%&lt;/b&gt;" in page
+    uri = page.split('download="run-verdicts.csv" href="data:text/csv;charset=utf-8;base64,')[1].split('"')[0]
+    table = list(csv_module.DictReader(io.StringIO(base64.b64decode(uri).decode())))
+    assert {r["source_file"] for r in table} == {"'=HYPERLINK(1)+$\\frac{a$_emissions.csv"}
+    assert 'alt="energy of each run by component' in page      # the figure drew the name as text

@@ -73,20 +73,25 @@ def test_task_mode_each_task_is_a_measurement_and_the_run_row_is_held_to_its_tas
         assert "last task's duration" in finding.message and "emissions.csv line 2" in finding.message
 
 
-def test_a_pue_multiplies_codecarbons_power_and_energy_and_its_models_are_still_named(tmp_path):
-    """CodeCarbon 3 multiplies each component's power and energy by `pue`: the RAM's model is
-    named with the PUE divided out, and energy over the window still matches the power."""
+def audited_second(tmp_path: Path, **options):
+    """One second of busy work tracked with the tracker `options`, imported and audited: the
+    report, the context and the RAM's component row."""
     logs = tmp_path / "logs"
     run_codecarbon(logs, """
         tracker.start()
         busy(1.0)
         tracker.stop()
-    """, pue=1.5)
+    """, **options)
     import_logs([logs], tmp_path / "pkg")
     report, ctx = audit_log(tmp_path / "pkg")
-    row = ctx.rows.iloc[0]
-    assert row["pue"] == 1.5
-    ram = ctx.components[ctx.components["component"] == "ram"].iloc[0]
+    return report, ctx, ctx.components[ctx.components["component"] == "ram"].iloc[0]
+
+
+def test_a_pue_multiplies_codecarbons_power_and_energy_and_its_models_are_still_named(tmp_path):
+    """CodeCarbon 3 multiplies each component's power and energy by `pue`: the RAM's model is
+    named with the PUE divided out, and energy over the window still matches the power."""
+    report, ctx, ram = audited_second(tmp_path, pue=1.5)
+    assert ctx.rows.iloc[0]["pue"] == 1.5
     assert ram["status"] == "modelled" and "x PUE 1.5" in ram["how"], ram["how"]
     assert report.finding("S5.cc-power-duration").status != "fail"
 
@@ -95,16 +100,8 @@ def test_process_mode_ram_is_the_dimm_models_floor_a_constant(tmp_path):
     """In process mode CodeCarbon 3 models the process's memory with its DIMM model, whose floor
     (10 W on x86, 3 W on ARM) a small process gets: a modelled constant, so its energy is held
     to power over CodeCarbon's window."""
-    logs = tmp_path / "logs"
-    run_codecarbon(logs, """
-        tracker.start()
-        busy(1.0)
-        tracker.stop()
-    """, tracking_mode="process")
-    import_logs([logs], tmp_path / "pkg")
-    report, ctx = audit_log(tmp_path / "pkg")
+    report, ctx, ram = audited_second(tmp_path, tracking_mode="process")
     assert ctx.rows.iloc[0]["tracking_mode"] == "process"
-    ram = ctx.components[ctx.components["component"] == "ram"].iloc[0]
     assert ram["status"] == "modelled" and ram["constant"], ram["how"]
     assert "at its floor" in ram["how"]
     assert report.finding("S5.cc-power-duration").status == "pass"

@@ -28,6 +28,7 @@ def new_figure(width=8.0, height=3.2, ncols=1, nrows=1):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    # labels carry names from the data (a log's file name): a `$` there is text, not mathtext
     plt.rcParams.update({"font.size": 10, "xtick.labelsize": 9, "ytick.labelsize": 9,
-                         "legend.fontsize": 9, "axes.titlesize": 10})
+                         "legend.fontsize": 9, "axes.titlesize": 10, "text.parse_math": False})
     return plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False)

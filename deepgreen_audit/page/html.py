@@ -119,7 +119,13 @@ def _csv_column(values: list) -> list[str]:
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
     floats = numbers and bool(present) and (len(present) < len(values)
                                       or any(isinstance(v, float) for v in present))
-    return ["" if v is None else repr(float(v)) if floats else str(v) for v in values]
+    return ["" if v is None else repr(float(v)) if floats else _inert(str(v)) for v in values]
+
+
+def _inert(text: str) -> str:
+    """A text cell a spreadsheet will not run as a formula (OWASP, CSV injection): one that
+    starts with =, +, -, @, a tab or a carriage return gets a leading apostrophe."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def _evidence_table(finding: Finding) -> str:
