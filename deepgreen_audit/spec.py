@@ -80,6 +80,7 @@ class AuditTolerances:
     codecarbon_window_gap_max_s: float
     repeated_power_min_w: float
     codecarbon_v2_window_excess_max_s: float
+    load_model_bound_relative_tolerance: float
     max_ecosystem_offset_days: float
     phase_work_log_tolerance: float
     gpu_power_limit_factor: float

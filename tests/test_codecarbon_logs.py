@@ -190,6 +190,55 @@ def test_load_model_floor_is_recognised(tmp_path):
     assert "load-model floor" in report.finding("S5.cc-cpu-power").message
 
 
+UNLISTED_CPU = {"cpu_model": "Example Vendor CPU 9000", "cpu_count": 8}   # guessed TDP 32 W
+
+
+def _cpu_row(i: int, *, energy_w: float, power_w: float, **kw) -> dict:
+    """A 3.x row whose CPU energy over its duration is `energy_w` and whose power column (3.x's
+    unweighted mean of its readings) is `power_w`, on a CPU CodeCarbon's table lacks."""
+    r = row("3.x", i, cpu_w=power_w, **UNLISTED_CPU, **kw)
+    r["cpu_energy"] = energy_w * r["duration"] / 3.6e6
+    return _retotal(r)
+
+
+def test_3x_load_model_with_a_guessed_tdp_is_judged_by_energy_over_duration(tmp_path):
+    """3.x guesses an unlisted CPU's TDP (4 W per logical CPU): a run at the load model's
+    ceiling (every CPU busy: 32 W here) or floor (3.2 W) is the model even where the power
+    column, which averages start()'s near-empty reading in, is neither; a power column outside
+    the model's range is a counter's; between, the log cannot tell."""
+    rows = [_cpu_row(0, energy_w=31.9, power_w=(3.2 + 3 * 32) / 4),   # ceiling, start at floor
+            _cpu_row(1, energy_w=3.21, power_w=3.5),                  # floor
+            _cpu_row(2, energy_w=45.0, power_w=44.0)]                 # above the guessed TDP
+    _, ctx = audited(tmp_path, "3.x", rows)
+    cpu = ctx.components[ctx.components["component"] == "cpu"].reset_index()
+    assert cpu.loc[0, "status"] == "modelled" and "at its ceiling" in cpu.loc[0, "how"]
+    assert "4 W per logical CPU x 8 = 32 W" in cpu.loc[0, "how"]
+    assert cpu.loc[1, "status"] == "modelled" and "at its floor" in cpu.loc[1, "how"]
+    assert cpu.loc[2, "status"] == "measured" and "read from a counter" in cpu.loc[2, "how"]
+    # between floor and ceiling: the log cannot tell, unless the same CPU's other runs show
+    # the model (CodeCarbon picks its CPU source once per machine)
+    alone = [_cpu_row(i, energy_w=12.0 + i, power_w=11.0 + i) for i in range(2)]
+    _, ctx = audited(tmp_path / "b", "3.x", alone)
+    cpu = ctx.components[ctx.components["component"] == "cpu"]
+    assert set(cpu["status"]) == {"measured or modelled"}
+    assert all("between the load model's floor" in h for h in cpu["how"])
+    _, ctx = audited(tmp_path / "c", "3.x", alone + [_cpu_row(2, energy_w=31.9, power_w=24.8)])
+    cpu = ctx.components[ctx.components["component"] == "cpu"]
+    assert set(cpu["status"]) == {"modelled"}
+    assert "same CPU and version" in cpu.iloc[0]["how"] and "line 4" in cpu.iloc[0]["how"]
+
+
+def test_3x_energy_outside_the_model_beside_a_power_within_it_decides_nothing(tmp_path):
+    """An energy worth many times the power column is another window's energy (a defect the
+    power-duration check names), not evidence of a counter; a CPU in CodeCarbon's table has a
+    real TDP that a counter's power limit reaches, so its ceiling decides nothing either."""
+    _, ctx = audited(tmp_path, "3.x", [_cpu_row(i, energy_w=150.0, power_w=5.0 + i) for i in range(2)])
+    assert set(ctx.components.query("component == 'cpu'")["status"]) == {"measured or modelled"}
+    listed = [_retotal(row("3.x", i, cpu_w=104.0 + 0.3 * i)) for i in range(2)]   # a 105 W Ryzen near its TDP
+    _, ctx = audited(tmp_path / "b", "3.x", listed)
+    assert set(ctx.components.query("component == 'cpu'")["status"]) == {"measured or modelled"}
+
+
 @pytest.mark.parametrize("layout", ["2.x-early", "2.x", "3.x"])
 def test_ram_model_of_each_version_and_power_x_duration(tmp_path, layout):
     report, _ = audited(tmp_path, layout, clean(layout))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from deepgreen_audit.codecarbon import hardware
 from deepgreen_audit.codecarbon.audit import audit_log
 from deepgreen_audit.codecarbon.importer import import_logs
 
@@ -20,7 +21,7 @@ pytest.importorskip("codecarbon")
 TASKS = ("load", "train", "eval")
 
 
-def run_codecarbon(out: Path, body: str, **options) -> None:
+def run_codecarbon(out: Path, body: str, check: bool = True, **options) -> None:
     """Run `body` in a fresh interpreter with an offline tracker `tracker` (France, 1 s
     measurements, and the tracker `options` given) writing to `out`: CodeCarbon keeps
     process-wide state (its lock, its logger), which a test process should not inherit."""
@@ -37,7 +38,7 @@ def run_codecarbon(out: Path, body: str, **options) -> None:
         tracker = OfflineEmissionsTracker(country_iso_code="FRA", output_dir={out!r},
                                           log_level="error", measure_power_secs=1, **{options!r})
     """).format(out=str(out), options=options) + textwrap.dedent(body)
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=120, capture_output=True)
+    subprocess.run([sys.executable, "-c", script], check=check, timeout=120, capture_output=True)
 
 
 def test_task_mode_each_task_is_a_measurement_and_the_run_row_is_held_to_its_tasks(tmp_path):
@@ -105,3 +106,83 @@ def test_process_mode_ram_is_the_dimm_models_floor_a_constant(tmp_path):
     assert ram["status"] == "modelled" and ram["constant"], ram["how"]
     assert "at its floor" in ram["how"]
     assert report.finding("S5.cc-power-duration").status == "pass"
+
+
+#: appended to a body: writes the mode of the tracker's CPU (`cpu_load`, `intel_rapl`, ...)
+CPU_MODE = """
+from codecarbon.external.hardware import CPU
+with open({mode_file!r}, "w") as f:
+    f.write(next(h for h in tracker._hardware if isinstance(h, CPU))._mode)
+"""
+
+
+def test_without_a_counter_a_busy_and_an_idle_machine_are_the_load_models_bounds(tmp_path):
+    """Where CodeCarbon 3 finds no counter it falls back to its load model (its CPU's `_mode`
+    says which, read here from the tracker itself).  With a TDP it guessed (a CPU not in its
+    table) a run keeping every logical CPU busy sits at the model's ceiling and an idle one at
+    its floor: the audit names both modelled, from energy over duration, whatever the power
+    column (3.x's unweighted mean of its readings) says; with a counter they are measured."""
+    logs, mode_file = tmp_path / "logs", tmp_path / "cpu-mode"
+    run_codecarbon(logs, textwrap.dedent("""
+        import multiprocessing, os
+        tracker.start()
+        workers = [multiprocessing.Process(target=busy, args=(2.5,)) for _ in range(os.cpu_count())]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        tracker.stop()
+        idle = OfflineEmissionsTracker(country_iso_code="FRA", output_dir=tracker._output_dir,
+                                       log_level="error", measure_power_secs=1)
+        idle.start()
+        time.sleep(2.0)
+        idle.stop()
+    """) + CPU_MODE.format(mode_file=str(mode_file)))
+    import_logs([logs], tmp_path / "pkg")
+    report, ctx = audit_log(tmp_path / "pkg")
+    cpu = ctx.components[ctx.components["component"] == "cpu"]
+    row = ctx.rows.iloc[0]
+    guessed = hardware.guessed_tdp(row["cpu_model"], row["cpu_count"])
+    if mode_file.read_text() != "cpu_load":
+        assert set(cpu["status"]) <= {"measured", "measured or modelled"}, cpu["how"].tolist()
+    elif guessed is None:
+        # a TDP from CodeCarbon's table: a counter's power limit can reach it, no decision
+        assert set(cpu["status"]) <= {"modelled", "measured or modelled"}, cpu["how"].tolist()
+    else:
+        busy_run, idle_run = cpu.iloc[0], cpu.iloc[1]
+        assert busy_run["status"] == "modelled" and "at its ceiling" in busy_run["how"], busy_run["how"]
+        assert idle_run["status"] == "modelled" and "at its floor" in idle_run["how"], idle_run["how"]
+        # nothing on this host was measured, and the verdict says so in full
+        assert {r["verdict"] for r in report.stats["verdicts"]["runs"]} == {"modelled"}
+        assert report.finding("S5.cc-cpu-power").status == "warn"
+
+
+def test_periodic_flushes_and_a_run_killed_after_them(tmp_path):
+    """`tracker.flush()` writes a cumulative row and keeps measuring; a run killed after its
+    flushes leaves them only.  Both runs import whole, their flushes are not disorder, and no
+    word claims that the killed run's last row is a stop."""
+    logs = tmp_path / "logs"
+    for kill in (False, True):
+        run_codecarbon(logs, f"""
+            import os, signal
+            tracker.start()
+            for _ in range(3):
+                busy(0.3)
+                tracker.flush()
+            if {kill!r}:
+                os.kill(os.getpid(), signal.SIGKILL)
+            busy(0.2)
+            tracker.stop()
+        """, check=not kill)
+    rows = (logs / "emissions.csv").read_text().splitlines()
+    assert len(rows) == 1 + 4 + 3       # header, 3 flushes + stop, 3 flushes
+    import_logs([logs], tmp_path / "pkg")
+    report, ctx = audit_log(tmp_path / "pkg")
+    assert ctx.rows["run_key"].nunique() == 2 and len(ctx.rows) == 7
+    assert int(ctx.rows["final_row"].sum()) == 2
+    finding = report.finding("S5.cc-rows")
+    assert finding.status == "pass", finding.message
+    assert "5 row(s) are cumulative flushes" in finding.message
+    assert "the log cannot tell which" in finding.message and "final row" not in finding.message
+    assert report.finding("integrity.rows-read").status == "pass"
+    assert len(report.stats["verdicts"]["runs"]) == 2

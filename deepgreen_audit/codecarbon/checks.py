@@ -165,8 +165,11 @@ def duplicated_rows(ctx: LogContext) -> Outcome:
                                       "earlier row of the same run (not a cumulative flush)"}))
     found += [entry for _, entry in sorted(later, key=lambda pair: pair[0])]
     flushes = int((~r["final_row"]).sum())
-    note = (f"; {flushes} row(s) are cumulative flushes of a run whose final row follows"
-            if flushes else "")
+    # a run's last row is stop()'s or, for a run killed after a flush, that flush: the two
+    # are written alike, so the words never claim the run ended
+    note = (f"; {flushes} row(s) are cumulative flushes that a later row of the same run "
+            "follows (a run's last row is stop()'s, or the last flush of a run killed after "
+            "it: the log cannot tell which)" if flushes else "")
     if found:
         frame = pd.DataFrame(found).drop_duplicates()
         return Outcome.failed(f"{len(frame)} row(s) duplicated or out of order ({_where(frame)})"

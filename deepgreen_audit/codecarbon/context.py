@@ -51,6 +51,40 @@ def _with_pue(row, power: float, models_of) -> list[str]:
     return [f"{model}, x PUE {pue:g}" for model in models_of(power / pue)]
 
 
+#: The words that mark a CPU row the load model decides (context._load_model_reading).
+_LOAD_MODEL_DECIDED = ("load model at its floor", "load model at its ceiling")
+
+
+def _same_cpu_source(components: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """CodeCarbon picks its CPU source once, when a tracker starts on a machine (a readable
+    counter, else its load model): where some runs of a log on one CPU and version sit at the
+    load model's floor or ceiling and none lies outside the model, that log's runs between the
+    two are the model too, and say which runs show it."""
+    cpu = components[components["component"] == "cpu"]
+    if cpu.empty:
+        return components
+    keys = rows.loc[cpu["index"], ["source_file", "cpu_model", "cpu_count", "codecarbon_version"]]
+    machine = np.array([repr(key) for key in keys.itertuples(index=False)], dtype=object)
+    how = cpu["how"].astype(str)
+    decided = how.str.startswith(_LOAD_MODEL_DECIDED).to_numpy()
+    counter = how.str.contains("outside what CodeCarbon's load model gives", regex=False).to_numpy()
+    between = ((cpu["status"] == UNVERIFIED).to_numpy()
+               & how.str.contains("between the load model's floor", regex=False).to_numpy())
+    for key in set(machine[between]):
+        same = machine == key
+        if counter[same].any() or not decided[same].any():
+            continue
+        lines = cpu["source_line"].to_numpy()[same & decided]
+        shown = ", ".join(str(int(n)) for n in sorted(lines)[:3]) + (" ..." if len(lines) > 3 else "")
+        for i in cpu.index[same & between]:
+            components.loc[i, "status"] = MODELLED
+            components.loc[i, "how"] = (f"load model: {components.loc[i, 'how'].split('; ')[-1]}; "
+                                        f"runs of this log on the same CPU and version sit at the "
+                                        f"model's floor or ceiling (line {shown}), and CodeCarbon "
+                                        "picks its CPU source once per machine")
+    return components
+
+
 COMPONENT_COLUMNS = ["index", "source_file", "source_line", "run_key", "final_row", "component",
                      "power_w", "energy_kwh", "status", "how", "constant"]
 
@@ -134,12 +168,38 @@ class LogContext:
             for comp in COMPONENTS:
                 power, energy = _f(row[f"{comp}_power_w"]), _f(row[f"{comp}_energy_kwh"])
                 status, how, constant = self._classify(row, comp, power, energy, repeated)
+                if comp == "cpu" and status == UNVERIFIED:
+                    status, how = self._load_model_reading(row, power, energy, how)
                 out.append({"index": i, "source_file": row["source_file"],
                             "source_line": int(row["source_line"]), "run_key": row["run_key"],
                             "final_row": bool(row["final_row"]), "component": comp,
                             "power_w": power, "energy_kwh": energy, "status": status, "how": how,
                             "constant": constant})
-        return pd.DataFrame(out, columns=COMPONENT_COLUMNS)
+        return _same_cpu_source(pd.DataFrame(out, columns=COMPONENT_COLUMNS), r)
+
+    def _load_model_reading(self, row, power_w: float, energy_kwh: float,
+                            how: str) -> tuple[str, str]:
+        """A 3.x CPU power that varies, judged by the run's energy over its duration (the power
+        column is 3.x's unweighted mean of its readings, start()'s near-empty one included): at
+        the load model's floor or ceiling for a guessed TDP it is the model, outside the two
+        a counter; between, the log cannot tell (`how` gains the reason)."""
+        if row["major"] is None or row["major"] < 3:
+            return UNVERIFIED, how
+        duration, pue = _f(row["duration_s"]), _f(row.get("pue"))
+        factor = pue if np.isfinite(pue) and pue > 1 else 1.0
+        if not (np.isfinite(duration) and duration > 0):
+            return UNVERIFIED, how
+        reading = hardware.load_model_reading(
+            energy_kwh * J_PER_KWH / duration / factor, power_w / factor, row["cpu_model"],
+            _f(row["cpu_count"]), float(self.tolerances.load_model_bound_relative_tolerance))
+        if reading is None:
+            return UNVERIFIED, how
+        pue_note = f", PUE {factor:g} divided out" if factor > 1 else ""
+        if reading.position in ("floor", "ceiling"):
+            return MODELLED, reading.how + pue_note
+        if reading.position == "outside":
+            return MEASURED, reading.how + pue_note
+        return UNVERIFIED, f"{how}; {reading.how}{pue_note}"
 
     def _repeated_powers(self) -> set:
         """(file, component, hardware, power) that one log reports for two or more runs, and

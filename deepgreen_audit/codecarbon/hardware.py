@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 
 #: CodeCarbon's generic TDP for a CPU not in its table (POWER_CONSTANT, 2.x and 3.x).
@@ -304,6 +305,72 @@ def cpu_models(power: float, cpu_model, cpu_count, major: int | None) -> list[st
             found.append(f"constant 0.5 x the generic {POWER_PER_THREAD_W:g} W-per-thread TDP "
                          f"({n} threads)")
     return found
+
+
+@dataclass(frozen=True)
+class LoadModelReading:
+    """Where a CPU's mean power (energy / duration) lies against CodeCarbon 3.x's load model for
+    a CPU not in its table, whose TDP is CodeCarbon's own guess: `position` is "floor",
+    "ceiling", "between" or "outside", `tdp_w` the guessed TDP and `how` says it in words."""
+
+    position: str
+    tdp_w: float
+    how: str
+
+
+def guessed_tdp(cpu_model, cpu_count) -> tuple[float, str] | None:
+    """The TDP CodeCarbon 3.x's load model uses for a CPU not in its table (core/cpu.py TDP._main):
+    4 W per logical CPU when it read a model name, its 85 W constant when it did not; None
+    where the table holds the CPU (a real TDP, which a counter's power limit can reach)."""
+    if cpu_tdp(cpu_model) is not None:
+        return None
+    name = str(cpu_model or "").strip()
+    if not name or name.lower() == "unknown":
+        return GENERIC_TDP_W, f"its generic {GENERIC_TDP_W:g} W TDP (the CPU model was not read)"
+    try:
+        threads = int(cpu_count)
+    except (TypeError, ValueError):
+        return None
+    if threads <= 0:
+        return None
+    tdp = POWER_PER_THREAD_W * threads
+    return tdp, (f"its guessed TDP of {POWER_PER_THREAD_W:g} W per logical CPU x {threads} = "
+                 f"{tdp:g} W ({name} is not in its table)")
+
+
+def load_model_reading(mean_w: float, power_w: float, cpu_model, cpu_count,
+                       tolerance: float) -> LoadModelReading | None:
+    """A run's CPU energy over its duration (`mean_w`) and its power column (`power_w`, 3.x's
+    unweighted mean of its readings), PUE divided out, against CodeCarbon 3.x's load model with
+    a guessed TDP, whose every reading lies between its floor (0.1 x TDP, idle) and ceiling
+    (the TDP, every logical CPU busy).  A power column outside the two is a counter's; an energy
+    at the floor or the ceiling within `tolerance`, beside a power column within the two, only
+    the model gives; anything else the log cannot tell (an energy outside the two beside a
+    power within is another window's energy, not a reading)."""
+    guess = guessed_tdp(cpu_model, cpu_count)
+    if guess is None or not (math.isfinite(mean_w) and math.isfinite(power_w)) or power_w <= 0:
+        return None
+    tdp, named = guess
+    floor = LOAD_FLOOR_SHARE * tdp
+
+    def within(value: float) -> bool:
+        return floor * (1 - tolerance) <= value <= tdp * (1 + tolerance)
+
+    if not within(power_w):
+        return LoadModelReading("outside", tdp, f"its readings lie outside what CodeCarbon's load "
+                                                f"model gives with {named} ({floor:.4g}-{tdp:.4g} "
+                                                "W): read from a counter (RAPL, powermetrics)")
+    if abs(mean_w - floor) <= tolerance * floor:
+        return LoadModelReading("floor", tdp, f"load model at its floor: 0.1 x {named}, an idle "
+                                              "machine (energy / duration)")
+    if abs(mean_w - tdp) <= tolerance * tdp:
+        return LoadModelReading("ceiling", tdp, f"load model at its ceiling: {named}, every logical "
+                                                "CPU busy (energy / duration)")
+    if within(mean_w):
+        return LoadModelReading("between", tdp, f"its energy / duration lies between the load "
+                                                f"model's floor ({floor:.4g} W) and ceiling "
+                                                f"({tdp:.4g} W) for {named}")
+    return None
 
 
 def cpu_maximum(cpu_model) -> tuple[float, str] | None:
