@@ -120,8 +120,9 @@ def test_without_a_counter_a_busy_and_an_idle_machine_are_the_load_models_bounds
     """Where CodeCarbon 3 finds no counter it falls back to its load model (its CPU's `_mode`
     says which, read here from the tracker itself).  With a TDP it guessed (a CPU not in its
     table) a run keeping every logical CPU busy sits at the model's ceiling and an idle one at
-    its floor: the audit names both modelled, from energy over duration, whatever the power
-    column (3.x's unweighted mean of its readings) says; with a counter they are measured."""
+    its floor (on an otherwise idle host): the audit names both modelled, from energy over
+    duration, whatever the power column (3.x's unweighted mean of its readings) says; with a
+    counter they are measured."""
     logs, mode_file = tmp_path / "logs", tmp_path / "cpu-mode"
     run_codecarbon(logs, textwrap.dedent("""
         import multiprocessing, os
@@ -151,7 +152,9 @@ def test_without_a_counter_a_busy_and_an_idle_machine_are_the_load_models_bounds
     else:
         busy_run, idle_run = cpu.iloc[0], cpu.iloc[1]
         assert busy_run["status"] == "modelled" and "at its ceiling" in busy_run["how"], busy_run["how"]
-        assert idle_run["status"] == "modelled" and "at its floor" in idle_run["how"], idle_run["how"]
+        # the model reads the whole machine's load: idle here, this run sits at its floor, or
+        # higher where other processes keep the host busy; either way it is the model
+        assert idle_run["status"] == "modelled" and "load model" in idle_run["how"], idle_run["how"]
         # nothing on this host was measured, and the verdict says so in full
         assert {r["verdict"] for r in report.stats["verdicts"]["runs"]} == {"modelled"}
         assert report.finding("S5.cc-cpu-power").status == "warn"

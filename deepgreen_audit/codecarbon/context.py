@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -49,6 +50,35 @@ def _with_pue(row, power: float, models_of) -> list[str]:
     if found or not (np.isfinite(pue) and pue > 1):
         return found
     return [f"{model}, x PUE {pue:g}" for model in models_of(power / pue)]
+
+
+class Row:
+    """One row of a log: its cells by column name, read from columns shared by every row."""
+
+    __slots__ = ("_columns", "_position")
+
+    def __init__(self, columns: dict[str, Any], position: int):
+        self._columns = columns
+        self._position = position
+
+    def __getitem__(self, name: str):
+        return self._columns[name][self._position]
+
+    def get(self, name: str, default=None):
+        column = self._columns.get(name)
+        return default if column is None else column[self._position]
+
+
+def _cells(column: pd.Series):
+    """A column's cells as the checks read them: floats as a numpy array (whose items are
+    floats), anything else as Python values with one object per distinct value."""
+    if column.dtype == np.float64:
+        return column.to_numpy()
+    values = column.tolist()
+    if column.dtype.kind in "OSU" or str(column.dtype) in ("str", "string"):
+        shared: dict = {}
+        return [shared.setdefault(v, v) if isinstance(v, str) else v for v in values]
+    return values
 
 
 #: The words that mark a CPU row the load model decides (context._load_model_reading).
@@ -145,10 +175,14 @@ class LogContext:
 
 
     @cached_property
-    def records(self) -> dict:
-        """Each row as a dict of its cells, by its label in `rows`: what the checks that read a
-        row's cells one by one read (a frame's `.at` costs tens of microseconds a cell)."""
-        return self.rows.to_dict("index")
+    def records(self) -> dict[int, Row]:
+        """Each row's cells by name, by its label in `rows`: what the checks that read a row's
+        cells one by one read (a frame's `.at` costs tens of microseconds a cell).  The cells
+        are held column by column, a text once however many rows repeat it, so a long log's
+        rows cost a few bytes each, not a dict each."""
+        r = self.rows
+        columns = {str(name): _cells(r[name]) for name in r.columns}
+        return {label: Row(columns, position) for position, label in enumerate(r.index)}
 
     @property
     def finals(self) -> pd.DataFrame:
@@ -162,7 +196,8 @@ class LogContext:
         model's constant (then energy must be power x duration)."""
         r = self.rows
         repeated = self._repeated_powers()
-        out = []
+        out: dict[str, list] = {name: [] for name in COMPONENT_COLUMNS}
+        words: dict[str, str] = {}   # one object per distinct `how`: a long log repeats a few
         for i in r.index:
             row = self.records[i]
             for comp in COMPONENTS:
@@ -170,11 +205,13 @@ class LogContext:
                 status, how, constant = self._classify(row, comp, power, energy, repeated)
                 if comp == "cpu" and status == UNVERIFIED:
                     status, how = self._load_model_reading(row, power, energy, how)
-                out.append({"index": i, "source_file": row["source_file"],
-                            "source_line": int(row["source_line"]), "run_key": row["run_key"],
-                            "final_row": bool(row["final_row"]), "component": comp,
-                            "power_w": power, "energy_kwh": energy, "status": status, "how": how,
-                            "constant": constant})
+                for name, value in (("index", i), ("source_file", row["source_file"]),
+                                    ("source_line", int(row["source_line"])),
+                                    ("run_key", row["run_key"]), ("final_row", bool(row["final_row"])),
+                                    ("component", comp), ("power_w", power), ("energy_kwh", energy),
+                                    ("status", status), ("how", words.setdefault(how, how)),
+                                    ("constant", constant)):
+                    out[name].append(value)
         return _same_cpu_source(pd.DataFrame(out, columns=COMPONENT_COLUMNS), r)
 
     def _load_model_reading(self, row, power_w: float, energy_kwh: float,

@@ -120,8 +120,14 @@ def gpu_limit(model, extra: Mapping[str, float] | None = None) -> tuple[float, s
     row naming several models (';' or ',') is held to the largest limit."""
     if not isinstance(model, str):
         return None
+    return _gpu_limit(model, tuple(sorted((extra or {}).items())))
+
+
+@lru_cache(maxsize=4096)
+def _gpu_limit(model: str, extra: tuple[tuple[str, float], ...]) -> tuple[float, str] | None:
+    """gpu_limit, once per model and table (a long log names a few models in every row)."""
     table = dict(GPU_BOARD_LIMIT_W)
-    for name, watts in (extra or {}).items():
+    for name, watts in extra:
         table[re.sub(r"^NVIDIA\s+", "", name)] = (float(watts), "collect/experiment.toml [audit]")
     found = [table.get(name) for name in map(gpu_name, re.split(r"[;,]", model)) if name]
     limits = [f for f in found if f is not None]
@@ -278,6 +284,12 @@ def close(a, b, rel: float = MODEL_RELATIVE_TOLERANCE) -> bool:
 
 def cpu_models(power: float, cpu_model, cpu_count, major: int | None) -> list[str]:
     """Which of CodeCarbon's CPU models give exactly `power` for this CPU (possibly several)."""
+    return list(_cpu_models(power, cpu_model, cpu_count, major))
+
+
+@lru_cache(maxsize=65536)
+def _cpu_models(power: float, cpu_model, cpu_count, major: int | None) -> tuple[str, ...]:
+    """cpu_models, once per distinct reading (a long log repeats its machine's few values)."""
     found = []
     tdp = cpu_tdp(cpu_model)
     n = int(cpu_count) if cpu_count is not None and cpu_count == cpu_count and cpu_count > 0 else None
@@ -304,7 +316,7 @@ def cpu_models(power: float, cpu_model, cpu_count, major: int | None) -> list[st
         if close(power, POWER_PER_THREAD_W * n * CONSTANT_SHARE):
             found.append(f"constant 0.5 x the generic {POWER_PER_THREAD_W:g} W-per-thread TDP "
                          f"({n} threads)")
-    return found
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -386,6 +398,13 @@ def cpu_maximum(cpu_model) -> tuple[float, str] | None:
 def ram_models(power: float, total_gb, cpu_model, os_name, major: int | None,
                tracking_mode) -> list[str]:
     """Which of CodeCarbon's RAM models give exactly `power` for this machine."""
+    return list(_ram_models(power, total_gb, cpu_model, os_name, major, tracking_mode))
+
+
+@lru_cache(maxsize=65536)
+def _ram_models(power: float, total_gb, cpu_model, os_name, major: int | None,
+                tracking_mode) -> tuple[str, ...]:
+    """ram_models, once per distinct reading."""
     found = []
     try:
         total = float(total_gb)
@@ -411,4 +430,4 @@ def ram_models(power: float, total_gb, cpu_model, os_name, major: int | None,
                 break
     if not found and tracking_mode == "process":
         found.append("process-mode model (a share of the process's memory)")
-    return found
+    return tuple(found)

@@ -53,13 +53,15 @@ def run_verdicts(ctx: LogContext) -> pd.DataFrame:
                          ("is_measured", MEASURED), ("is_untracked", NOT_TRACKED),
                          ("is_unknown", UNKNOWN)):
         used[flag] = used["status"] == status
-    used["text"] = [_component_words(c) for c in used.itertuples()]
+    words: dict[tuple, list[str]] = {}
+    for c in used.itertuples():
+        words.setdefault((c.source_file, c.run_key), []).append(_component_words(c))
     g = used.groupby(keys, sort=False)
     runs = g.agg(source_line=("source_line", "first"), total=("e", "sum"),
                  modelled_e=("modelled_e", "sum"), modelled=("is_modelled", "any"),
                  unverified=("is_unverified", "any"), measured=("is_measured", "any"),
-                 untracked=("is_untracked", "any"), unknown=("is_unknown", "all"),
-                 text=("text", "; ".join)).reset_index()
+                 untracked=("is_untracked", "any"), unknown=("is_unknown", "all")).reset_index()
+    runs["text"] = ["; ".join(words[(f, k)]) for f, k in zip(runs["source_file"], runs["run_key"])]
     out = []
     for r in runs.itertuples():
         if r.unknown:

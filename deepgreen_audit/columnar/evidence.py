@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from deepgreen_audit.columnar.frame import Frame, Groups, counts, plain_value
+from deepgreen_audit.columnar.frame import Frame, Groups, counts, plain_column, rows_of
 
 
 def rows_by_run(frame: Frame) -> list[np.ndarray]:
@@ -42,8 +42,17 @@ def evidence(frame) -> dict:
 
 def json_records(frame, digits: int | None = None) -> list[dict]:
     """The rows of a pandas frame as plain JSON values (a comparison's tables)."""
-    return [{k: plain_value(v, digits) for k, v in record.items()}
-            for record in frame.to_dict(orient="records")]
+    return rows_of({str(name): plain_column(_numpy(frame[name]), digits) for name in frame.columns},
+                   len(frame))
+
+
+def _numpy(column) -> np.ndarray:
+    """A pandas column as numpy: plain numbers as numbers, anything else (nullable numbers,
+    texts, timestamps) as the objects pandas' own rows hold, which plain_value reads."""
+    values = column.to_numpy() if isinstance(column.dtype, np.dtype) else None
+    if values is not None and values.dtype.kind in "biuf":
+        return values
+    return column.to_numpy(dtype=object)
 
 
 def run_block_energy_j(run_ids: np.ndarray, energy_j: np.ndarray) -> dict[str, float]:
