@@ -17,7 +17,7 @@ import json
 import re
 import shutil
 import textwrap
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 STATUSES = ("pass", "fail", "warn", "skip")
 #: The bases of a skip: the check does not apply to the package (its subject is absent by the
@@ -234,16 +234,20 @@ class Report:
     def findings_for(self, resource: str) -> list[Finding]:
         return [f for f in self.findings if f.resource == resource]
 
-    def to_dict(self) -> dict:
+    def to_dict(self, evidence_csv: list[str | None] | None = None) -> dict:
+        """The JSON report; `evidence_csv`: the CSV file holding each finding's complete
+        evidence, in the findings' order (`audit --evidence DIR`; None: none written)."""
+        files: list[str | None] = evidence_csv or [None] * len(self.findings)
         return {"kind": self.kind, "subject": self.subject, "valid": self.valid,
                 "finished": self.finished, "synthetic": self.synthetic, "notice": self.notice,
                 "not_applicable": [f.id for f in self.not_applicable],
                 "notes": self.notes, "counts": self.counts, "error_count": self.error_count,
-                "stats": self.stats, "findings": [asdict(f) for f in self.findings],
+                "stats": self.stats,
+                "findings": [_finding_dict(f, path) for f, path in zip(self.findings, files, strict=True)],
                 "suppressed": self.suppressed}
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n"
+    def to_json(self, evidence_csv: list[str | None] | None = None) -> str:
+        return json.dumps(self.to_dict(evidence_csv), indent=2, ensure_ascii=False, default=str) + "\n"
 
     def format_text(self, evidence_rows: int = 0, width: int | None = None) -> str:
         """The report for a terminal of `width` columns (default: this terminal's, 100 when
@@ -296,6 +300,27 @@ class Report:
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+#: The evidence rows a finding carries in the JSON report (its first ones): a finding of every
+#: block of a campaign would otherwise carry thousands, and the report grow with the package.
+#: `details.evidence_total` counts them all; `audit --evidence DIR` writes them all as CSV.
+JSON_EVIDENCE_ROWS = 50
+
+
+def _finding_dict(finding: Finding, evidence_csv: str | None) -> dict:
+    """A finding as the JSON report writes it: its evidence capped at JSON_EVIDENCE_ROWS rows,
+    with how many it shows (`evidence_shown`), how many there are (`evidence_total`) and the
+    CSV file that holds them all (`evidence_csv`, None when none was written)."""
+    details = finding.details or {}
+    rows = details.get("evidence")
+    if not rows:
+        return asdict(finding)
+    shown = rows[:JSON_EVIDENCE_ROWS]
+    capped = replace(finding, details={**details, "evidence": shown,
+                                       "evidence_total": details.get("evidence_total", len(rows)),
+                                       "evidence_shown": len(shown), "evidence_csv": evidence_csv})
+    return asdict(capped)
 
 
 def terminal_text(line: str) -> str:

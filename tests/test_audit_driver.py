@@ -97,3 +97,56 @@ def test_the_program_proves_the_round_trip_beside_the_checks_with_the_same_repor
         [(f["id"], f["status"], f["message"]) for f in library["findings"]]
     trip = next(f for f in program["findings"] if f["id"] == "integrity.round-trip")
     assert trip["status"] == "pass" and trip["seconds"] > 0
+
+
+# ------------------------------------------------------------------ the JSON report's evidence (issue 40)
+
+#: A model under which four checks flag most of a campaign's runs: CodeCarbon 2.x, a modelled
+#: CPU power, noisy block times and powers.
+FLAGGING_MODEL = ('block_time_sigma = 0.6\nblock_power_sigma = 0.6\ncodecarbon_version = "2.8.0"\n'
+                  'codecarbon_cpu_method = "tdp-constant"\n')
+#: The JSON report of a package ten times the first campaign's size stays under this; uncapped,
+#: its evidence made it 390 KB, and it grew with the package.
+TEN_TIMES_JSON_BYTES = 150_000
+
+
+def test_the_json_report_of_a_ten_times_package_is_capped_and_its_csvs_hold_every_row(tmp_path, capsys):
+    """504 runs (10x the first campaign's 48): each finding's JSON evidence is its first
+    JSON_EVIDENCE_ROWS rows with the total, and names the CSV that --evidence wrote with all."""
+    import csv
+
+    from deepgreen_audit.report import JSON_EVIDENCE_ROWS
+
+    model = tmp_path / "model.toml"
+    model.write_text(FLAGGING_MODEL)
+    pkg = tmp_path / "ten"
+    assert main(["synth", "--out", str(pkg), "--repetitions", "12", "--epochs", "2", "--model", str(model)]) == 0
+    capsys.readouterr()
+    assert main(["audit", str(pkg), "--json", "--evidence", str(tmp_path / "evidence"),
+                 "--out", str(tmp_path / "report.json")]) == 1
+    printed = capsys.readouterr().out
+    assert len(printed.encode("utf-8")) < TEN_TIMES_JSON_BYTES
+    assert (tmp_path / "report.json").read_text(encoding="utf-8") == printed
+    findings = [f for f in json.loads(printed)["findings"] if (f["details"] or {}).get("evidence")]
+    capped = [f for f in findings if f["details"]["evidence_total"] > JSON_EVIDENCE_ROWS]
+    assert len(capped) >= 3 and sum(f["details"]["evidence_total"] for f in capped) > 1_000
+    for f in findings:
+        details = f["details"]
+        assert details["evidence_shown"] == len(details["evidence"]) == min(
+            details["evidence_total"], JSON_EVIDENCE_ROWS), f["id"]
+        assert details["evidence_csv"] == str(tmp_path / "evidence" / f"{f['id']}-evidence.csv")
+        with open(details["evidence_csv"], encoding="utf-8", newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        assert len(rows) == details["evidence_total"], f["id"]
+        first = details["evidence"][0]
+        assert {k: rows[0][k] for k in first if isinstance(first[k], str)} == \
+            {k: v for k, v in first.items() if isinstance(v, str)}, f["id"]
+    # without --evidence the JSON says no CSV was written; a folder that holds files is refused
+    # before the audit, unless --overwrite
+    assert main(["audit", str(pkg), "--json", "--select", "S5.codecarbon-version"]) == 1
+    details = json.loads(capsys.readouterr().out)["findings"][-1]["details"]
+    assert details["evidence_csv"] is None and details["evidence_total"] == 504
+    assert main(["audit", str(pkg), "--select", "S5", "--evidence", str(tmp_path / "evidence")]) == 2
+    assert "holds files already" in capsys.readouterr().err
+    assert main(["audit", str(pkg), "--select", "S5", "--evidence", str(tmp_path / "evidence"),
+                 "--overwrite"]) == 1

@@ -605,7 +605,7 @@ def test_the_ci_step_of_the_docs_runs_as_written(tmp_path):
 
 def test_a_long_logs_page_embeds_a_summary_of_its_evidence(tmp_path, monkeypatch):
     """A finding with more evidence rows than a page embeds: the page's CSV holds the first
-    EMBEDDED_EVIDENCE_ROWS and says where all of them are (the JSON report holds them all)."""
+    EMBEDDED_EVIDENCE_ROWS and says where all of them are (the CSV of --evidence DIR)."""
     import base64
 
     from deepgreen_audit.page import html as page_html
@@ -617,7 +617,7 @@ def test_a_long_logs_page_embeds_a_summary_of_its_evidence(tmp_path, monkeypatch
     assert len(short.details["evidence"]) == 60
     page = render_log_page(report, ctx)
     section = page.split('data-check="S5.cc-short-runs"')[1].split("</section>")[0]
-    assert "has the first 25; all 60 are in the JSON report" in section
+    assert "has the first 25; all 60 are in the CSV of --evidence DIR" in section
     uri = section.split('href="data:text/csv;charset=utf-8;base64,')[1].split('"')[0]
     assert base64.b64decode(uri).decode().count("\n") == 26          # the header and 25 rows
 

@@ -274,3 +274,37 @@ def test_slurm_preflight_probes_a_compute_node(cluster, smoke_plan, tmp_path, ca
     assert "node.counter.readable" in printed and "RAPL: " in printed
     assert "node.stack.ready" in printed and "python-pytorch/digits: " in printed
     assert code == 0, printed
+
+
+FAILING_STACK = '["/bin/sh", "-c", "echo \'error: cannot open data/digits/train.npz\' >&2; exit 1"]'
+
+
+def test_runs_failing_alike_stop_the_array_and_its_queued_tasks_are_cancelled(cluster, tmp_path, capsys):
+    """A stack that always fails: after --max-consecutive-failures runs failed alike the queued
+    tasks are cancelled (never started, no failure record), the array's record and the printed
+    summary say why, and the command exits 1; the runs go again with the next collect."""
+    plan_path = tmp_path / "plan.toml"
+    plan_path.write_text(f'campaign = "broken"\nmaster_seed = 3\nrun_timeout_s = 60\n'
+                         f'[stacks.cpp-libtorch]\nkind = "external"\ncommand = {FAILING_STACK}\n'
+                         '[scope]\necosystems = ["cpp-libtorch"]\narchitectures = ["resnet18", "vgg16"]\n'
+                         'datasets = ["digits"]\nrepetitions = 4\nepochs = 1\n')
+    out = tmp_path / "out"
+    assert main(["collect", "--plan", str(plan_path), "--out", str(out), "--executor", "slurm",
+                 "--time", "5", "--allow-missing-counters", "--max-consecutive-failures", "2"]) == 1
+    printed = capsys.readouterr().out
+    record = json.loads(next((out / "slurm").glob("*.json")).read_text())
+    assert record["settled"] and record["stopped"].startswith("stopped after 2 consecutive runs failed alike")
+    outcomes = record["outcomes"].values()
+    failed = [o for o in outcomes if not o.startswith("not started")]
+    not_started = [o for o in outcomes if o.startswith("not started: stopped after 2")]
+    assert len(failed) + len(not_started) == 8 and 2 <= len(failed) < 8, outcomes
+    assert all("its log ends: error: cannot open data/digits/train.npz" in o for o in failed)
+    assert len(list((out / "failed").iterdir())) == len(failed)     # the cancelled ones never ran
+    assert record["stopped"] in printed and f"{len(not_started)} run(s) not started" in printed
+    assert f"{len(failed)} failed, 0 still queued or running" in printed
+    # the next collect submits every run again (none completed)
+    again = collect_slurm(load_plan(plan_path), out, SlurmOptions(time_limit="5"),
+                          allow_missing_counters=True, wait=False, max_consecutive_failures=0)
+    (_, resubmitted), = again.submitted.items()
+    assert len(resubmitted) == 8
+    subprocess.run(["scancel", *again.submitted], check=True)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from deepgreen_audit.audit.checks import audit_checks
+from deepgreen_audit.report import JSON_EVIDENCE_ROWS
 from deepgreen_audit.resources import require_checkout
 from deepgreen_audit.suite.registry import SUITES
 
 DOC_PATH = ("docs", "audit.md")
 
-INTRO = """\
+INTRO = f"""\
 # The audit
 
 <!-- Generated from the check registry by `deepgreen audit --list --markdown`; do not edit by hand. -->
@@ -32,8 +33,12 @@ because the package leaves the checked value empty (a cell, a reading, the sampl
 nothing shows the specification was met but nothing contradicts it; `contradicted` when a
 recorded value breaks it.  A check says how many of its rows are only unrecorded
 (`Outcome.failed(..., unrecorded=n)`); one that does not say is contradicted, so a real
-finding is never filed as a gap in the records.  A finding's `details.evidence` holds every
-row it concerns.  The HTML page (`--html`) opens with the failing and warning checks, one
+finding is never filed as a gap in the records.  A finding's evidence is every row it
+concerns; the JSON report (`--json`, `--out FILE`) carries its first {JSON_EVIDENCE_ROWS} in `details.evidence`
+(`evidence_shown` of `evidence_total`), so that a report does not grow with the package, and
+`--evidence DIR` writes all of them as `DIR/<id>-evidence.csv` (`<id>-<k>-evidence.csv` for
+the k-th finding of a repeated id), which `details.evidence_csv` names (`null` without
+`--evidence`).  The HTML page (`--html`) opens with the failing and warning checks, one
 linked line each, in these two groups.
 
 Exit status (README.md, "Exit codes"): 0 when every check passes (warnings allowed), 1 when

@@ -16,6 +16,9 @@ timed out, node failure) is recorded failed with Slurm's state and reason, so
 the next collect submits it again; a completed run gets Slurm's whole-run
 ConsumedEnergy (or why it has none) in its manifest.  A run's repetition round
 goes to the node the plan's [hosts] replicate_nodes assign (one array per node).
+Once `max_consecutive_failures` tasks in a row (in the order they are settled) failed for
+the same reason, the queued tasks of every array are cancelled (`scancel --state=PENDING`)
+and the array's record says why (`stopped`): a broken stack would fail them all alike.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from deepgreen_audit.collect.staging import (
     utc_now,
     work_dir,
 )
+from deepgreen_audit.device.errors import MAX_CONSECUTIVE_FAILURES
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.rundirs import MANIFEST
@@ -56,6 +60,8 @@ SLURM_DIR = "slurm"
 #: added to the plan's run_timeout_s for the default --time: start-up, staging, settling
 TIME_MARGIN_S = 600
 EXIT_RUN_FAILED = 3
+#: the outcome of a task cancelled before it started, its array stopped: "not started: <why>"
+NOT_STARTED = "not started"
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,15 @@ class SlurmOptions:
     gres: str | None = None           # default: gpu:<hosts.gpus_per_run> when the plan asks for GPUs
 
 
+@dataclass(frozen=True)
+class Ending:
+    """One task settled, in the order it was settled: `cause` is None when its run completed,
+    else why it failed without the stack's own last line (what repeats when runs fail alike)."""
+
+    run_id: str
+    cause: str | None
+
+
 @dataclass
 class SlurmSummary:
     submitted: dict[str, list[str]] = field(default_factory=dict)   # array job -> its runs
@@ -75,6 +90,12 @@ class SlurmSummary:
     skipped: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     in_flight: list[str] = field(default_factory=list)
+    #: runs whose queued task was cancelled when the campaign stopped
+    not_started: list[str] = field(default_factory=list)
+    #: the runs that completed or failed, in the order they were settled
+    endings: list[Ending] = field(default_factory=list)
+    #: why the campaign stopped (consecutive runs failing alike), or None
+    stopped: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -142,19 +163,21 @@ def _records(out: Path) -> list[tuple[Path, dict]]:
     return sorted(records, key=lambda item: int(item[0].stem))
 
 
-def _recorded_failure(out: Path, run_id: str, task_job: str) -> str | None:
-    """The reason the task itself recorded for its run's failure (None: it recorded none)."""
+def _recorded_failure(out: Path, run_id: str, task_job: str) -> tuple[str, str] | None:
+    """The reason and cause the task itself recorded for its run's failure (None: it recorded
+    none)."""
     for folder in (Path(out) / "failed").glob(f"{run_id}.*"):
         record = folder / FAILURE_RECORD
         info = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
         if info.get("slurm_job") == task_job:
-            return info.get("reason", "failed")
+            reason = info.get("reason", "failed")
+            return reason, info.get("cause") or reason
     return None
 
 
 def _settle_task(plan: Plan, out: Path, job: Job, record: slurm_accounting.TaskRecord,
-                 energy_note: str | None) -> str | None:
-    """Settle one ended task; returns why its run failed (None: it completed)."""
+                 energy_note: str | None) -> tuple[str, str] | None:
+    """Settle one ended task; returns why its run failed and the cause (None: it completed)."""
     if is_completed(out, job):
         run_dir = final_dir(out, job)
         manifest = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))["run"]
@@ -168,16 +191,33 @@ def _settle_task(plan: Plan, out: Path, job: Job, record: slurm_accounting.TaskR
         return recorded
     reason = record.describe()
     move_to_failed(out, job.run_id, work_dir(out, job), {
-        "run_id": job.run_id, "status": "failed", "reason": reason, "slurm_job": record.job_id,
-        "slurm_state": record.state_text, "slurm_reason": record.reason, "ended_at_utc": utc_now()})
-    return reason
+        "run_id": job.run_id, "status": "failed", "reason": reason, "cause": record.cause(),
+        "slurm_job": record.job_id, "slurm_state": record.state_text, "slurm_reason": record.reason,
+        "ended_at_utc": utc_now()})
+    return reason, record.cause()
+
+
+def _never_started(out: Path, job: Job, index: int, record: slurm_accounting.TaskRecord | None,
+                   submission: dict) -> bool:
+    """A task of a stopped array that Slurm cancelled before its run began: listed CANCELLED
+    (sacct) or no more listed (scontrol drops the cancelled queued tasks of an array), and
+    neither a run, a work folder nor a failure record of it."""
+    return (bool(submission.get("stopped")) and (record is None or record.state == "CANCELLED")
+            and not is_completed(out, job) and not work_dir(out, job).exists()
+            and _recorded_failure(out, job.run_id, f"{submission['job_id']}_{index}") is None)
+
+
+def _outcome_state(outcome: str) -> str:
+    if outcome == "completed":
+        return "done"
+    return NOT_STARTED if outcome.startswith(NOT_STARTED) else "failed"
 
 
 def settle(plan: Plan, out: Path, watched: set[str] | None = None) -> tuple[dict[str, int], SlurmSummary]:
     """Settle the ended tasks of every unsettled array under OUT.  Returns the counts by state of
     the arrays in `watched` (None: the unsettled ones), and the runs settled now or in flight."""
     summary = SlurmSummary()
-    counts = {"submitted": 0, "pending": 0, "running": 0, "done": 0, "failed": 0}
+    counts = {"submitted": 0, "pending": 0, "running": 0, "done": 0, "failed": 0, NOT_STARTED: 0}
     jobs = {job.run_id: job for job in plan.jobs}
     for path, submission in _records(out):
         counted = submission["job_id"] in watched if watched is not None else not submission["settled"]
@@ -192,21 +232,20 @@ def settle(plan: Plan, out: Path, watched: set[str] | None = None) -> tuple[dict
         for index, run_id in enumerate(submission["runs"]):
             outcome = submission["outcomes"].get(str(index))
             record = tasks.get(index)
+            if outcome is None and _never_started(out, jobs[run_id], index, record, submission):
+                summary.not_started.append(run_id)
+                outcome = submission["outcomes"][str(index)] = f"{NOT_STARTED}: {submission['stopped']}"
             if outcome is None and record is None and age_s > slurm_accounting.FORGET_AFTER_S:
                 record = slurm_accounting.forgotten(index, submission["job_id"])
             if outcome is None and record is not None and record.ended:
-                reason = _settle_task(plan, out, jobs[run_id], record, energy_note)
-                outcome = submission["outcomes"][str(index)] = reason or "completed"
-                if reason is None:
-                    summary.completed.append(run_id)
-                else:
-                    summary.failed[run_id] = reason
+                outcome = submission["outcomes"][str(index)] = _settle(
+                    plan, out, jobs[run_id], record, energy_note, summary)
             if outcome is None:
                 open_tasks.append(run_id)
                 state = "running" if record and record.state in ("RUNNING", "COMPLETING", "CONFIGURING") \
                     else "pending"
             else:
-                state = "done" if outcome == "completed" else "failed"
+                state = _outcome_state(outcome)
             if counted:
                 counts["submitted"] += 1
                 counts[state] += 1
@@ -215,6 +254,65 @@ def settle(plan: Plan, out: Path, watched: set[str] | None = None) -> tuple[dict
             submission["settled"] = not open_tasks
             atomic.write_text(path, json.dumps(submission, indent=2) + "\n")
     return counts, summary
+
+
+def _settle(plan: Plan, out: Path, job: Job, record: slurm_accounting.TaskRecord,
+            energy_note: str | None, summary: SlurmSummary) -> str:
+    """Settle one ended task into `summary`; returns its outcome for the array's record."""
+    failure = _settle_task(plan, out, job, record, energy_note)
+    summary.endings.append(Ending(job.run_id, failure[1] if failure else None))
+    if failure is None:
+        summary.completed.append(job.run_id)
+        return "completed"
+    summary.failed[job.run_id] = failure[0]
+    return failure[0]
+
+
+@dataclass
+class FailureStreak:
+    """The causes of the latest runs that failed alike, one after another in the order their
+    tasks were settled; `tripped` once `limit` of them (0: never) were seen."""
+
+    limit: int
+    causes: list[str] = field(default_factory=list)
+    last_failed: str | None = None
+    tripped: bool = False
+
+    def add(self, endings: list[Ending]) -> bool:
+        """Count `endings`; True when the streak reached its limit now or before."""
+        for ending in endings:
+            if ending.cause is None:
+                self.causes = []
+                continue
+            same = self.causes and self.causes[-1] == ending.cause
+            self.causes = (self.causes if same else []) + [ending.cause]
+            self.last_failed = ending.run_id
+            self.tripped = self.tripped or bool(self.limit) and len(self.causes) >= self.limit
+        return self.tripped
+
+    def why(self, out: Path) -> str:
+        return (f"stopped after {len(self.causes)} consecutive runs failed alike ({self.causes[-1]}): "
+                "the queued tasks were cancelled (scancel --state=PENDING), tasks already running "
+                f"end on their own. Fix the cause (the last failed run: {Path(out) / 'failed'}/"
+                f"{self.last_failed}.*), then run the same command again")
+
+
+def stop_arrays(out: Path, why: str) -> list[str]:
+    """Cancel the queued tasks of every unsettled array under OUT and record why in each
+    array's record; returns the array jobs told."""
+    stopped = []
+    for path, submission in _records(out):
+        if submission["settled"] or submission.get("stopped"):
+            continue
+        proc = subprocess.run(["scancel", "--state=PENDING", submission["job_id"]],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise UserError(f"scancel refused to stop array job {submission['job_id']}: "
+                            f"{proc.stderr.strip() or proc.stdout.strip()}", path=path, code="slurm-error")
+        submission["stopped"] = why
+        atomic.write_text(path, json.dumps(submission, indent=2) + "\n")
+        stopped.append(submission["job_id"])
+    return stopped
 
 
 def _sbatch(script_path: Path) -> str:
@@ -267,25 +365,38 @@ def submit(plan: Plan, out: Path, options: SlurmOptions, *, in_flight=(), allow_
 
 def collect_slurm(plan: Plan, out: Path, options: SlurmOptions, *, allow_missing_counters: bool = False,
                   synthetic_reason: str | None = None, wait: bool = True, poll_s: float = 2.0,
-                  progress=None) -> SlurmSummary:
+                  progress=None, max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES) -> SlurmSummary:
     """Submit what is left of the plan and, with `wait`, settle every task as it ends.
-    `progress(counts)` is called whenever the counts change."""
+    `progress(counts)` is called whenever the counts change.  Once `max_consecutive_failures`
+    settled runs in a row failed alike (0: never), the queued tasks are cancelled and
+    `summary.stopped` says why; tasks that ended since an earlier collect count first, and when
+    they trip it nothing is submitted."""
     require_slurm()
     out = Path(out)
     refuse_unusable_out(plan, out, synthetic_reason is not None)
     watched = {record["job_id"] for _, record in _records(out) if not record["settled"]}
     _, before = settle(plan, out)              # what ended since the last look: failed runs go again
+    streak = FailureStreak(max_consecutive_failures)
     skipped = [job.run_id for job in plan.jobs if is_completed(out, job)]
-    submitted = submit(plan, out, options, in_flight=before.in_flight,
-                       allow_missing_counters=allow_missing_counters, synthetic_reason=synthetic_reason)
-    watched |= set(submitted)
-    summary = SlurmSummary(submitted=submitted, skipped=skipped)
+    summary = SlurmSummary(skipped=skipped)
+    if streak.add(before.endings):
+        summary.stopped = streak.why(out)
+        stop_arrays(out, summary.stopped)
+    else:
+        summary.submitted = submit(plan, out, options, in_flight=before.in_flight,
+                                   allow_missing_counters=allow_missing_counters,
+                                   synthetic_reason=synthetic_reason)
+    watched |= set(summary.submitted)
     last = None
     while True:
         counts, settled = settle(plan, out, watched)
         summary.completed += settled.completed
         summary.failed.update(settled.failed)
+        summary.not_started += settled.not_started
         summary.in_flight = settled.in_flight
+        if streak.add(settled.endings) and summary.stopped is None:
+            summary.stopped = streak.why(out)
+            stop_arrays(out, summary.stopped)
         if progress and counts != last:
             progress(counts)
             last = counts

@@ -64,6 +64,10 @@ class TaskRecord:
             text += f", exit code {self.exit_code}"
         return text + (f" on {self.node}" if self.node else "")
 
+    def cause(self) -> str:
+        """How the task ended, without its id and node: what repeats when tasks fail alike."""
+        return f"Slurm ended the task {self.state}" + (f" (reason: {self.reason})" if self.reason else "")
+
 
 @dataclass(frozen=True)
 class SlurmEnergy:

@@ -161,6 +161,6 @@ def run_one(plan: Plan, job: Job, out: Path, allow_missing_counters: bool,
         return Outcome(job.run_id, None, elapsed, final)
     where = move_to_failed(out, job.run_id, work, {
         "run_id": job.run_id, "status": "failed", "reason": reason, "exit_status": returncode,
-        "elapsed_s": round(elapsed, 3), "ended_at_utc": utc_now(),
+        "elapsed_s": round(elapsed, 3), "ended_at_utc": utc_now(), "cause": cause,
         **({"slurm_job": slurm_job} if slurm_job else {})})
     return Outcome(job.run_id, reason, elapsed, where, cause)

@@ -4,6 +4,10 @@ summed block energy.  Below every audited kind (`audit`, `codecarbon`) and every
 
 from __future__ import annotations
 
+import csv
+import io
+import re
+
 import numpy as np
 
 from deepgreen_audit.columnar.frame import Frame, Groups, counts, plain_column, rows_of
@@ -31,11 +35,12 @@ def relative_difference(a, b) -> np.ndarray:
 
 
 def evidence(frame) -> dict:
-    """A finding's evidence for the JSON report: every row of `frame` (a Frame, or a pandas
-    frame of the CodeCarbon-log checks) as plain JSON values (the runs or configurations it
-    names and the figures that convicted them), so a reader can check each one; the HTML page
-    shows the first rows and links the rest as CSV.  `evidence_total` (the count) is kept for
-    readers of older reports, which carried 50 rows at most."""
+    """A finding's evidence: every row of `frame` (a Frame, or a pandas frame of the
+    CodeCarbon-log checks) as plain JSON values (the runs or configurations it names and the
+    figures that convicted them), so a reader can check each one; the JSON report carries the
+    first report.JSON_EVIDENCE_ROWS and the count (`evidence_total`), `audit --evidence DIR`
+    writes them all as CSV (`evidence_csv_text`), the HTML page shows the first rows and links
+    the rest as CSV."""
     rows = frame.records(digits=6) if isinstance(frame, Frame) else json_records(frame, digits=6)
     return {"evidence": rows, "evidence_total": len(rows)}
 
@@ -75,3 +80,44 @@ def per_run_evidence(ctx, blocks: Frame, figures: dict | None = None) -> dict:
     for column, how in (figures or {}).items():
         columns[column] = getattr(groups, how)(blocks[column])
     return evidence(Frame.of(columns).sort(groups.size, descending=True))
+
+
+def evidence_csv_text(rows: list[dict]) -> str:
+    """A finding's evidence rows as CSV: every key any row has, a column, in first-seen order;
+    each column typed as a table's column (so the file is the one pandas wrote before)."""
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    cells = [_csv_column([row.get(c) for row in rows]) for c in columns]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(zip(*cells))
+    return buffer.getvalue()
+
+
+def _csv_column(values: list) -> list[str]:
+    """One evidence column's CSV cells: numbers with an empty cell or a fraction among them are
+    floats (3 as 3.0), anything else is text, an empty cell is empty."""
+    present = [v for v in values if v is not None]
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
+    floats = numbers and bool(present) and (len(present) < len(values)
+                                      or any(isinstance(v, float) for v in present))
+    return ["" if v is None else repr(float(v)) if floats else _inert(str(v)) for v in values]
+
+
+def _inert(text: str) -> str:
+    """A text cell a spreadsheet will not run as a formula (OWASP, CSV injection): one that
+    starts with =, +, -, @, a tab or a carriage return gets a leading apostrophe."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def evidence_csv_names(finding_ids: list[str]) -> list[str]:
+    """The file name of each finding's complete evidence, in the findings' order:
+    `<id>-evidence.csv` (the HTML page's download name), `<id>-<k>-evidence.csv` for the k-th
+    finding of a repeated id; any character but letters, digits, '.', '_' and '-' as '_'."""
+    seen: dict[str, int] = {}
+    names = []
+    for finding_id in finding_ids:
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", finding_id)
+        seen[safe] = seen.get(safe, 0) + 1
+        names.append(f"{safe}-evidence.csv" if seen[safe] == 1 else f"{safe}-{seen[safe]}-evidence.csv")
+    return names

@@ -9,7 +9,8 @@ split by `Finding.basis` into what the data contradicts and what it does not rec
 cannot be verified); then the package's identity and the counts; then every check, grouped
 the same way (contradicted, not recorded, skipped, passed), with its description from the
 registry.  A finding's evidence folds away (`<details>`) when long; the page shows its first
-rows and embeds all of them as a CSV download, as the JSON report carries all of them.
+rows and embeds up to EMBEDDED_EVIDENCE_ROWS of them as a CSV download; `--evidence DIR`
+writes all of them as CSV files (the JSON report names each, `details.evidence_csv`).
 
 A figure is drawn only where it shows what convicted the rows (the `Figure` a check declares
 beside itself, e.g. deepgreen_audit/audit/figures.py): the values
@@ -21,12 +22,11 @@ finding that is only not recorded has no values, so no figure.
 from __future__ import annotations
 
 import base64
-import csv
 import html
-import io
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
+from deepgreen_audit.columnar.evidence import evidence_csv_text
 from deepgreen_audit.report import CODES, NOT_APPLICABLE, Finding, Report
 from deepgreen_audit.suite.registry import Check
 
@@ -102,30 +102,8 @@ def _esc(value) -> str:
 
 def csv_data_uri(rows: list[dict]) -> str:
     """All the evidence rows as a CSV data: URI (a download that needs no fetch)."""
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    cells = [_csv_column([row.get(c) for row in rows]) for c in columns]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows(zip(*cells))
-    return "data:text/csv;charset=utf-8;base64," + base64.b64encode(buffer.getvalue().encode("utf-8")).decode("ascii")
-
-
-def _csv_column(values: list) -> list[str]:
-    """One evidence column's CSV cells, typed as a table's column (so the file is the one pandas
-    wrote before): numbers with an empty cell or a fraction among them are floats (3 as 3.0),
-    anything else is text, an empty cell is empty."""
-    present = [v for v in values if v is not None]
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
-    floats = numbers and bool(present) and (len(present) < len(values)
-                                      or any(isinstance(v, float) for v in present))
-    return ["" if v is None else repr(float(v)) if floats else _inert(str(v)) for v in values]
-
-
-def _inert(text: str) -> str:
-    """A text cell a spreadsheet will not run as a formula (OWASP, CSV injection): one that
-    starts with =, +, -, @, a tab or a carriage return gets a leading apostrophe."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    return ("data:text/csv;charset=utf-8;base64,"
+            + base64.b64encode(evidence_csv_text(rows).encode("utf-8")).decode("ascii"))
 
 
 def _evidence_table(finding: Finding) -> str:
@@ -142,10 +120,10 @@ def _evidence_table(finding: Finding) -> str:
     total = len(rows)
     name = f"{finding.id}-evidence.csv"
     embedded = rows[:EMBEDDED_EVIDENCE_ROWS]
-    holds = (f"has all {total:,} (embedded in this page; so does the JSON report, --out)"
+    holds = (f"has all {total:,} (embedded in this page; so does the CSV of --evidence DIR)"
              if total == len(embedded) else
-             f"has the first {len(embedded):,}; all {total:,} are in the JSON report (--out FILE: "
-             f"findings, details.evidence)")
+             f"has the first {len(embedded):,}; all {total:,} are in the CSV of --evidence DIR "
+             f"(named in the JSON report: details.evidence_csv)")
     more = (f'<p class="more">{total - len(shown):,} more row(s) than the table\'s {len(shown)}: '
             f'<a class="csv" download="{_esc(name)}" href="{csv_data_uri(embedded)}">{_esc(name)}</a> '
             f'{holds}</p>' if total > len(shown) else "")

@@ -62,11 +62,12 @@ def cmd_audit(args) -> int:
             if round_trip is not None:
                 round_trip.cancel()
         page, evidence_rows = _campaign_page, 0
-    print(report.to_json() if args.json else report.format_text(evidence_rows=evidence_rows),
+    csvs = write_evidence(args.evidence, report)
+    print(report.to_json(csvs) if args.json else report.format_text(evidence_rows=evidence_rows),
           end="" if args.json else "\n")
     if args.strict and not args.json and report.strict_verdict():
         print(report.strict_verdict())
-    write_report_files(files, report, lambda: page(report, ctx))
+    write_report_files(files, report, lambda: page(report, ctx), csvs)
     return report.exit_status(args.strict)
 
 
@@ -91,11 +92,12 @@ def _audit_logs(args) -> int:
         report, ctx = codecarbon_audit.audit_log(
             package, spec=load_spec(args.spec) if args.spec else None, select=args.select)
         report.subject = " ".join(str(p) for p in logs)
-        print(report.to_json() if args.json else report.format_text(evidence_rows=3),
+        csvs = write_evidence(args.evidence, report)
+        print(report.to_json(csvs) if args.json else report.format_text(evidence_rows=3),
               end="" if args.json else "\n")
         if args.strict and not args.json and report.strict_verdict():
             print(report.strict_verdict())
-        write_report_files(files, report, lambda: codecarbon_audit.render_log_page(report, ctx))
+        write_report_files(files, report, lambda: codecarbon_audit.render_log_page(report, ctx), csvs)
     return report.exit_status(args.strict)
 
 
@@ -130,12 +132,57 @@ def report_files(args, location, inputs: list[Path] | None = None) -> dict[str, 
                             "same file", path=path, code="usage-error")
         seen[real] = "out" if kind == "json" else kind
         atomic.check_output(path, args.overwrite)
+    if args.evidence:
+        refuse_evidence_folder(Path(args.evidence), inputs, args.overwrite)
     return files
 
 
-def write_report_files(files: dict[str, Path], report, page) -> None:
+def refuse_evidence_folder(folder: Path, inputs: list[Path], overwrite: bool) -> None:
+    """Refuse, before the audit runs, an --evidence folder that is a file, overlaps an input,
+    or already holds files (unless --overwrite: its CSVs of the same names
+    are replaced)."""
+    from deepgreen_audit.package import atomic
+
+    atomic.refuse_overlap(folder, inputs)
+    if folder.exists() and not folder.is_dir():
+        raise UserError("is not a folder; --evidence names the folder the evidence CSVs go to",
+                        path=folder, code="usage-error")
+    if folder.is_dir() and any(folder.iterdir()) and not overwrite:
+        raise UserError("holds files already: --evidence wants a new or empty folder (or "
+                        "--overwrite, which replaces its CSVs of the same names)", path=folder,
+                        code="output-exists")
+
+
+def write_evidence(folder: str | None, report) -> list[str | None] | None:
+    """With --evidence DIR: each finding's complete evidence as DIR/<id>-evidence.csv (written
+    atomically; said on stderr); returns each finding's file (None for one without evidence),
+    in the findings' order, for the JSON report's details.evidence_csv.  None without DIR."""
+    from deepgreen_audit.columnar.evidence import evidence_csv_names, evidence_csv_text
+    from deepgreen_audit.package import atomic
+
+    if not folder:
+        return None
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    written: list[str | None] = []
+    for finding, name in zip(report.findings, evidence_csv_names([f.id for f in report.findings]),
+                             strict=True):
+        rows = (finding.details or {}).get("evidence")
+        if not rows:
+            written.append(None)
+            continue
+        path = Path(folder) / name
+        atomic.write_text(path, evidence_csv_text(rows))
+        written.append(str(path))
+    if any(written):
+        print(f"wrote {sum(1 for w in written if w)} evidence CSV(s) into {folder}", file=sys.stderr)
+    return written
+
+
+def write_report_files(files: dict[str, Path], report, page,
+                       evidence_csv: list[str | None] | None = None) -> None:
     """Write each asked-for report file atomically and say so (on stderr: stdout is the
-    report, which --json keeps parseable); `page` renders the HTML only when it is asked for."""
+    report, which --json keeps parseable); `page` renders the HTML only when it is asked for;
+    `evidence_csv`: the complete evidence's files the JSON report names (write_evidence)."""
     from deepgreen_audit.package import atomic
 
     def junit() -> str:
@@ -143,7 +190,7 @@ def write_report_files(files: dict[str, Path], report, page) -> None:
 
         return render_junit(report)
 
-    render = {"json": report.to_json, "html": page, "junit": junit}
+    render = {"json": lambda: report.to_json(evidence_csv), "html": page, "junit": junit}
     for kind, path in files.items():
         atomic.write_text(path, render[kind]())
         print(f"wrote {path}", file=sys.stderr)
@@ -171,6 +218,7 @@ PACKAGE_DEFAULT = "datapackage.json"
 
 def register(verb) -> None:
     from deepgreen_audit.console import strict_option
+    from deepgreen_audit.report import JSON_EVIDENCE_ROWS
 
     p = verb("audit", cmd_audit, "audit a package against the experiment specification (S1-S6)",
              "Validate PKG (checksums, schemas, keys), prove the round trip to run directories, "
@@ -200,6 +248,11 @@ def register(verb) -> None:
                         "audit --logs emissions.csv'")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--out", metavar="FILE", help="also write the JSON report to FILE")
+    p.add_argument("--evidence", metavar="DIR",
+                   help="also write each finding's complete evidence as DIR/<id>-evidence.csv "
+                        "(DIR new or empty, or --overwrite); the JSON report carries the first "
+                        f"{JSON_EVIDENCE_ROWS} rows of each and names its CSV "
+                        "(details.evidence_csv, evidence_total)")
     p.add_argument("--html", metavar="FILE",
                    help="also write the report as one self-contained HTML page (identity, summary, "
                         "every check; each failing or warning finding with its evidence table and "
@@ -208,7 +261,8 @@ def register(verb) -> None:
                    help="also write JUnit XML for CI: one test case per check (fail = failure, "
                         "skip = skipped)")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace the files of --out, --html and --junit if they exist")
+                   help="replace the files of --out, --html and --junit if they exist, and "
+                        "the CSVs of --evidence")
     p.add_argument("--list", action="store_true", help="list the registered checks and exit")
     p.add_argument("--markdown", action="store_true",
                    help="with --list: write docs/audit.md from the registry")

@@ -103,7 +103,8 @@ def cmd_collect_slurm(args, plan, options) -> int:
                synthetic_reason=args.synthetic, dry_run=True, print_script=sys.stdout.write)
         return 0
     summary = collect_slurm(plan, Path(args.out), options, allow_missing_counters=args.allow_missing_counters,
-                            synthetic_reason=args.synthetic, wait=not args.no_wait, progress=_slurm_progress)
+                            synthetic_reason=args.synthetic, wait=not args.no_wait, progress=_slurm_progress,
+                            max_consecutive_failures=args.max_consecutive_failures)
     for job_id, run_ids in summary.submitted.items():
         print(f"submitted array job {job_id}: {len(run_ids)} run(s); its batch script: "
               f"{Path(args.out) / 'slurm' / (job_id + '.sbatch')}")
@@ -112,7 +113,11 @@ def cmd_collect_slurm(args, plan, options) -> int:
           f"{Path(args.out) / 'runs'}")
     for run_id, reason in summary.failed.items():
         print(f"  failed: {run_id}: {reason}")
-    if summary.failed or summary.in_flight:
+    if summary.not_started:
+        print(f"  {len(summary.not_started)} run(s) not started: their queued tasks were cancelled")
+    if summary.stopped:
+        print(summary.stopped)
+    elif summary.failed or summary.in_flight:
         print("  run the same command again to settle what is in flight and resubmit the failed runs")
     return 0 if summary.ok else 1
 
@@ -124,13 +129,13 @@ def cmd_collect(args) -> int:
 
     plan = load_plan(Path(args.plan) if args.plan else None)
     options = _slurm_options(args)
+    if args.max_consecutive_failures < 0:
+        raise UserError("--max-consecutive-failures takes 0 (never stop) or more",
+                        code="usage-error")
     if options is not None:
         return cmd_collect_slurm(args, plan, options)
     if args.dry_run:
         raise UserError("--dry-run applies to --executor slurm only (see 'deepgreen plan --print')",
-                        code="usage-error")
-    if args.max_consecutive_failures < 0:
-        raise UserError("--max-consecutive-failures takes 0 (never stop) or more",
                         code="usage-error")
     summary = collect(plan, Path(args.out), allow_missing_counters=args.allow_missing_counters,
                       progress=_progress, synthetic_reason=args.synthetic,
@@ -222,7 +227,8 @@ def register(verb) -> None:
              f"{ALLOW_OPTION} is given. With --executor slurm the runs not yet completed are "
              "submitted as a Slurm job array, one exclusive task per run, with the same staging "
              "and failure records; cancelled, timed-out and node-failed tasks are recorded "
-             "failed with Slurm's reason and resubmitted by the next collect.")
+             "failed with Slurm's reason and resubmitted by the next collect, and "
+             "--max-consecutive-failures cancels the queued tasks.")
     p.add_argument("--plan", metavar="TOML", help=plan_help)
     p.add_argument("--out", required=True, metavar="DIR",
                    help="output folder: new, empty, or one this campaign's earlier collect wrote "
@@ -237,9 +243,11 @@ def register(verb) -> None:
     from deepgreen_audit.device.errors import MAX_CONSECUTIVE_FAILURES
 
     p.add_argument("--max-consecutive-failures", type=int, default=MAX_CONSECUTIVE_FAILURES,
-                   metavar="N", help="local executor: stop the campaign (exit 1) after N consecutive "
-                                     "runs failed for the same reason (default "
-                                     f"{MAX_CONSECUTIVE_FAILURES}; 0: never)")
+                   metavar="N", help="stop the campaign (exit 1) after N consecutive runs failed for "
+                                     "the same reason (default "
+                                     f"{MAX_CONSECUTIVE_FAILURES}; 0: never); with --executor slurm "
+                                     "the queued tasks are cancelled (scancel) and the array's "
+                                     "record OUT/slurm/<job>.json says why")
     _executor_options(p, preflight=False)
 
 
