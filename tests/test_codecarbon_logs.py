@@ -4,6 +4,7 @@ logs of ../shared/codecarbon-logs."""
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -460,6 +461,9 @@ def test_every_shared_log_imports_and_audits(tmp_path):
     assert "752.9 W" in report.finding("S5.cc-gpu-power-limit").message  # 013: a laptop 4070
     page = render_log_page(report, ctx)
     assert "034.csv" in page
+    # each log's verdict is shown whole: its line wraps, never cut with an ellipsis
+    assert ".verdict ul.logs li{white-space:normal;overflow:visible}" in page
+    assert html.escape(logs["034.csv"]["words"], quote=False) in page
 
 
 def test_shipped_codecarbon_docs_are_current():

@@ -68,7 +68,8 @@ h3{font-size:15px;margin:0}
 .verdict h2{margin:6px 0 2px;font-size:15px}
 .verdict ul{list-style:none;margin:0 0 4px;padding:0;font-size:13px;line-height:1.4}
 .verdict li{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
-.verdict ul.logs{font-size:14px;columns:2}
+.verdict ul.logs{font-size:14px}
+.verdict ul.logs li{white-space:normal;overflow:visible}
 .verdict li .status{display:inline-block;width:3.2em}
 .verdict a{font-weight:600}
 .verdict li a{margin-right:6px}
