@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import base64
 import csv
-import html
 import io
+import math
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
 from deepgreen_audit.report import CODES, NOT_APPLICABLE, Finding, Report
+from deepgreen_audit.safe import csv_cell, html_text, xml_document
 from deepgreen_audit.suite.registry import Check
 
 #: Evidence rows shown under a finding; all of them are in its CSV and in the JSON report.
@@ -96,8 +97,7 @@ img{max-width:100%;height:auto;display:block;margin:6px 0}
 """
 
 
-def _esc(value) -> str:
-    return html.escape("" if value is None else str(value))
+_esc = html_text  # every text from the data on the page (a log's cells and name) goes through it
 
 
 def csv_data_uri(rows: list[dict]) -> str:
@@ -105,7 +105,7 @@ def csv_data_uri(rows: list[dict]) -> str:
     columns = list(dict.fromkeys(k for row in rows for k in row))
     cells = [_csv_column([row.get(c) for row in rows]) for c in columns]
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv.writer(buffer, lineterminator="\n")  # every cell made by csv_cell or a number
     writer.writerow(columns)
     writer.writerows(zip(*cells))
     return "data:text/csv;charset=utf-8;base64," + base64.b64encode(buffer.getvalue().encode("utf-8")).decode("ascii")
@@ -114,18 +114,14 @@ def csv_data_uri(rows: list[dict]) -> str:
 def _csv_column(values: list) -> list[str]:
     """One evidence column's CSV cells, typed as a table's column (so the file is the one pandas
     wrote before): numbers with an empty cell or a fraction among them are floats (3 as 3.0),
-    anything else is text, an empty cell is empty."""
+    anything else is text (`safe.csv_cell`: no live formula), an empty cell is empty, and so is
+    a number that is not finite (its row's words say why)."""
     present = [v for v in values if v is not None]
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
     floats = numbers and bool(present) and (len(present) < len(values)
                                       or any(isinstance(v, float) for v in present))
-    return ["" if v is None else repr(float(v)) if floats else _inert(str(v)) for v in values]
-
-
-def _inert(text: str) -> str:
-    """A text cell a spreadsheet will not run as a formula (OWASP, CSV injection): one that
-    starts with =, +, -, @, a tab or a carriage return gets a leading apostrophe."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    return ["" if v is None or (floats and not math.isfinite(v)) else repr(float(v)) if floats
+            else csv_cell(v) for v in values]
 
 
 def _evidence_table(finding: Finding) -> str:
@@ -391,5 +387,4 @@ def render_junit(report: Report) -> str:
                 f"\nfix: {f.remedy}" if f.remedy else "")
     if report.synthetic:
         ET.SubElement(suite, "system-out").text = report.notice or "SYNTHETIC DATA"
-    ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    return xml_document(suites)
