@@ -161,11 +161,15 @@ def latex_text(value: Any) -> str:
     return "".join(_TEX_SPECIAL.get(ch, ch) for ch in text)
 
 
+def _why_not_finite(value: float) -> str:
+    if math.isnan(value):
+        return "not a number: nothing to compute it from, e.g. 0/0 or no rows"
+    return f"{'+' if value > 0 else '-'}infinite: a division by zero or beyond a float's range"
+
+
 def not_defined_reason(value: float) -> str:
     """Why a computed number has no value, in words (its cause named by what the value is)."""
-    if math.isnan(value):
-        return "not defined: not a number (nothing to compute it from, e.g. 0/0 or no rows)"
-    return f"not defined: {'+' if value > 0 else '-'}infinite (a division by zero)"
+    return f"not defined: {_why_not_finite(value)}"
 
 
 def json_number(value: Any) -> Any:
@@ -207,8 +211,7 @@ def number_text(value: float, spec: str, cause: str | None = None) -> str:
     (`cause`, or what the value is), never nan or inf."""
     if math.isfinite(value):
         return format(value, spec)
-    return f"not defined ({cause})" if cause else not_defined_reason(value).replace(
-        "not defined: ", "not defined (", 1) + ")"
+    return f"not defined ({cause or _why_not_finite(value)})"
 
 
 class TerminalStream:

@@ -28,7 +28,7 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
 from deepgreen_audit.report import CODES, NOT_APPLICABLE, Finding, Report
-from deepgreen_audit.safe import csv_cell, html_text, xml_document
+from deepgreen_audit.safe import csv_cell, html_text, number_text, xml_document
 from deepgreen_audit.suite.registry import Check
 
 #: Evidence rows shown under a finding; all of them are in its CSV and in the JSON report.
@@ -100,6 +100,14 @@ img{max-width:100%;height:auto;display:block;margin:6px 0}
 _esc = html_text  # every text from the data on the page (a log's cells and name) goes through it
 
 
+def _cell(value) -> str:
+    """An evidence cell on the page: a number that is not finite says "not defined" and why
+    (the JSON report holds it as null with the same reason), never nan or inf."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return _esc(number_text(value, "g"))
+    return _esc(value)
+
+
 def csv_data_uri(rows: list[dict]) -> str:
     """All the evidence rows as a CSV data: URI (a download that needs no fetch)."""
     columns = list(dict.fromkeys(k for row in rows for k in row))
@@ -132,7 +140,7 @@ def _evidence_table(finding: Finding) -> str:
         return ""
     columns = list(dict.fromkeys(k for row in rows for k in row))
     shown = rows[:SHOWN_EVIDENCE_ROWS]
-    body = "".join("<tr>" + "".join(f"<td>{_esc(row.get(c))}</td>" for c in columns) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{_cell(row.get(c))}</td>" for c in columns) + "</tr>"
                    for row in shown)
     head = "".join(f"<th>{_esc(c)}</th>" for c in columns)
     total = len(rows)
