@@ -7,13 +7,14 @@ passes such text through the function of its format here (docs/outputs.md, "Outp
 states the rules; tests/test_output_safety.py fails when a writer goes around them):
 
 * `csv_cell`: OWASP's CSV-injection rule, a cell that a spreadsheet would read as a formula
-  starts with an apostrophe;
+  starts with an apostrophe (`csv_text` writes a whole file so);
 * `terminal_text`: every C0 and C1 control character but newline and tab, and the bidi
   controls, written as a visible escape (``\x1b``, ``\u202e``);
 * `xml_text`: only characters XML 1.0 allows (its `Char` production), the others escaped;
 * `html_text`: markup escaped, quotes included (so also an attribute's value), controls visible;
 * `figure_label`: controls visible (matplotlib draws it with mathtext off: page/figures.py);
-* `latex_text`: TeX's specials as their text-mode commands, controls dropped;
+* `latex_text`: TeX's specials as their text-mode commands, controls dropped (`latex_comment`:
+  one line for a comment);
 * `json_text` / `json_number`: a number that is not finite is JSON ``null`` with a reason,
   never ``NaN`` or ``Infinity``; `number_text` says "not defined" and why in prose.
 
@@ -22,11 +23,14 @@ The bottom layer: it imports nothing of the project.
 
 from __future__ import annotations
 
+import csv
 import html
+import io
 import json
 import math
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 #: The leading characters that make a spreadsheet read a cell as a formula (OWASP, "CSV
@@ -35,7 +39,7 @@ from typing import Any
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 #: The separators after which a spreadsheet may start a new formula inside one cell's text when
 #: it splits pasted text into columns (OWASP: "also the cells after separators").
-_SEPARATED_FORMULA = re.compile(r"([,;\t|])([=+\-@])")
+_SEPARATED_FORMULA = re.compile(r"([,;\t|\r\n])([=+\-@])")
 
 #: Bidirectional controls: they reorder what a reader sees ("Trojan source", CVE-2021-42574).
 BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
@@ -69,6 +73,26 @@ def csv_cell(value: Any) -> str:
     text = "" if value is None else str(value)
     text = _SEPARATED_FORMULA.sub(r"\1'\2", text)
     return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A CSV file for a spreadsheet (the page's evidence downloads): each text cell through
+    `csv_cell`, a number as itself (repr: exact), one that is not finite or None as empty.
+    Lines end in CRLF (RFC 4180), which also makes the writer quote a cell holding a lone
+    carriage return (with LF endings it would not, and a spreadsheet would break the row)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    writer.writerow([csv_cell(name) for name in header])
+    writer.writerows([_csv_value(v) for v in row] for row in rows)
+    return buffer.getvalue()
+
+
+def _csv_value(value: Any) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(value)
+    return csv_cell(value)
 
 
 def terminal_text(value: Any) -> str:
@@ -152,6 +176,12 @@ def _labels_made_safe(fig) -> None:
 def _labelled(func):
     """A tick formatter's function whose labels go through `figure_label`."""
     return lambda x, pos=None: figure_label(func(x, pos))
+
+
+def latex_comment(value: Any) -> str:
+    """Text for a LaTeX comment line (``%% package: ...``): one line, whitespace runs as one
+    space, control characters dropped, so nothing after it leaves the comment."""
+    return " ".join(_TEX_DROPPED.sub("", str(value)).split())
 
 
 def latex_text(value: Any) -> str:

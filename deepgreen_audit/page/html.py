@@ -21,14 +21,12 @@ finding that is only not recorded has no values, so no figure.
 from __future__ import annotations
 
 import base64
-import csv
-import io
 import math
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
 from deepgreen_audit.report import CODES, NOT_APPLICABLE, Finding, Report
-from deepgreen_audit.safe import csv_cell, html_text, number_text, xml_document
+from deepgreen_audit.safe import csv_text, html_text, number_text, xml_document
 from deepgreen_audit.suite.registry import Check
 
 #: Evidence rows shown under a finding; all of them are in its CSV and in the JSON report.
@@ -112,24 +110,19 @@ def csv_data_uri(rows: list[dict]) -> str:
     """All the evidence rows as a CSV data: URI (a download that needs no fetch)."""
     columns = list(dict.fromkeys(k for row in rows for k in row))
     cells = [_csv_column([row.get(c) for row in rows]) for c in columns]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")  # every cell made by csv_cell or a number
-    writer.writerow(columns)
-    writer.writerows(zip(*cells))
-    return "data:text/csv;charset=utf-8;base64," + base64.b64encode(buffer.getvalue().encode("utf-8")).decode("ascii")
+    text = csv_text(columns, zip(*cells))
+    return "data:text/csv;charset=utf-8;base64," + base64.b64encode(text.encode("utf-8")).decode("ascii")
 
 
-def _csv_column(values: list) -> list[str]:
+def _csv_column(values: list) -> list:
     """One evidence column's CSV cells, typed as a table's column (so the file is the one pandas
     wrote before): numbers with an empty cell or a fraction among them are floats (3 as 3.0),
-    anything else is text (`safe.csv_cell`: no live formula), an empty cell is empty, and so is
-    a number that is not finite (its row's words say why)."""
+    whole numbers alone are integers, anything else is text (`safe.csv_text` holds it inert), an empty cell is None."""
     present = [v for v in values if v is not None]
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
     floats = numbers and bool(present) and (len(present) < len(values)
                                       or any(isinstance(v, float) for v in present))
-    return ["" if v is None or (floats and not math.isfinite(v)) else repr(float(v)) if floats
-            else csv_cell(v) for v in values]
+    return [None if v is None else float(v) if floats else v if numbers else str(v) for v in values]
 
 
 def _evidence_table(finding: Finding) -> str:

@@ -20,7 +20,7 @@ import jinja2
 
 from deepgreen_audit.analysis import Count, MissingValue, NotMeasured, Number, Range, Text
 from deepgreen_audit.analysis.labels import display
-from deepgreen_audit.safe import latex_text
+from deepgreen_audit.safe import latex_comment, latex_text
 
 _COUNT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
                 "ten")
@@ -99,7 +99,7 @@ def make_environment(template_dir: Path) -> jinja2.Environment:
         env.filters.pop(name, None)
     env.filters["label"] = display
     env.filters["tex"] = latex_text
-    env.filters["comment"] = lambda text: " ".join(str(text).split())
+    env.filters["comment"] = latex_comment
     return env
 
 
