@@ -3,7 +3,7 @@ r"""The one way text and numbers from the data reach an output: a function per o
 A CodeCarbon log may come from anyone's repository, so any cell or file name it holds may be
 written to act on whoever reads an output: a formula a spreadsheet runs, an escape sequence a
 terminal obeys, markup a browser or XML parser reads, a TeX or mathtext command.  Every writer
-passes such text through the function of its format here (docs/outputs.md, "Output safety",
+passes such text through the function of its format here (docs/package-format.md, "Output safety",
 states the rules; tests/test_output_safety.py fails when a writer goes around them):
 
 * `csv_cell`: OWASP's CSV-injection rule, a cell that a spreadsheet would read as a formula

@@ -1,7 +1,7 @@
 """Text and numbers from the data act on no reader (issue 38): one test per class of output,
 each over several hostile inputs, and the rule that no writer goes around deepgreen_audit/safe.py.
 
-The rule (docs/outputs.md, "Output safety"), checked over the package's source by
+The rule (docs/package-format.md, "Output safety"), checked over the package's source by
 `test_no_writer_goes_around_the_safety_layer`:
 
 * no `html.escape`, `xml.etree` serialisation (`tostring`, `ElementTree.write`), `savefig`
