@@ -38,7 +38,7 @@ from typing import Any
 #: some spreadsheets).
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 #: The separators after which a spreadsheet may start a new formula inside one cell's text when
-#: it splits pasted text into columns (OWASP: "also the cells after separators").
+#: it splits pasted text into columns or lines (OWASP: "also the cells after separators").
 _SEPARATED_FORMULA = re.compile(r"([,;\t|\r\n])([=+\-@])")
 
 #: Bidirectional controls: they reorder what a reader sees ("Trojan source", CVE-2021-42574).
@@ -68,8 +68,8 @@ def _escape(match: re.Match) -> str:
 def csv_cell(value: Any) -> str:
     """A CSV text cell a spreadsheet shows as text, never runs (OWASP CSV injection): a cell
     that starts with a formula character gets a leading apostrophe, and so does every
-    formula character that follows a separator inside it (a spreadsheet that splits pasted
-    text into columns would start a formula there)."""
+    formula character that follows a separator or line break inside it (a spreadsheet that
+    splits pasted text into columns or lines would start a formula there)."""
     text = "" if value is None else str(value)
     text = _SEPARATED_FORMULA.sub(r"\1'\2", text)
     return "'" + text if text.startswith(FORMULA_STARTS) else text
