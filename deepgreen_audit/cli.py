@@ -17,13 +17,13 @@ if __name__ == "__main__":  # `python -m deepgreen_audit.cli`: Ctrl-C exits 130 
 
 import argparse
 import errno
-import json
 import os
 import signal
 import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO, cast
 
 from deepgreen_audit import __version__
 from deepgreen_audit.console import (
@@ -35,6 +35,7 @@ from deepgreen_audit.console import (
     strict_option,
 )
 from deepgreen_audit.errors import BUG_EXIT, EXIT_CODES, USAGE_EXIT, Terminated, UserError
+from deepgreen_audit.safe import TerminalStream, json_text
 
 
 def exit_code_lines() -> list[str]:
@@ -105,7 +106,7 @@ def cmd_validate(args) -> int:
         if prov.get("title"):
             _say(f"  title: {prov['title']}")
         if prov.get("provenance"):
-            _say("  provenance: " + json.dumps(prov["provenance"], ensure_ascii=False))
+            _say("  provenance: " + json_text(prov["provenance"], indent=None))
     return report.exit_status(args.strict)
 
 
@@ -415,7 +416,18 @@ def main(argv: list[str] | None = None, *, owns_process: bool = False) -> int:
     """Run the command line `argv` (default: the program's); its exit status.  `owns_process`
     says the process ends when it returns (the `deepgreen` program), which lets a verb leave
     the process in a state another caller would not expect (`validate`: pandas hidden), fork
-    it (`audit`: the round trip beside the checks) and end it at once (QUICK_EXIT_VERBS)."""
+    it (`audit`: the round trip beside the checks) and end it at once (QUICK_EXIT_VERBS).
+    Whatever it prints goes through `safe.terminal_text` (a report, an error naming a file, an
+    importer's summary): a control sequence in a log's cell or file name reaches no terminal."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (cast(TextIO, TerminalStream(stream)) for stream in streams)
+    try:
+        return _main(argv, owns_process)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _main(argv: list[str] | None, owns_process: bool) -> int:
     # Ctrl-C raises KeyboardInterrupt and SIGTERM `Terminated` while the command runs, parsing
     # included, so that both unwind (removing staging folders) into one line; the handlers
     # the caller had (`__main__`'s quiet exit 130) come back when it returns.

@@ -8,16 +8,16 @@ id (a validation code such as ``type-error``, or a check id such as
 every report reads the same on screen and has the same keys in JSON.  Row
 numbers count the header as row 1, as frictionless does.
 
-The kernel's bottom layer: it imports nothing of the project.
+The kernel's bottom layer: it imports nothing of the project but its output-safety layer.
 """
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 import textwrap
 from dataclasses import asdict, dataclass, field, replace
+
+from deepgreen_audit.safe import json_text, terminal_text
 
 STATUSES = ("pass", "fail", "warn", "skip")
 #: The bases of a skip: the check does not apply to the package (its subject is absent by the
@@ -247,7 +247,7 @@ class Report:
                 "suppressed": self.suppressed}
 
     def to_json(self, evidence_csv: list[str | None] | None = None) -> str:
-        return json.dumps(self.to_dict(evidence_csv), indent=2, ensure_ascii=False, default=str) + "\n"
+        return json_text(self.to_dict(evidence_csv)) + "\n"
 
     def format_text(self, evidence_rows: int = 0, width: int | None = None) -> str:
         """The report for a terminal of `width` columns (default: this terminal's, 100 when
@@ -296,10 +296,7 @@ class Report:
                               + ", ".join(f.id for f in self.not_applicable), width, 4, whole)
         if self.notice:
             lines.append(self.notice)
-        return "\n".join(terminal_text(line) for line in "\n".join(lines).split("\n"))
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+        return terminal_text("\n".join(lines))
 
 
 #: The evidence rows a finding carries in the JSON report (its first ones): a finding of every
@@ -321,12 +318,6 @@ def _finding_dict(finding: Finding, evidence_csv: str | None) -> dict:
                                        "evidence_total": details.get("evidence_total", len(rows)),
                                        "evidence_shown": len(shown), "evidence_csv": evidence_csv})
     return asdict(capped)
-
-
-def terminal_text(line: str) -> str:
-    r"""`line` with every control character a log's cell or file name may carry (an escape
-    sequence would act on the reader's terminal) written as its escape, e.g. ESC as \x1b."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line)
 
 
 #: The most terminal lines one finding takes; the rest is left to --json (and --html).

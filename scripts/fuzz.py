@@ -1,12 +1,14 @@
-"""Fuzz the readers for a while (issues 16, 27): tables, descriptor, run trees, protocol, importers.
+"""Fuzz the readers and writers for a while (issues 16, 27, 38): tables, descriptor, run trees,
+protocol, importers, and hostile text through every output.
 
     nice -n 10 .venv/bin/python scripts/fuzz.py --minutes 12
 
-Splits the time evenly over the readers of tests/fuzz_readers.py and
-runs Hypothesis on each in rounds of random examples until its share is
-spent.  An input that runs longer than `HANG_S` is a hang: an alarm stops it
-and it counts as found.  Prints, per reader, the inputs tried, the minutes,
-the tracebacks and the hangs, then every one found (with Hypothesis's shrunk
+Splits the time evenly over the targets of tests/fuzz_readers.py and
+tests/fuzz_outputs.py and runs Hypothesis on each in rounds of random examples
+until its share is spent.  An input that runs longer than `HANG_S` is a hang: an
+alarm stops it and it counts as found.  Prints, per target, the inputs tried,
+the minutes, the tracebacks (a failed output check among them) and the hangs;
+per writer, the outputs checked; then every one found (with Hypothesis's shrunk
 falsifying example); exits 1 if there was any.  CI runs the same targets
 briefly (tests/test_fuzz.py).
 """
@@ -26,7 +28,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
-from fuzz_readers import TARGETS, TRIED  # noqa: E402
+from fuzz_outputs import TARGETS, WRITTEN  # noqa: E402
+from fuzz_readers import TRIED  # noqa: E402
 
 ROUND_EXAMPLES = 200
 #: Seconds one input may take before it counts as a hang (the slowest, an audit, takes ~2 s).
@@ -87,6 +90,8 @@ def main() -> int:
     hangs = sum("Hang:" in text for found in failures.values() for text in found)
     print(f"{'all':<20} {total:>8,} inputs  {(time.monotonic() - started) / 60:5.1f} min  "
           f"{count - hangs} traceback(s)  {hangs} hang(s)")
+    for writer, checked in WRITTEN.items():
+        print(f"writer {writer:<13} {checked:>8,} outputs checked", flush=True)
     for name, found in failures.items():
         for text in found:
             print(f"\n--- {name} ---\n{text}")

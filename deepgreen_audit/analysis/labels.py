@@ -8,6 +8,7 @@ name stops the render rather than printing the raw label.
 from __future__ import annotations
 
 from deepgreen_audit.analysis import MissingValue
+from deepgreen_audit.safe import latex_text
 
 DISPLAY = {
     "python-pytorch": "Python/PyTorch", "python-tensorflow": "Python/TensorFlow",
@@ -19,19 +20,10 @@ DISPLAY = {
     "train": "training", "eval": "evaluation",
 }
 
-_TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                "^": r"\textasciicircum{}"}
-
-
-def tex_escape(text: str) -> str:
-    """Text made safe for LaTeX's text mode."""
-    return "".join(_TEX_SPECIAL.get(ch, ch) for ch in str(text))
-
 
 def display(label: str) -> str:
     """The display name of a label, LaTeX-escaped (C++ is written with a thin-space-free ++)."""
     if label not in DISPLAY:
         raise MissingValue(f"label {label!r} has no display name; add one to "
                            "deepgreen_audit/analysis/labels.py")
-    return tex_escape(DISPLAY[label])
+    return latex_text(DISPLAY[label])

@@ -21,6 +21,7 @@ from deepgreen_audit.audit.checks import measurement
 from deepgreen_audit.codecarbon import hardware
 from deepgreen_audit.codecarbon.context import MODELLED, NOT_TRACKED, UNVERIFIED, LogContext
 from deepgreen_audit.columnar.evidence import evidence
+from deepgreen_audit.safe import number_text
 from deepgreen_audit.suite.registry import Check, NotApplicable, Outcome, Skip, check, check_for, registered_checks
 from deepgreen_audit.units import J_PER_KWH
 
@@ -494,7 +495,8 @@ def magnitudes(ctx: LogContext) -> Outcome:
             most = (float(t.cpu_power_range_w[1]) + float(t.ram_power_range_w[1])
                     + gpus * (limit[0] * float(t.gpu_power_limit_factor) if limit else 1000.0)) * pue
             if mean > most:
-                problem = (f"{e:.4g} kWh in {d:.4g} s is a mean {mean:.4g} W, above the {most:.4g} W "
+                watts = number_text(mean, ".4g", "beyond a float's range")
+                problem = (f"{e:.4g} kWh in {d:.4g} s is a mean {watts} W, above the {most:.4g} W "
                            "this machine can draw")
             elif machine and mean < float(t.kwh_suspect_power_w):
                 problem = f"{e:.4g} kWh in {d:.4g} s is a mean {mean:.3g} W: not kWh"

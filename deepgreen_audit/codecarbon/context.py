@@ -41,6 +41,13 @@ def _f(value) -> float:
         return float("nan")
 
 
+def _joules(kwh: np.ndarray) -> np.ndarray:
+    """kWh in joules.  A cell beyond 5e301 kWh is inf in joules: said by S5.cc-magnitudes,
+    which fails it as no possible energy, so numpy's overflow warning is not printed too."""
+    with np.errstate(over="ignore"):
+        return kwh * J_PER_KWH
+
+
 def _with_pue(row, power: float, models_of) -> list[str]:
     """The CodeCarbon models that give `power`, or, where the row's pue is above 1, that give it
     once the PUE is divided out (CodeCarbon 3 multiplies the power by it, e.g. a 20 W RAM model
@@ -321,7 +328,7 @@ class LogContext:
                                                          "flush").astype(object),
             **{name: np.full(len(r), np.nan) for name in ("energy_j", "gpu_energy_j", "cpu_energy_j")},
             "duration_s": r["duration_s"], "codecarbon_duration_s": r["duration_s"],
-            "codecarbon_energy_kwh": kwh, "codecarbon_energy_j": kwh * J_PER_KWH,
+            "codecarbon_energy_kwh": kwh, "codecarbon_energy_j": _joules(kwh),
             "codecarbon_emissions_kg": r["emissions_kg"],
             "codecarbon_emissions_rate_kg_per_s": r["emissions_rate_kg_per_s"],
             # one intensity per location of one log: logs of other years and versions use

@@ -24,6 +24,17 @@ def _pct(x: float) -> str:
     return f"{x:.0%}" if x >= 0.01 or x == 0 else "<1%"
 
 
+def _energy_weighted(shares: pd.Series, energy: pd.Series) -> float:
+    """The runs' modelled shares weighted by their energy, NaN when there is no energy.  The
+    energies are divided by the largest first: a log's energies near a float's limit (1e308
+    kWh, which S5.cc-magnitudes fails) would overflow their sum to inf, and the share to NaN."""
+    largest = float(energy.abs().max()) if len(energy) else 0.0
+    if not (largest > 0 and math.isfinite(largest)):
+        return float("nan")
+    weights = energy / largest
+    return float((shares * weights).sum() / weights.sum()) if weights.sum() > 0 else float("nan")
+
+
 def _component_words(c) -> str:
     name = c.component.upper()
     s = _pct(c.share) if c.total > 0 else "?"
@@ -124,9 +135,8 @@ def log_verdicts(ctx: LogContext, runs: pd.DataFrame | None = None) -> list[dict
             verdict = MODELLED_V
         else:
             verdict = PARTLY_V
-        energy = part.get("energy_kwh", pd.Series(dtype=float)).fillna(0.0)
-        modelled = (part["modelled_share"].fillna(0.0) * energy).sum()
-        share = float(modelled / energy.sum()) if energy.sum() > 0 else float("nan")
+        share = _energy_weighted(part["modelled_share"].fillna(0.0),
+                                 part.get("energy_kwh", pd.Series(dtype=float)).fillna(0.0))
         counts = ", ".join(f"{n} {k}" for k, n in kinds.items())
         words = (f"{verdict}: {len(part)} run(s) ({counts})"
                  + (f"; {_pct(share)} of the logged energy modelled" if math.isfinite(share)

@@ -4,13 +4,12 @@ summed block energy.  Below every audited kind (`audit`, `codecarbon`) and every
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 
 import numpy as np
 
 from deepgreen_audit.columnar.frame import Frame, Groups, counts, plain_column, rows_of
+from deepgreen_audit.safe import csv_text
 
 
 def rows_by_run(frame: Frame) -> list[np.ndarray]:
@@ -84,30 +83,22 @@ def per_run_evidence(ctx, blocks: Frame, figures: dict | None = None) -> dict:
 
 def evidence_csv_text(rows: list[dict]) -> str:
     """A finding's evidence rows as CSV: every key any row has, a column, in first-seen order;
-    each column typed as a table's column (so the file is the one pandas wrote before)."""
+    each column typed as a table's column (so the file is the one pandas wrote before), every
+    text cell held inert for a spreadsheet (safe.csv_text)."""
     columns = list(dict.fromkeys(k for row in rows for k in row))
     cells = [_csv_column([row.get(c) for row in rows]) for c in columns]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    writer.writerows(zip(*cells))
-    return buffer.getvalue()
+    return csv_text(columns, zip(*cells))
 
 
-def _csv_column(values: list) -> list[str]:
-    """One evidence column's CSV cells: numbers with an empty cell or a fraction among them are
-    floats (3 as 3.0), anything else is text, an empty cell is empty."""
+def _csv_column(values: list) -> list:
+    """One evidence column's cells, typed as a table's column: numbers with an empty cell or a
+    fraction among them are floats (3 as 3.0), whole numbers alone are integers, anything else
+    is text, an empty cell is None."""
     present = [v for v in values if v is not None]
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
     floats = numbers and bool(present) and (len(present) < len(values)
                                       or any(isinstance(v, float) for v in present))
-    return ["" if v is None else repr(float(v)) if floats else _inert(str(v)) for v in values]
-
-
-def _inert(text: str) -> str:
-    """A text cell a spreadsheet will not run as a formula (OWASP, CSV injection): one that
-    starts with =, +, -, @, a tab or a carriage return gets a leading apostrophe."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    return [None if v is None else float(v) if floats else v if numbers else str(v) for v in values]
 
 
 def evidence_csv_names(finding_ids: list[str]) -> list[str]:

@@ -418,11 +418,21 @@ def ratios(a: Side, b: Side, stacks: Sequence[str], design: Design,
                 row.update({f"{metric}_ratio": np.nan, f"{metric}_low": np.nan,
                             f"{metric}_high": np.nan, f"{metric}_not_compared": why})
                 continue
-            low, high = stats.bootstrap_interval(
-                _median_ratio, [x, y], seed=pair_seed(design, "compare", metric, *key),
-                n_resamples=design.bootstrap_resamples, confidence=design.bootstrap_confidence)
-            row.update({f"{metric}_ratio": float(np.median(y) / np.median(x)),
-                        f"{metric}_low": low, f"{metric}_high": high,
+            # medians beyond a float's range (1e300 / 1e-300) overflow to inf: not a ratio, so
+            # not warned about here but said below as the reason there is none
+            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+                low, high = stats.bootstrap_interval(
+                    _median_ratio, [x, y], seed=pair_seed(design, "compare", metric, *key),
+                    n_resamples=design.bootstrap_resamples,
+                    confidence=design.bootstrap_confidence)
+                ratio = float(np.median(y) / np.median(x))
+            if not all(np.isfinite([ratio, low, high])):
+                row.update({f"{metric}_ratio": np.nan, f"{metric}_low": np.nan,
+                            f"{metric}_high": np.nan, f"{metric}_not_compared": (
+                                f"the ratio B/A of the medians ({np.median(y):g} / "
+                                f"{np.median(x):g}) or its interval is beyond a float's range")})
+                continue
+            row.update({f"{metric}_ratio": ratio, f"{metric}_low": low, f"{metric}_high": high,
                         f"{metric}_not_compared": None})
         rows.append(row)
     columns = [*_KEYS, "n_a", "n_b"] + [f"{m}_{p}" for m in METRICS

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import io
-import json
 import math
 
 import numpy as np
 
 from deepgreen_audit.analysis.data import PHASES
 from deepgreen_audit.compare.core import METRICS, Comparison
+from deepgreen_audit.safe import figure_bytes, json_text
 
 _RULES = {"named": "the stacks named with --control",
           "unchanged": "the stacks whose recorded precision policy and versions did not change"}
@@ -38,7 +37,7 @@ def _energy_line(label: str, side) -> str:
 
 def format_json(comparison: Comparison) -> str:
     """The JSON document, indented, keys in their stable order."""
-    return json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False)
+    return json_text(comparison.to_dict())
 
 
 def format_text(comparison: Comparison) -> str:
@@ -171,7 +170,6 @@ def _panel(ax, comparison: Comparison, rows, phase: str, metric: str, colour: di
 def _pdf(fig) -> bytes:
     import matplotlib.pyplot as plt
 
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="pdf", bbox_inches="tight", metadata={"CreationDate": None})
+    pdf = figure_bytes(fig, format="pdf", bbox_inches="tight", metadata={"CreationDate": None})
     plt.close(fig)
-    return buffer.getvalue()
+    return pdf

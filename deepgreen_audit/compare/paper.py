@@ -14,8 +14,8 @@ import re
 
 from deepgreen_audit.analysis import NotMeasured, Number, Results
 from deepgreen_audit.analysis.data import PHASES
-from deepgreen_audit.analysis.labels import tex_escape
 from deepgreen_audit.compare.core import METRICS, Comparison, Difference, no_shared_configuration
+from deepgreen_audit.safe import latex_text
 
 #: The flag paper.tex tests before it inputs generated/comparison.tex.
 FLAG = "Comparison"
@@ -114,7 +114,7 @@ def _shown(value: str) -> str:
     """A recorded value as the differences table prints it (LaTeX), so that the table fits
     the page: a list shows its first `SHOWN_ITEMS` with the count
     of the rest, a SHA-256 its first 12 digits."""
-    items = [f"{item[:12]}\\ldots{{}}" if re.fullmatch(r"[0-9a-f]{64}", item) else tex_escape(item)
+    items = [f"{item[:12]}\\ldots{{}}" if re.fullmatch(r"[0-9a-f]{64}", item) else latex_text(item)
              for item in value.split(";")]
     rest = len(items) - SHOWN_ITEMS
     if rest > 1:

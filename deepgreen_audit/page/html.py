@@ -22,12 +22,13 @@ finding that is only not recorded has no values, so no figure.
 from __future__ import annotations
 
 import base64
-import html
+import math
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
 from deepgreen_audit.columnar.evidence import evidence_csv_text
 from deepgreen_audit.report import CODES, NOT_APPLICABLE, Finding, Report
+from deepgreen_audit.safe import html_text, number_text, xml_document
 from deepgreen_audit.suite.registry import Check
 
 #: Evidence rows shown under a finding; all of them are in its CSV and in the JSON report.
@@ -97,8 +98,15 @@ img{max-width:100%;height:auto;display:block;margin:6px 0}
 """
 
 
-def _esc(value) -> str:
-    return html.escape("" if value is None else str(value))
+_esc = html_text  # every text from the data on the page (a log's cells and name) goes through it
+
+
+def _cell(value) -> str:
+    """An evidence cell on the page: a number that is not finite says "not defined" and why
+    (the JSON report holds it as null with the same reason), never nan or inf."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return _esc(number_text(value, "g"))
+    return _esc(value)
 
 
 def csv_data_uri(rows: list[dict]) -> str:
@@ -115,7 +123,7 @@ def _evidence_table(finding: Finding) -> str:
         return ""
     columns = list(dict.fromkeys(k for row in rows for k in row))
     shown = rows[:SHOWN_EVIDENCE_ROWS]
-    body = "".join("<tr>" + "".join(f"<td>{_esc(row.get(c))}</td>" for c in columns) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{_cell(row.get(c))}</td>" for c in columns) + "</tr>"
                    for row in shown)
     head = "".join(f"<th>{_esc(c)}</th>" for c in columns)
     total = len(rows)
@@ -370,5 +378,4 @@ def render_junit(report: Report) -> str:
                 f"\nfix: {f.remedy}" if f.remedy else "")
     if report.synthetic:
         ET.SubElement(suite, "system-out").text = report.notice or "SYNTHETIC DATA"
-    ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    return xml_document(suites)

@@ -19,7 +19,8 @@ from pathlib import Path
 import jinja2
 
 from deepgreen_audit.analysis import Count, MissingValue, NotMeasured, Number, Range, Text
-from deepgreen_audit.analysis.labels import display, tex_escape
+from deepgreen_audit.analysis.labels import display
+from deepgreen_audit.safe import latex_comment, latex_text
 
 _COUNT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
                 "ten")
@@ -53,17 +54,17 @@ def format_range(value: Range) -> str:
 def format_count(count: Count) -> str:
     r"""A `Count` with its noun: "one convolutional network", "no run", "\num{8}~runs"."""
     if count.words and count.value == 0:
-        return f"no {tex_escape(count.singular)}"
+        return f"no {latex_text(count.singular)}"
     if count.words and 0 < count.value < len(_COUNT_WORDS):
-        return f"{_COUNT_WORDS[count.value]} {tex_escape(count.noun)}"
-    return rf"\num{{{count.value}}}~{tex_escape(count.noun)}"
+        return f"{_COUNT_WORDS[count.value]} {latex_text(count.noun)}"
+    return rf"\num{{{count.value}}}~{latex_text(count.noun)}"
 
 
 def format_text(value: Text) -> str:
     if value.kind == "labels":
         names = [display(label) for label in value.value.split(";")]
         return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-    return display(value.value) if value.kind == "label" else tex_escape(value.value)
+    return display(value.value) if value.kind == "label" else latex_text(value.value)
 
 
 def finalize(value):
@@ -97,8 +98,8 @@ def make_environment(template_dir: Path) -> jinja2.Environment:
     for name in ("default", "d"):
         env.filters.pop(name, None)
     env.filters["label"] = display
-    env.filters["tex"] = tex_escape
-    env.filters["comment"] = lambda text: " ".join(str(text).split())
+    env.filters["tex"] = latex_text
+    env.filters["comment"] = latex_comment
     return env
 
 

@@ -8,8 +8,6 @@ paper.tex tests the conditional of that quantity before it includes the file).
 
 from __future__ import annotations
 
-import io
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -20,6 +18,7 @@ from deepgreen_audit.analysis import Design, Results  # noqa: E402
 from deepgreen_audit.analysis.data import PHASES  # noqa: E402
 from deepgreen_audit.analysis.labels import DISPLAY  # noqa: E402
 from deepgreen_audit.analysis.values import SCALES, scaled  # noqa: E402
+from deepgreen_audit.safe import figure_bytes  # noqa: E402
 
 #: The axis words of each column the first figure may draw, and the unit names of SCALES.
 AXIS_WORDS = {"energy_j": "energy", "duration_s": "duration"}
@@ -36,10 +35,9 @@ def _colours(design: Design) -> dict:
 
 
 def _pdf(fig) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="pdf", bbox_inches="tight", metadata={"CreationDate": None})
+    pdf = figure_bytes(fig, format="pdf", bbox_inches="tight", metadata={"CreationDate": None})
     plt.close(fig)
-    return buffer.getvalue()
+    return pdf
 
 
 def _axis_unit(column: str, values: np.ndarray) -> tuple[str, float]:

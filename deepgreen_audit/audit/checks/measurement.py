@@ -35,6 +35,7 @@ from deepgreen_audit.columnar.frame import (
     smallest,
 )
 from deepgreen_audit.package import compute
+from deepgreen_audit.safe import number_text
 from deepgreen_audit.spec import Counter, boundary_counters, declared_device
 from deepgreen_audit.suite.registry import NotApplicable, Outcome, Skip, check
 from deepgreen_audit.units import J_PER_KWH
@@ -746,8 +747,8 @@ def _identity_outcome(ctx: CodeCarbonColumns, found: list[dict], checked: int, w
         f"{blocks:,} {ctx.words.row}(s) in {nunique(frame['run_id'])} run(s) break {what} "
         f"({checked:,} {ctx.words.checked} checked; "
         + describe_counts(joined(unique["ecosystem"], " on CodeCarbon ", versions))
-        + f"; median off {median(frame['relative_difference']):.1%}, up to "
-          f"{largest(frame['relative_difference']):.1%}){extra}",
+        + f"; median off {_share_off(median(frame['relative_difference']))}, up to "
+          f"{_share_off(largest(frame['relative_difference']))}){extra}",
         rows=blocks, details=evidence(frame))
 
 
@@ -793,7 +794,9 @@ def emissions_rate(ctx: CodeCarbonColumns) -> Outcome:
     duration_s = b["codecarbon_duration_s"]
     tol = float(ctx.tolerances.emissions_rate_relative_tolerance)
     slack_s = float(ctx.tolerances.power_duration_window_slack_s)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # over: emissions over a duration of 1e-300 s is inf; S5.cc-magnitudes says why such a
+    # row is impossible, and here it is no expected rate (NaN below), so nothing to warn about
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         expected = np.where(duration_s > 0, b["codecarbon_emissions_kg"] / duration_s, np.nan)
         has = ~np.isnan(rate) & (expected > 0)
         rel = np.abs((rate - expected) / expected)
@@ -842,6 +845,12 @@ def power_duration(ctx: AuditContext) -> Outcome:
         raise NotApplicable("no run reports a constant CodeCarbon power for any domain")
     return _identity_outcome(ctx, found, checked, "energy = constant power x duration",
                              f"; blocks of constant power: {', '.join(domains)}")
+
+
+def _share_off(relative: float) -> str:
+    """A relative difference as a percentage; one from an expected value of 0 (infinite) is
+    said as such, never "inf%"."""
+    return number_text(relative, ".1%", "an expected value of 0")
 
 
 def _identity_row(b: Frame, i, found: float, expected: float, unit: str) -> dict:
