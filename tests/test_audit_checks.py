@@ -204,6 +204,17 @@ def _set_dl4j_backend(frames, backend, n_runs):
     return len(ids)
 
 
+def _set_backend_and_device(frames, ecosystem, backend, device, n_runs):
+    """The first `n_runs` runs of `ecosystem` record `backend` and, unless None, `device`."""
+    runs = frames["runs"]
+    ids = runs.loc[runs["ecosystem"] == ecosystem, "run_id"].iloc[:n_runs]
+    env = frames["environment"]
+    env.loc[env["run_id"].isin(ids), "framework_backend"] = backend
+    if device is not None:
+        runs.loc[runs["run_id"].isin(ids), "device"] = device
+    return len(ids)
+
+
 EDITS = {
     "S1.initial-weights": (lambda f: _set_run(f, "runs", "initial_weights_sha256", None, 3), 3),
     "S3.samples-processed": (lambda f: f["blocks"].loc[[0, 4], "samples_processed"].__setitem__(
@@ -213,6 +224,7 @@ EDITS = {
     "S4.precision-policy": (lambda f: _set_run(f, "runs", "precision_policy", "tf32-on", 2), 2),
     "S4.pinned-versions": (lambda f: _set_run(f, "environment", "framework_version", "2.4.0", 3), 3),
     "S4.dl4j-backend": (lambda f: _set_dl4j_backend(f, "nd4j-native", 3), 3),
+    "S4.backend-device": (lambda f: _set_backend_and_device(f, "python-pytorch", "cpu", None, 2), 2),
     "S3.recipe": (lambda f: _set_run(f, "runs", "loader_workers", 8, 4), 4),
     "S5.both-readings": (lambda f: f["blocks"].__setitem__("codecarbon_energy_j", f["blocks"][
         "codecarbon_energy_j"].where(f["blocks"].index >= 5, None)), 5),
@@ -398,6 +410,37 @@ def test_counted_rapl_wraps_are_recomputed_and_uncounted_ones_judged_by_duration
     large_diff = edited(clean, tmp_path / "large", lambda f: _set_rapl(
         f["blocks"], 0, (2_000, 5), (1_000, 4), None, 500.0))
     assert run(large_diff, "S5.rapl-wraps").status == "pass"
+
+
+def test_each_runs_backend_agrees_with_its_device_and_the_declared_one(clean, tmp_path):
+    """A CPU-only build whose runs say cuda fails (the records contradict each other),
+    and so does a CUDA build whose runs say cpu in a cuda campaign (a fallback); in a cpu
+    campaign a CUDA build on the CPU is what the campaign asks (PyPI's torch wheel is one) and
+    passes, a CPU-only build too; an empty backend fails as not recorded."""
+    cpu_spec = small_spec(**{"S4_backend.device": "cpu"})
+    cpu_build = edited(clean, tmp_path / "cpu-build", lambda f: _set_backend_and_device(
+        f, "python-pytorch", "cpu", "cuda", 3))
+    finding = run(cpu_build, "S4.backend-device")
+    assert finding.status == "fail" and finding.rows_affected == 3, finding.message
+    assert "a CPU-only build, yet work on cuda (python-pytorch): 3" in finding.message
+    assert {(e["framework_backend"], e["device"]) for e in finding.details["evidence"]} == {("cpu", "cuda")}
+    assert finding.basis == "contradicted"
+    assert run(cpu_build, "S4.backend-device", spec=cpu_spec).status == "fail"   # cuda device, cpu build
+    gpu_build = edited(clean, tmp_path / "gpu-build", lambda f: _set_backend_and_device(
+        f, "java-dl4j", "nd4j-cuda-11.6", "cpu", 2))
+    finding = run(gpu_build, "S4.backend-device")
+    assert finding.status == "fail" and finding.rows_affected == 2, finding.message
+    assert "a GPU build that placed its work on the CPU in a cuda campaign (java-dl4j): 2" in finding.message
+    on_cpu_host = edited(clean, tmp_path / "cpu-host", lambda f: [
+        f["runs"].__setitem__("device", "cpu"),
+        _set_backend_and_device(f, "python-pytorch", "cpu", None, 1000)])
+    finding = run(on_cpu_host, "S4.backend-device", spec=cpu_spec)
+    assert finding.status == "pass", finding.message
+    unrecorded = edited(clean, tmp_path / "none", lambda f: _set_backend_and_device(
+        f, "python-pytorch", None, None, 2))
+    finding = run(unrecorded, "S4.backend-device")
+    assert finding.status == "fail" and finding.basis == "not recorded", finding.message
+    assert "no backend recorded (python-pytorch): 2" in finding.message
 
 
 def test_dl4j_backend_follows_the_declared_device(clean, tmp_path):

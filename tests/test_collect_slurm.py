@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +21,14 @@ from deepgreen_audit.collect import slurm_accounting
 from deepgreen_audit.collect.driver import collect
 from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
 from deepgreen_audit.collect.prepare import prepare_plan
-from deepgreen_audit.collect.slurm import SlurmOptions, batch_script, collect_slurm, settle
+from deepgreen_audit.collect.slurm import (
+    Ending,
+    FailureStreak,
+    SlurmOptions,
+    batch_script,
+    collect_slurm,
+    settle,
+)
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.rundirs import flatten
 from deepgreen_audit.package.validate import validate
@@ -113,6 +121,22 @@ def test_a_task_slurm_no_longer_lists_is_settled_failed_once_old_enough(tmp_path
     assert "unknown to Slurm" in summary.failed[run_ids[0]]
     assert json.loads((out / "failed" / f"{run_ids[0]}.1" / "failure.json").read_text())["slurm_job"] == "77_0"
     assert json.loads((out / "slurm" / "77.json").read_text())["settled"] is True
+
+
+def test_a_streak_counts_runs_failing_alike_one_after_another():
+    """Only failures alike in a row count: a completion or another cause starts it again;
+    0 never stops; once reached it stays reached."""
+    def fail(run_id: str, cause: str = "exit 1") -> Ending:
+        return Ending(run_id, cause)
+
+    streak = FailureStreak(2)
+    assert not streak.add([fail("a"), Ending("b", None), fail("c"), fail("d", "timeout")])
+    assert streak.add([fail("e", "timeout")]) and streak.last_failed == "e"
+    assert streak.add([Ending("f", None)])                          # stays reached
+    assert "stopped after 2 consecutive runs failed alike (timeout)" in FailureStreak(
+        2, ["timeout", "timeout"], "e").why(Path("out"))
+    never = FailureStreak(0)
+    assert not never.add([fail(str(i)) for i in range(20)])
 
 
 # ------------------------------------------------------------------ the batch script

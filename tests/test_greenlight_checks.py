@@ -52,3 +52,27 @@ def test_each_check_fires_on_its_defect():
 def test_checks_are_documented():
     for check in api_checks():
         assert check.doc and check.section == "S5" and check.severity == "warning"
+
+
+def test_api_audit_json_caps_evidence_and_evidence_dir_holds_every_row(tmp_path, capsys):
+    """FECoM's shared records: a finding with more rows than the JSON carries names the CSV
+    --evidence wrote, which holds them all (issue 40)."""
+    import csv
+    import json
+
+    from conftest import shared_data
+    from deepgreen_audit.cli import main
+    from deepgreen_audit.report import JSON_EVIDENCE_ROWS
+
+    assert main(["import", "greenlight", str(shared_data("greenlight")), "--out", str(tmp_path / "api")]) == 0
+    capsys.readouterr()
+    assert main(["api-audit", str(tmp_path / "api"), "--json", "--evidence", str(tmp_path / "ev")]) == 0
+    findings = [f for f in json.loads(capsys.readouterr().out)["findings"] if (f["details"] or {}).get("evidence")]
+    capped = [f for f in findings if f["details"]["evidence_total"] > JSON_EVIDENCE_ROWS]
+    assert capped, [f["details"]["evidence_total"] for f in findings]
+    for f in findings:
+        assert len(f["details"]["evidence"]) == min(f["details"]["evidence_total"], JSON_EVIDENCE_ROWS)
+        with open(f["details"]["evidence_csv"], encoding="utf-8", newline="") as handle:
+            assert len(list(csv.DictReader(handle))) == f["details"]["evidence_total"], f["id"]
+    assert main(["api-audit", str(tmp_path / "api"), "--evidence", str(tmp_path / "ev")]) == 2
+    assert "holds files already" in capsys.readouterr().err

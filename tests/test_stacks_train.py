@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from deepgreen_audit.audit import audit
 from deepgreen_audit.collect.driver import collect
 from deepgreen_audit.collect.plan import load_plan, write_scoped_plan
 from deepgreen_audit.collect.prepare import prepare_plan
@@ -72,9 +73,27 @@ def check_runs(plan, package, architectures):
     backends = {e["framework"]: e["framework_backend"] for e in env.values()}
     assert backends["dl4j"] == native.built_backend(native.NATIVE_STACKS["java-dl4j"])
     assert all(backends[f] for f in ("torch", "tensorflow", "jax")), backends
+    # LibTorch's build, as the C++ and Rust stacks loaded it: the torch wheel's (issue 40)
+    assert backends["libtorch"] == backends["tch"] == wheel_libtorch_backend(), backends
+    finding = audit(package.base, select=["S4.backend-device"]).finding("S4.backend-device")
+    assert finding.status == "pass", finding.message
     for b in blocks:
         assert b["samples_processed"] > 0 and b["loss"] > 0 and b["duration_s"] > 0
         assert (b["test_accuracy"] is not None) == (b["phase"] == "eval")
+
+
+def wheel_libtorch_backend() -> str:
+    """The installed torch wheel's build in the stacks' form: cpu, or cuda-<version> with
+    +cudnn-<major>.<minor>.<patch> (cuDNN 9 numbers its versions 10000 major + 100 minor + patch)."""
+    import torch
+
+    if not torch.version.cuda:
+        return "cpu"
+    cudnn = torch.backends.cudnn.version()
+    if not cudnn:
+        return f"cuda-{torch.version.cuda}"
+    unit = 10000 if cudnn >= 90000 else 1000
+    return f"cuda-{torch.version.cuda}+cudnn-{cudnn // unit}.{cudnn % unit // 100}.{cudnn % 100}"
 
 
 def test_six_stacks_train_resnet18_under_the_harness(tmp_path):

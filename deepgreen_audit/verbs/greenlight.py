@@ -30,8 +30,11 @@ def cmd_api_audit(args) -> int:
     from deepgreen_audit.greenlight.package import open_api_package, validate_api_package
     from deepgreen_audit.greenlight.summary import REASON_UNEXPLAINED, compare_published
     from deepgreen_audit.package.dispatch import check_verb
+    from deepgreen_audit.verbs.audit import refuse_evidence_folder, write_evidence
 
     check_verb(args.package, "api-audit")
+    if args.evidence:
+        refuse_evidence_folder(Path(args.evidence), [Path(args.package)], overwrite=False)
     report = validate_api_package(args.package)
     if not report.valid:
         print(report.format_text())
@@ -45,8 +48,9 @@ def cmd_api_audit(args) -> int:
                                       "not_compared": comparison.not_compared}
     unexplained = comparison is not None and any(r.reason == REASON_UNEXPLAINED
                                                  for r in comparison.rows)
+    csvs = write_evidence(args.evidence, checks)
     if args.json:
-        print(checks.to_json(), end="")
+        print(checks.to_json(csvs), end="")
     else:
         print(report.format_text())
         print(checks.format_text(evidence_rows=args.show))
@@ -102,3 +106,7 @@ def register(verb) -> None:
     p.add_argument("--verbose", action="store_true", help="list every differing row")
     strict_option(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--evidence", metavar="DIR",
+                   help="also write each finding's complete evidence as DIR/<id>-evidence.csv (DIR "
+                        "new or empty); the JSON carries the first rows of each and names its CSV "
+                        "(details.evidence_csv, as audit --evidence)")

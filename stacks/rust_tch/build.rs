@@ -7,6 +7,15 @@ use std::path::Path;
 fn main() {
     let libtorch = std::env::var("DEP_TCH_LIBTORCH_LIB").expect("torch-sys reports its LibTorch folder");
     println!("cargo:rustc-link-arg=-Wl,-rpath,{libtorch}");
+    // torch-sys names torch_cuda where the wheel has it, but the linker drops a library the
+    // binary takes no symbol from (--as-needed), and LibTorch's CUDA part only registers itself
+    // when loaded: without it tch sees no GPU and LibTorch is a CPU-only build (the runs'
+    // framework_backend says cpu).  Kept as the C++ stack keeps it (CMakeLists.txt).
+    if Path::new(&libtorch).join("libtorch_cuda.so").exists() {
+        println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
+        println!("cargo:rustc-link-arg=-ltorch_cuda");
+        println!("cargo:rustc-link-arg=-Wl,--as-needed");
+    }
     let lock = Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("Cargo.lock");
     println!("cargo:rerun-if-changed={}", lock.display());
     let text = std::fs::read_to_string(&lock).expect("Cargo.lock is committed beside Cargo.toml");

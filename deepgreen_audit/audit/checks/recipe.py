@@ -201,3 +201,71 @@ def dl4j_backend_of_device(ctx: AuditContext) -> Outcome:
                               details=evidence(env.take(bad).assign(expected=wanted)),
                               unrecorded=int(unrecorded.sum()))
     return Outcome.passed(f"all {len(env):,} {DL4J} runs loaded {wanted} (declared device {device})")
+
+
+#: Backends that can place work on the CPU only, as the stacks record them (environment.
+#: framework_backend): torch's, TensorFlow's, LibTorch's and JAX's `cpu`, DL4J's nd4j-native.
+CPU_ONLY_BACKENDS = ("cpu", "nd4j-native")
+#: How the backends of a GPU build begin: torch's, TensorFlow's and LibTorch's `cuda-<version>`
+#: (LibTorch's with `+cudnn-<version>`), JAX's platform `gpu`, DL4J's nd4j-cuda-<version>.
+GPU_BACKEND_PREFIXES = ("cuda-", "gpu", "nd4j-cuda")
+
+
+def backend_reach(backend: str | None) -> str | None:
+    """Where a recorded backend can place work: "cpu" (a CPU-only build), "cuda" (a GPU build,
+    which can also run on the CPU), None (empty, or a backend this check does not know)."""
+    if backend is None:
+        return None
+    if backend in CPU_ONLY_BACKENDS or backend.startswith("nd4j-native"):
+        return "cpu"
+    return "cuda" if backend.startswith(GPU_BACKEND_PREFIXES) else None
+
+
+def _backend_problem(backend: str | None, device: str | None, declared: str) -> str | None:
+    """Why a run's recorded backend and device contradict each other or the declared device
+    (None: they agree)."""
+    reach = backend_reach(backend)
+    if backend is None:
+        return "no backend recorded"
+    if reach is None:
+        return f"a backend this check does not know ({backend})"
+    if reach == "cpu" and device == "cuda":
+        return "a CPU-only build, yet work on cuda"
+    if reach == "cpu" and declared == "cuda":
+        return "a CPU-only build in a cuda campaign"
+    if reach == "cuda" and device == "cpu" and declared == "cuda":
+        return "a GPU build that placed its work on the CPU in a cuda campaign"
+    return None
+
+
+@check("S4.backend-device", "S4", table="environment")
+def backend_of_device(ctx: AuditContext) -> Outcome:
+    """Every run's recorded framework backend (environment.framework_backend: the build it
+    loaded, e.g. LibTorch's cuda-13.0+cudnn-9.20.0 or cpu) could place its work where the run
+    says it did (runs.device) and where the campaign declares (S4_backend.device or the
+    scope's).  A CPU-only build cannot have run on the GPU, and in a cuda campaign it measured
+    another treatment; a GPU build on the CPU is a fallback in a cuda campaign but what a cpu
+    campaign asks of it (PyPI's torch wheel is a CUDA build, which runs on a CPU host).  An
+    empty backend fails (unverifiable: a LibTorch CPU build and a CUDA one look alike)."""
+    declared = declared_device(ctx.spec)
+    run_ids = ctx.runs["run_id"]
+    env = _left_join(run_ids, ctx.environment, "framework_backend")
+    device_of = dict(zip(ctx.runs["run_id"], ctx.runs["device"]))
+    ecosystem_of = dict(zip(ctx.runs["run_id"], ctx.runs["ecosystem"]))
+    devices = [device_of[run_id] for run_id in env["run_id"]]
+    problems = [_backend_problem(b, d, declared) for b, d in zip(env["framework_backend"], devices)]
+    bad = np.array([p is not None for p in problems], dtype=bool)
+    if not bad.any():
+        return Outcome.passed(f"all {len(env):,} runs recorded a backend that could place their work "
+                              f"where they did and where the campaign declares ({declared}): "
+                              + describe_counts(env["framework_backend"]))
+    ecosystems = np.array([ecosystem_of[run_id] for run_id in env["run_id"]], dtype=object)
+    found = np.array(problems, dtype=object)
+    named = describe_counts([f"{why} ({eco})" for eco, why in zip(ecosystems[bad], found[bad])])
+    unrecorded = env.missing("framework_backend")
+    table = env.assign(ecosystem=ecosystems, device=np.array(devices, dtype=object),
+                       declared_device=declared, problem=found).take(bad)
+    return Outcome.failed(f"{int(bad.sum())} of {len(env):,} run(s): {named}", rows=int(bad.sum()),
+                          details=evidence(table.select(["run_id", "ecosystem", "framework_backend", "device",
+                                                         "declared_device", "problem"])),
+                          unrecorded=int(unrecorded.sum()))

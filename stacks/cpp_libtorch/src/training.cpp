@@ -217,6 +217,23 @@ std::string device_tokens(const torch::Device& device) {
 
 torch::Device run_device() { return torch::cuda::is_available() ? torch::kCUDA : torch::kCPU; }
 
+// The LibTorch build this process loaded (environment.framework_backend, in the form of the
+// Python stack's torch.version.cuda): `cpu` for a CPU-only build, `cuda-<major>.<minor>` for a
+// CUDA build (the CUDA runtime it was built against), `+cudnn-<major>.<minor>.<patch>` added
+// when it was built with cuDNN.  A fact of the build, not of the host: a CUDA build on a host
+// without a GPU runs on the CPU, which `device` says.
+std::string framework_backend() {
+  auto& context = at::globalContext();
+  if (!context.hasCUDART()) return "cpu";
+  const long cudart = context.versionCUDART();        // 1000 major + 10 minor
+  std::string backend = "cuda-" + std::to_string(cudart / 1000) + "." + std::to_string(cudart % 1000 / 10);
+  if (!context.hasCuDNN()) return backend;
+  const long cudnn = context.versionCuDNN();          // 10000 major + 100 minor + patch from 9, 1000 major before
+  const long major_unit = cudnn >= 90000 ? 10000 : 1000;
+  return backend + "+cudnn-" + std::to_string(cudnn / major_unit) + "." +
+         std::to_string(cudnn % major_unit / 100) + "." + std::to_string(cudnn % 100);
+}
+
 }  // namespace
 
 int device_report() {
@@ -264,6 +281,7 @@ int train() {
   set += " input_resolution_px=" + std::to_string(store.train.x.size(1));
   set += " initial_weights_sha256=" + weights.sha256 + " data_fingerprint_sha256=" + store.fingerprint;
   set += " framework=libtorch framework_version=" + percent_encode(TORCH_VERSION);
+  set += " framework_backend=" + percent_encode(framework_backend());
   set += std::string(" cudnn_available=") + (torch::cuda::cudnn_is_available() ? "true" : "false");
   set += " " + device_tokens(device);
   client.request(set);

@@ -60,6 +60,30 @@ fn device_tokens(device: Device) -> String {
             cuda && tch::Cuda::user_enabled_cudnn() && tch::Cuda::cudnn_is_available())
 }
 
+/// The LibTorch build tch loaded (environment.framework_backend, in the form of the Python
+/// stack's torch.version.cuda): `cpu` for a CPU-only build, `cuda-<major>.<minor>` for a CUDA
+/// build (the CUDA runtime it was built against), `+cudnn-<major>.<minor>.<patch>` added when
+/// it was built with cuDNN.  A fact of the process, not of the host: a binary linked without
+/// libtorch_cuda (the linker drops it unless told otherwise) has LibTorch's CPU part only, and a
+/// CUDA build on a host without a GPU runs on the CPU, which `device` says.
+fn framework_backend() -> String {
+    if !tch::utils::has_cudart() {
+        return "cpu".to_string();
+    }
+    let cudart = tch::utils::version_cudart();             // 1000 major + 10 minor
+    let backend = format!("cuda-{}.{}", cudart / 1000, cudart % 1000 / 10);
+    // LibTorch throws (tch panics) where the CUDA build has no cuDNN: then the backend has none
+    let quiet = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let cudnn = std::panic::catch_unwind(tch::utils::version_cudnn).unwrap_or(0);
+    std::panic::set_hook(quiet);
+    if cudnn <= 0 {
+        return backend;
+    }
+    let major_unit = if cudnn >= 90000 { 10000 } else { 1000 };   // 10000 major + 100 minor + patch from 9
+    format!("{backend}+cudnn-{}.{}.{}", cudnn / major_unit, cudnn % major_unit / 100, cudnn % 100)
+}
+
 type Job = BTreeMap<String, String>;
 
 fn param<'a>(job: &'a Job, key: &str) -> Result<&'a str, Error> {
@@ -172,8 +196,9 @@ fn train() -> Result<(), Error> {
     }
     set += &format!(" input_resolution_px={} initial_weights_sha256={} data_fingerprint_sha256={}",
                     store.side_px(), canonical.sha256, store.fingerprint);
-    set += &format!(" framework={FRAMEWORK} framework_version={} cudnn_available={}",
-                    percent_encode(FRAMEWORK_VERSION), tch::Cuda::cudnn_is_available());
+    set += &format!(" framework={FRAMEWORK} framework_version={} framework_backend={} cudnn_available={}",
+                    percent_encode(FRAMEWORK_VERSION), percent_encode(&framework_backend()),
+                    tch::Cuda::cudnn_is_available());
     set += &format!(" {}", device_tokens(device));
     client.request(&set)?;
 
