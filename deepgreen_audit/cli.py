@@ -34,7 +34,7 @@ from deepgreen_audit.console import (
     positive_int,
     strict_option,
 )
-from deepgreen_audit.errors import BUG_EXIT, EXIT_CODES, USAGE_EXIT, Terminated, UserError
+from deepgreen_audit.errors import BUG_EXIT, EXIT_CODES, NAME_BYTES, USAGE_EXIT, Terminated, UserError
 
 
 def exit_code_lines() -> list[str]:
@@ -422,6 +422,7 @@ def main(argv: list[str] | None = None, *, owns_process: bool = False) -> int:
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _raise_terminated)
+    stream_errors = _show_name_bytes_escaped()
     name = "deepgreen"
     try:
         words = sys.argv[1:] if argv is None else argv
@@ -462,6 +463,20 @@ def main(argv: list[str] | None = None, *, owns_process: bool = False) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        for stream, errors in stream_errors.items():
+            stream.reconfigure(errors=errors)
+
+
+def _show_name_bytes_escaped() -> dict:
+    r"""Set stdout and stderr to print a byte of a file name that is not UTF-8 as `\xff`
+    (`errors.NAME_BYTES`), neither raw nor as a crash; the error handlers they had, to put
+    back."""
+    previous = {}
+    for stream in (sys.stdout, sys.stderr):
+        if callable(getattr(stream, "reconfigure", None)) and stream.errors != NAME_BYTES:
+            previous[stream] = stream.errors
+            stream.reconfigure(errors=NAME_BYTES)
+    return previous
 
 
 def _run(args) -> int:

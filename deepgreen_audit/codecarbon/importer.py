@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from deepgreen_audit.codecarbon.layout import COLUMNS, REQUIRED, layout_of, row_layout
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import UserError, path_text
 from deepgreen_audit.package import paths
 from deepgreen_audit.package.kinds import CODECARBON_LOG
 from deepgreen_audit.package.schema import load_schema
@@ -206,7 +206,7 @@ def build_table(paths: list[Path]) -> tuple[TextTable, list[dict]]:
     schema = load_schema(TABLE)
     sources, rows = [], []
     for path in files:
-        name = path.resolve().relative_to(root).as_posix()
+        name = path_text(path.resolve().relative_to(root).as_posix())
         source, raw = read_log(path, name)
         sources.append(source)
         rows += table_rows(source, raw)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import UserError, path_text
 
 
 def cmd_audit(args) -> int:
@@ -90,7 +90,7 @@ def _audit_logs(args) -> int:
         import_logs(logs, package)
         report, ctx = codecarbon_audit.audit_log(
             package, spec=load_spec(args.spec) if args.spec else None, select=args.select)
-        report.subject = " ".join(str(p) for p in logs)
+        report.subject = " ".join(path_text(p) for p in logs)
         print(report.to_json() if args.json else report.format_text(evidence_rows=3),
               end="" if args.json else "\n")
         if args.strict and not args.json and report.strict_verdict():
@@ -146,7 +146,7 @@ def write_report_files(files: dict[str, Path], report, page) -> None:
     render = {"json": report.to_json, "html": page, "junit": junit}
     for kind, path in files.items():
         atomic.write_text(path, render[kind]())
-        print(f"wrote {path}", file=sys.stderr)
+        print(f"wrote {path_text(path)}", file=sys.stderr)
 
 
 def cmd_spec(args) -> int:

@@ -1,0 +1,116 @@
+"""Issue 38: the last hostile-input classes, each closed at its root (the input side; the
+output-safety layer has its own tests).
+
+Every verb that takes a path reads a name of any bytes the OS allows and shows it escaped;
+special files are refused by name, never opened; writers publish exclusively and remove what
+a failed run created; refusals of bad input are input errors (exit 2) worded as such.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deepgreen_audit.cli import main
+from deepgreen_audit.errors import path_text
+from test_codecarbon_logs import clean, write_log
+from test_greenlight_import import record
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _clean(capsys) -> tuple[str, str]:
+    """stdout and stderr of the verbs just run, asserted free of tracebacks, internal errors
+    and lone surrogates (a name's byte printed neither raw nor escaped)."""
+    captured = capsys.readouterr()
+    both = captured.out + captured.err
+    assert "Traceback" not in both and "internal error" not in both, both
+    assert not any("\ud800" <= c <= "\udfff" for c in both), both
+    return captured.out, captured.err
+
+
+def _name(tmp_path: Path, raw: bytes) -> Path:
+    """`tmp_path` / the file name of bytes `raw` (held as Python holds it: surrogateescape)."""
+    return tmp_path / os.fsdecode(raw)
+
+
+def _assert_utf8_mentioning(path: Path, shown: str) -> str:
+    text = path.read_bytes().decode("utf-8")  # strict: no raw byte, no encoded surrogate
+    assert shown in text or json.dumps(shown)[1:-1] in text, (path, shown)
+    return text
+
+
+# ---------------------------------------------------------------- 5. names that are not UTF-8
+
+#: Byte strings Linux allows in a name that are not UTF-8: a lone 0xff, Latin-1 text, bare
+#: continuation bytes, a truncated two-byte sequence, an overlong encoding of '/'.
+NOT_UTF8_NAMES = [b"log\xff", b"\xe9t\xe9", b"\x80\x81x", b"caf\xc3", b"a\xc0\xafb"]
+
+
+@pytest.mark.parametrize("raw", NOT_UTF8_NAMES, ids=[n.hex() for n in NOT_UTF8_NAMES])
+def test_a_name_that_is_not_utf8_is_read_and_shown_escaped(raw, tmp_path, capsys):
+    """import codecarbon (a folder and a file), audit --logs with every report file, validate,
+    audit and export of the package: exit 0, every output UTF-8 with the name's bytes as
+    `\\xNN`, and the name shown so on the terminal."""
+    folder = _name(tmp_path, b"logs-" + raw)
+    log = write_log(_name(folder, raw + b".csv"), "3.x", clean("3.x"))
+    shown = path_text(log.name)
+    assert "\\x" in shown
+    package = _name(tmp_path, b"pkg-" + raw)
+    for source in (folder, log):
+        assert main(["import", "codecarbon", str(source), "--out", str(package),
+                     "--overwrite"]) == 0
+        out, _ = _clean(capsys)
+        assert shown in out and path_text(package) in out
+    reports = {kind: _name(tmp_path, raw + b"." + kind.encode()) for kind in ("html", "json")}
+    reports["junit"] = _name(tmp_path, raw + b".xml")
+    for audited in (["--logs", str(folder)], ["--logs", str(log)], [str(package)]):
+        status = main(["audit", *audited, "--html", str(reports["html"]), "--junit",
+                       str(reports["junit"]), "--out", str(reports["json"]), "--overwrite"])
+        assert status == 0
+        _, err = _clean(capsys)
+        assert path_text(reports["html"]) in err
+        _assert_utf8_mentioning(reports["html"], shown)
+        _assert_utf8_mentioning(reports["json"], shown)
+        _assert_utf8_mentioning(reports["junit"], path_text(audited[-1]))
+        json.loads(reports["json"].read_text(encoding="utf-8"))
+    assert main(["validate", str(package)]) == 0
+    assert shown in _clean(capsys)[0]
+    assert main(["export", str(package), "--parquet", "--out",
+                 str(_name(tmp_path, b"parquet-" + raw))]) == 0
+    _clean(capsys)
+
+
+@pytest.mark.parametrize("raw", NOT_UTF8_NAMES[:3], ids=[n.hex() for n in NOT_UTF8_NAMES[:3]])
+def test_greenlight_records_under_a_name_that_is_not_utf8_import(raw, tmp_path, capsys):
+    root = _name(tmp_path, b"records-" + raw)
+    project = _name(root / "dataset", b"proj-" + raw)
+    project.mkdir(parents=True)
+    (project / "experiment-1.json").write_text(json.dumps([record()]), encoding="utf-8")
+    package = _name(tmp_path, b"pkg-" + raw)
+    assert main(["import", "greenlight", str(root), "--out", str(package)]) == 0
+    assert path_text(package) in _clean(capsys)[0]
+    calls = (package / "api_calls.csv").read_bytes().decode("utf-8")
+    assert path_text(project.name) in calls
+    assert main(["validate", str(package)]) == 0
+    assert main(["api-audit", str(package)]) == 0
+    _clean(capsys)
+
+
+@pytest.mark.parametrize("raw", [b"missing\xff", b"\xfe\xfe/x"])
+def test_a_missing_input_named_in_bytes_is_one_escaped_line(raw, tmp_path):
+    """As the program prints it, in a process of its own: the name escaped on stderr, exit 2."""
+    missing = os.fsdecode(bytes(tmp_path) + b"/" + raw)
+    for verb in (["import", "codecarbon", missing, "--out", str(tmp_path / "p")],
+                 ["audit", "--logs", missing], ["import", "greenlight", missing, "--out",
+                                                str(tmp_path / "p")]):
+        done = subprocess.run([sys.executable, "-m", "deepgreen_audit", *verb], cwd=ROOT,
+                              capture_output=True, env={**os.environ, "LC_ALL": "C.UTF-8"})
+        assert done.returncode == 2, done.stderr
+        err = done.stderr.decode("utf-8")
+        assert err.count("\n") == 1 and path_text(missing) in err, err
