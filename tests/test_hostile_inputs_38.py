@@ -114,3 +114,71 @@ def test_a_missing_input_named_in_bytes_is_one_escaped_line(raw, tmp_path):
         assert done.returncode == 2, done.stderr
         err = done.stderr.decode("utf-8")
         assert err.count("\n") == 1 and path_text(missing) in err, err
+
+
+# ---------------------------------------------------------------- 6. special files in a folder
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _socket(path: Path) -> None:
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))  # the file stays after the socket closes
+
+
+#: What may lie in an input folder under a name the folder's glob matches, and how the refusal
+#: names it.  None of them is ever opened (a FIFO's open would block until a writer comes).
+SPECIAL_FILES = {
+    "FIFO": (_fifo, "a FIFO (named pipe)"),
+    "link to /dev/zero": (lambda p: p.symlink_to("/dev/zero"), "a character device (a symbolic"),
+    "link to /dev/null": (lambda p: p.symlink_to("/dev/null"), "a character device (a symbolic"),
+    "socket": (_socket, "a socket"),
+    "dangling link": (lambda p: p.symlink_to(p.parent / "nowhere"), "a symbolic link to nothing"),
+    "link to itself": (lambda p: p.symlink_to(p), "a symbolic link to nothing"),
+}
+
+
+def _run_bounded(args: list[str]) -> subprocess.CompletedProcess:
+    """The program in a process of its own, stopped after a minute: a hang fails the test."""
+    return subprocess.run([sys.executable, "-m", "deepgreen_audit", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+def _greenlight_root(tmp_path: Path) -> Path:
+    project = tmp_path / "records" / "dataset" / "proj"
+    project.mkdir(parents=True)
+    (project / "experiment-1.json").write_text(json.dumps([record()]), encoding="utf-8")
+    return tmp_path / "records"
+
+
+@pytest.mark.parametrize("special", list(SPECIAL_FILES))
+def test_a_special_file_in_an_input_folder_is_refused_by_name(special, tmp_path, capsys):
+    """codecarbon logs (a folder, the file named), greenlight records and published summaries:
+    exit 2, one line naming the file and what it is, nothing written; no hang."""
+    make, said = SPECIAL_FILES[special]
+    logs = tmp_path / "logs"
+    write_log(logs / "a.csv", "3.x", clean("3.x"))
+    make(logs / "b.csv")
+    records = _greenlight_root(tmp_path)
+    make(records / "dataset" / "proj" / "experiment-2.json")
+    summaries = _greenlight_root(tmp_path / "s")
+    make(summaries / "dataset" / "cpu_summary_mean.csv")
+    cases = [(["import", "codecarbon", str(logs), "--out", str(tmp_path / "pkg")], logs / "b.csv"),
+             (["audit", "--logs", str(logs)], logs / "b.csv"),
+             (["audit", "--logs", str(logs / "b.csv")], logs / "b.csv"),
+             (["import", "greenlight", str(records), "--out", str(tmp_path / "pkg")],
+              records / "dataset" / "proj" / "experiment-2.json"),
+             (["import", "greenlight", str(summaries), "--out", str(tmp_path / "pkg")],
+              summaries / "dataset" / "cpu_summary_mean.csv")]
+    for args, named in cases:
+        if special == "FIFO":  # a process of its own: were it opened, the test would hang
+            done = _run_bounded(args)
+            status, err = done.returncode, done.stderr
+        else:
+            status, err = main(args), _clean(capsys)[1]
+        assert status == 2, (args, err)
+        assert err.count("\n") == 1 and f"{named}: " in err and said in err, err
+        assert "Traceback" not in err and not (tmp_path / "pkg").exists(), args

@@ -45,6 +45,7 @@ from deepgreen_audit.codecarbon.layout import COLUMNS, REQUIRED, layout_of, row_
 from deepgreen_audit.errors import UserError, path_text
 from deepgreen_audit.package import paths
 from deepgreen_audit.package.kinds import CODECARBON_LOG
+from deepgreen_audit.package.paths import files_under, regular_file
 from deepgreen_audit.package.schema import load_schema
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
 from deepgreen_audit.package.writer import write_package
@@ -62,12 +63,14 @@ def discover(paths: list[Path]) -> tuple[list[Path], Path]:
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            found = sorted(q for q in p.rglob("*.csv") if q.is_file())
+            found = files_under(p, "*.csv")
             if not found:
                 raise UserError("holds no *.csv file", path=p, code="missing-input")
             files += found
         elif p.exists():  # a FIFO or device too: the reader refuses it by name
             files.append(p)
+        elif p.is_symlink():  # to nothing: refused as such, by the one gate
+            regular_file(p)
         else:
             raise UserError("no such file or folder", path=p, code="missing-input")
     resolved = [f.resolve() for f in files]

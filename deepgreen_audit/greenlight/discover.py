@@ -47,8 +47,8 @@ def project_folders(root: Path) -> list[ProjectFolder]:
     root = Path(root)
     if not root.is_dir():
         raise UserError("is not a folder of experiment records", path=root, code="not-a-folder")
-    folders = sorted({p.parent for p in root.rglob("experiment-*.json")
-                      if EXPERIMENT_RE.match(p.name) and p.is_file()})
+    folders = sorted({p.parent for p in paths.files_under(root, "experiment-*.json")
+                      if EXPERIMENT_RE.match(p.name)})
     if not folders:
         raise UserError("holds no experiment-N.json record files", path=root, code="no-records")
     out = []

@@ -132,10 +132,12 @@ def tables_from_records(records: list[CallRecord]) -> dict:
             "api_samples": text_table("api_samples", sample_columns(records))}
 
 
-def import_greenlight(source: Path, out: Path, *, overwrite: bool = False) -> dict:
-    """Import every record under `source` into a package at `out`; returns counts and records."""
+def import_greenlight(source: Path, out: Path, *, overwrite: bool = False,
+                      records: list[CallRecord] | None = None) -> dict:
+    """Import every record under `source` (`records`, where the caller has read them already)
+    into a package at `out`; returns counts and records."""
     source = Path(source)
-    records = read_tree(source)
+    records = read_tree(source) if records is None else records
     tables = tables_from_records(records)
     meta = {"name": "api-profiles", "title": "API-level energy profiles imported from "
                                                 f"{path_text(source.name)}",
