@@ -182,3 +182,40 @@ def test_a_special_file_in_an_input_folder_is_refused_by_name(special, tmp_path,
         assert status == 2, (args, err)
         assert err.count("\n") == 1 and f"{named}: " in err and said in err, err
         assert "Traceback" not in err and not (tmp_path / "pkg").exists(), args
+
+
+# ---------------------------------------------------------------- 8. concurrent writers
+
+@pytest.mark.parametrize("option, name", [("--html", "page.html"), ("--junit", "report.xml"),
+                                          ("--out", "report.json")])
+def test_two_audits_writing_one_report_at_once_one_wins(option, name, tmp_path):
+    """Two `audit --logs` started together onto one report file without --overwrite: exactly
+    one writes it and exits 0; the other exits 2 in one line, the winner's file intact."""
+    log = write_log(tmp_path / "logs" / "a.csv", "3.x", clean("3.x"))
+    target = tmp_path / "out" / name
+    command = [sys.executable, "-m", "deepgreen_audit", "audit", "--logs", str(log), option,
+               str(target)]
+    runs = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = sorted((run.wait(timeout=120), run.stderr.read()) for run in runs)
+    assert [status for status, _ in results] == [0, 2], results
+    loser = results[1][1]
+    assert loser.count("\n") == 1 and f"{target}: " in loser, loser
+    assert "appeared while this command was writing it" in loser or "already exists" in loser
+    assert target.read_bytes() and not [p for p in target.parent.iterdir() if p != target]
+
+
+def test_a_file_published_without_overwrite_never_replaces_one_that_appeared(tmp_path):
+    """The mechanism under the test above, on each file kind a writer stages."""
+    from deepgreen_audit.errors import UserError
+    from deepgreen_audit.package import atomic
+
+    for data in (b"first", b"", "\u00e9".encode() * 1000):
+        target = tmp_path / f"t{len(data)}"
+        first, second = atomic.stage_file(target, data), atomic.stage_file(target, b"second")
+        atomic.commit_file(first, target, overwrite=False)
+        with pytest.raises(UserError, match="appeared while"):
+            atomic.commit_file(second, target, overwrite=False)
+        assert target.read_bytes() == data and not second.exists() and not first.exists()
+        atomic.write_bytes(target, b"third")  # --overwrite replaces it
+        assert target.read_bytes() == b"third"

@@ -10,7 +10,9 @@ their inputs or each other:
   output) from before it stages until after its rename, so a second writer
   of the same output fails at once instead of silently losing one result;
 * the final rename never replaces an output that appeared meanwhile unless
-  the user passed --overwrite;
+  the user passed --overwrite; a file is then published with a hard link
+  (`commit_file`), which the kernel refuses when the name exists, so of two
+  commands writing one file at once exactly one wins;
 * staging folders are removed when the command fails or is terminated
   (SIGTERM); one left by a killed writer (SIGKILL) is found and removed by
   the next writer of that output, which also puts back an old output that a
@@ -54,9 +56,10 @@ def write_error(path: Path, exc: OSError) -> UserError:
                      code="write-error")
 
 
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically (fsynced temporary file + rename)."""
-    commit_file(stage_file(path, data), path)
+def write_bytes(path: Path, data: bytes, *, overwrite: bool = True) -> None:
+    """Write `data` to `path` atomically (fsynced temporary file + rename); without
+    `overwrite`, never onto a file that exists by then (`commit_file`)."""
+    commit_file(stage_file(path, data), path, overwrite=overwrite)
 
 
 def stage_file(path: Path, data: bytes) -> Path:
@@ -84,17 +87,48 @@ def stage_file(path: Path, data: bytes) -> Path:
         raise
 
 
-def commit_file(staged: Path, path: Path) -> None:
-    """Move a file from `stage_file` onto `path` (a rename); removed on failure."""
+def commit_file(staged: Path, path: Path, *, overwrite: bool = True) -> None:
+    """Move a file from `stage_file` onto `path` (a rename); removed on failure.  Without
+    `overwrite` it is published with a hard link, which the kernel refuses atomically when
+    `path` exists: of two commands writing one output at once, exactly one wins and the other
+    fails (an "exists" check, then a rename, would let both succeed, the second silently
+    replacing the first)."""
     try:
-        os.replace(staged, path)
+        if overwrite:
+            os.replace(staged, path)
+        else:
+            _publish_exclusively(staged, path)
     except OSError as exc:
-        staged.unlink(missing_ok=True)
         raise write_error(path, exc) from None
+    finally:
+        staged.unlink(missing_ok=True)
 
 
-def write_text(path: Path, text: str) -> None:
-    write_bytes(path, text.encode("utf-8"))
+def _publish_exclusively(staged: Path, path: Path) -> None:
+    """`staged` at `path` unless `path` exists (an `OutputExists` that says it appeared)."""
+    try:
+        os.link(staged, path)
+    except FileExistsError:
+        raise _appeared(path) from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+        # A file system without hard links: the name is taken with O_EXCL, then filled.
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 & ~_umask()))
+        except FileExistsError:
+            raise _appeared(path) from None
+        os.replace(staged, path)
+
+
+def _appeared(path: Path) -> UserError:
+    return UserError("appeared while this command was writing it (another command wrote it); "
+                     "nothing was replaced (pass --overwrite to replace it)", path=path,
+                     code="output-exists")
+
+
+def write_text(path: Path, text: str, *, overwrite: bool = True) -> None:
+    write_bytes(path, text.encode("utf-8"), overwrite=overwrite)
 
 
 def check_output(path: Path, overwrite: bool) -> None:
@@ -254,9 +288,7 @@ class StagedDirectory:
     def _move_into_place(self) -> None:
         if (self.target.exists() or self.target.is_symlink()) and not self.overwrite:
             shutil.rmtree(self.path, ignore_errors=True)
-            raise UserError("appeared while this command was writing it; nothing was replaced "
-                            "(pass --overwrite to replace it)", path=self.target,
-                            code="output-exists")
+            raise _appeared(self.target)
         old = None
         try:
             if self.target.exists() or self.target.is_symlink():

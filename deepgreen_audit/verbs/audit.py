@@ -66,7 +66,7 @@ def cmd_audit(args) -> int:
           end="" if args.json else "\n")
     if args.strict and not args.json and report.strict_verdict():
         print(report.strict_verdict())
-    write_report_files(files, report, lambda: page(report, ctx))
+    write_report_files(files, report, lambda: page(report, ctx), overwrite=args.overwrite)
     return report.exit_status(args.strict)
 
 
@@ -95,7 +95,8 @@ def _audit_logs(args) -> int:
               end="" if args.json else "\n")
         if args.strict and not args.json and report.strict_verdict():
             print(report.strict_verdict())
-        write_report_files(files, report, lambda: codecarbon_audit.render_log_page(report, ctx))
+        write_report_files(files, report, lambda: codecarbon_audit.render_log_page(report, ctx),
+                           overwrite=args.overwrite)
     return report.exit_status(args.strict)
 
 
@@ -133,9 +134,10 @@ def report_files(args, location, inputs: list[Path] | None = None) -> dict[str, 
     return files
 
 
-def write_report_files(files: dict[str, Path], report, page) -> None:
+def write_report_files(files: dict[str, Path], report, page, *, overwrite: bool) -> None:
     """Write each asked-for report file atomically and say so (on stderr: stdout is the
-    report, which --json keeps parseable); `page` renders the HTML only when it is asked for."""
+    report, which --json keeps parseable); `page` renders the HTML only when it is asked for.
+    Without `overwrite`, a file that another command wrote meanwhile is not replaced."""
     from deepgreen_audit.package import atomic
 
     def junit() -> str:
@@ -145,7 +147,7 @@ def write_report_files(files: dict[str, Path], report, page) -> None:
 
     render = {"json": report.to_json, "html": page, "junit": junit}
     for kind, path in files.items():
-        atomic.write_text(path, render[kind]())
+        atomic.write_text(path, render[kind](), overwrite=overwrite)
         print(f"wrote {path_text(path)}", file=sys.stderr)
 
 
