@@ -17,6 +17,7 @@ if __name__ == "__main__":  # `python -m deepgreen_audit.cli`: Ctrl-C exits 130 
 
 import argparse
 import errno
+import io
 import json
 import os
 import signal
@@ -467,13 +468,13 @@ def main(argv: list[str] | None = None, *, owns_process: bool = False) -> int:
             stream.reconfigure(errors=errors)
 
 
-def _show_name_bytes_escaped() -> dict:
+def _show_name_bytes_escaped() -> dict[io.TextIOWrapper, str | None]:
     r"""Set stdout and stderr to print a byte of a file name that is not UTF-8 as `\xff`
     (`errors.NAME_BYTES`), neither raw nor as a crash; the error handlers they had, to put
     back."""
-    previous = {}
+    previous: dict[io.TextIOWrapper, str | None] = {}
     for stream in (sys.stdout, sys.stderr):
-        if callable(getattr(stream, "reconfigure", None)) and stream.errors != NAME_BYTES:
+        if isinstance(stream, io.TextIOWrapper) and stream.errors != NAME_BYTES:
             previous[stream] = stream.errors
             stream.reconfigure(errors=NAME_BYTES)
     return previous

@@ -219,3 +219,65 @@ def test_a_file_published_without_overwrite_never_replaces_one_that_appeared(tmp
         assert target.read_bytes() == data and not second.exists() and not first.exists()
         atomic.write_bytes(target, b"third")  # --overwrite replaces it
         assert target.read_bytes() == b"third"
+
+
+# ---------------------------------------------------------------- 9. leftovers
+
+def _refused_greenlight(tmp_path: Path) -> list[str]:
+    project = tmp_path / "records" / "dataset" / "proj"
+    project.mkdir(parents=True)
+    dated_2128 = record(times__start_time_execution=5_000_000_000 * 10**9,
+                        times__end_time_execution=5_000_000_001 * 10**9)
+    (project / "experiment-1.json").write_text(json.dumps([dated_2128]), encoding="utf-8")
+    return ["import", "greenlight", str(tmp_path / "records"), "--out"]
+
+
+def _refused_codecarbon(tmp_path: Path) -> list[str]:
+    """A log the staged package's validation refuses (its name starts with a space)."""
+    write_log(tmp_path / "logs" / " a.csv", "3.x", clean("3.x"))
+    return ["import", "codecarbon", str(tmp_path / "logs"), "--out"]
+
+
+def _audit_onto_a_folder(tmp_path: Path) -> list[str]:
+    """The JSON report is written first; the page's path is a folder, so the audit fails."""
+    write_log(tmp_path / "logs" / "a.csv", "3.x", clean("3.x"))
+    (tmp_path / "keep" / "a-folder").mkdir(parents=True)
+    return ["audit", "--logs", str(tmp_path / "logs"), "--overwrite", "--html",
+            str(tmp_path / "keep" / "a-folder"), "--out"]
+
+
+FAILING_WRITERS = {"import greenlight": _refused_greenlight,
+                   "import codecarbon": _refused_codecarbon,
+                   "audit": _audit_onto_a_folder}
+
+
+@pytest.mark.parametrize("writer", list(FAILING_WRITERS))
+@pytest.mark.parametrize("depth", [1, 3])
+def test_a_failed_command_removes_the_folders_it_made(writer, depth, tmp_path, capsys):
+    """Exit 2, and the folder that held the output before (`keep`) holds what it held: the
+    folders the command made on the way to its output are gone, the ones that were there stay."""
+    args = FAILING_WRITERS[writer](tmp_path)
+    keep = tmp_path / "keep"
+    keep.mkdir(exist_ok=True)
+    before = sorted(keep.rglob("*"))
+    out = keep.joinpath(*[f"new{i}" for i in range(depth)], "out.json")
+    assert main([*args, str(out)]) == 2
+    _clean(capsys)
+    assert sorted(keep.rglob("*")) == before
+
+
+def test_a_failed_staging_leaves_no_folder_it_made(tmp_path, monkeypatch):
+    """The writers' common parts, failing where a full disk or a signal would stop them."""
+    from deepgreen_audit.errors import UserError
+    from deepgreen_audit.package import atomic
+
+    with pytest.raises(RuntimeError), atomic.StagedDirectory(tmp_path / "a" / "b" / "pkg") as s:
+        (s.path / "table.csv").write_text("x")
+        raise RuntimeError("stopped while staging")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(atomic.os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "full")))
+    with pytest.raises(UserError, match="cannot write"):
+        atomic.write_bytes(tmp_path / "c" / "d" / "file", b"data")
+    with pytest.raises(UserError, match="cannot write"):
+        atomic.write_files({tmp_path / "e" / "f": lambda: b"1"}, overwrite=False)
+    assert list(tmp_path.iterdir()) == []

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +139,8 @@ def report_files(args, location, inputs: list[Path] | None = None) -> dict[str, 
 def write_report_files(files: dict[str, Path], report, page, *, overwrite: bool) -> None:
     """Write each asked-for report file atomically and say so (on stderr: stdout is the
     report, which --json keeps parseable); `page` renders the HTML only when it is asked for.
-    Without `overwrite`, a file that another command wrote meanwhile is not replaced."""
+    All or none (`atomic.write_files`); without `overwrite`, a file that another command wrote
+    meanwhile is not replaced."""
     from deepgreen_audit.package import atomic
 
     def junit() -> str:
@@ -146,9 +149,14 @@ def write_report_files(files: dict[str, Path], report, page, *, overwrite: bool)
         return render_junit(report)
 
     render = {"json": report.to_json, "html": page, "junit": junit}
-    for kind, path in files.items():
-        atomic.write_text(path, render[kind](), overwrite=overwrite)
+    atomic.write_files({path: partial(_utf8, render[kind]) for kind, path in files.items()},
+                       overwrite=overwrite)
+    for path in files.values():
         print(f"wrote {path_text(path)}", file=sys.stderr)
+
+
+def _utf8(render: Callable[[], str]) -> bytes:
+    return render().encode("utf-8")
 
 
 def cmd_spec(args) -> int:
