@@ -281,3 +281,135 @@ def test_a_failed_staging_leaves_no_folder_it_made(tmp_path, monkeypatch):
     with pytest.raises(UserError, match="cannot write"):
         atomic.write_files({tmp_path / "e" / "f": lambda: b"1"}, overwrite=False)
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- 10. messages that mislead
+
+@pytest.mark.parametrize("name", [" a.csv", "\ta.csv", " .csv", "  two spaces.csv"])
+def test_a_log_the_schema_refuses_is_an_input_error_not_a_bug(name, tmp_path, capsys):
+    """The staged package's validation refuses what the log holds (here its name): exit 2,
+    one line naming the log and line, never "a bug in the importer"; nothing written."""
+    write_log(tmp_path / "logs" / name, "3.x", clean("3.x"))
+    assert main(["import", "codecarbon", str(tmp_path / "logs"), "--out",
+                 str(tmp_path / "pkg")]) == 2
+    err = _clean(capsys)[1]
+    assert err.count("\n") == 1 and "a bug" not in err and "nothing was written" in err
+    assert f"{tmp_path / 'logs' / name}, row 2: " in err and not (tmp_path / "pkg").exists()
+
+
+#: Cells that span lines, ahead of the row a message or a source_line names: (row index of the
+#: spanning cell, its text).
+SPANNING = [(0, "two\nlines"), (0, "three\n\nlines"), (1, "a\n\nb\n"), (2, "x\ny\nz\nw")]
+
+
+def _spanning_log(tmp_path: Path, spans: list[tuple[int, str]]) -> tuple[Path, list[int]]:
+    """A 3.x log whose project_name cells span lines; the line each row starts on."""
+    rows = clean("3.x", n=5)
+    for index, text in spans:
+        rows[index]["project_name"] = '"' + text + '"'
+    path = write_log(tmp_path / "logs" / "a.csv", "3.x", rows)
+    starts, line = [], 2
+    for r in rows:
+        starts.append(line)
+        line += 1 + r["project_name"].count("\n")
+    return path, starts
+
+
+@pytest.mark.parametrize("span", SPANNING, ids=range(len(SPANNING)))
+def test_a_rows_source_line_is_where_it_starts_after_a_cell_that_spans_lines(span, tmp_path):
+    """codecarbon: each row's source_line, and the line a torn row is named by."""
+    import csv as csv_module
+    import io
+
+    path, starts = _spanning_log(tmp_path, [span])
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("torn,row\n")
+    assert main(["import", "codecarbon", str(path), "--out", str(tmp_path / "pkg")]) == 0
+    table = (tmp_path / "pkg" / "codecarbon_log.csv").read_text(encoding="utf-8")
+    lines = [int(r["source_line"]) for r in csv_module.DictReader(io.StringIO(table))]
+    assert lines == starts
+    sources = json.loads((tmp_path / "pkg" / "codecarbon-sources.json").read_text())
+    [torn] = sources["sources"][0]["rejected_rows"]
+    assert torn["line"] == path.read_bytes().count(b"\n")
+
+
+@pytest.mark.parametrize("span_line", [2, 3, 5])
+def test_a_legacy_refusal_names_the_line_the_row_starts_on(span_line, tmp_path, capsys):
+    """import legacy: a bad value below a cell that spans lines is named by its own line."""
+    import csv as csv_module
+    import io
+    import shutil
+
+    from conftest import shared_data
+
+    root = tmp_path / "legacy"
+    shutil.copytree(shared_data("legacy-campaign"), root)
+    path = root / "results/data/pytorch_combined_data.csv"
+    rows = list(csv_module.reader(io.StringIO(path.read_text(encoding="utf-8"), newline="")))
+    rows[span_line - 1][rows[0].index("project_name")] = "code\ncarbon\nthesis"
+    rows[7][rows[0].index("duration")] = "twelve"  # the row that starts on line 8 + 2
+    out = io.StringIO()
+    csv_module.writer(out, lineterminator="\n").writerows(rows)
+    path.write_text(out.getvalue(), encoding="utf-8")
+    assert main(["import", "legacy", str(root), "--out", str(tmp_path / "pkg")]) == 2
+    err = _clean(capsys)[1]
+    assert "pytorch_combined_data.csv, row 10, column 'duration'" in err, err
+
+
+# ---------------------------------------------------------------- 10, 11. runs that never completed
+
+def _run_tree(tmp_path: Path) -> Path:
+    """A run tree of the real collection's package, restored."""
+    tree = tmp_path / "tree"
+    assert main(["restore", str(ROOT / "tests/data/collected/cpu-no-counters"), "--out",
+                 str(tree)]) == 0
+    return tree
+
+
+def _empty_campaign(tree: Path) -> Path:
+    campaign = next(p for p in tree.iterdir() if p.is_dir())
+    for run in campaign.iterdir():
+        for file in run.iterdir():
+            file.unlink()
+        run.rmdir()
+    return campaign
+
+
+def _empty_run_folder(tree: Path) -> Path:
+    campaign = next(p for p in tree.iterdir() if p.is_dir())
+    (campaign / "python-pytorch.resnet18.digits.r9").mkdir()
+    return campaign / "python-pytorch.resnet18.digits.r9"
+
+
+def _no_campaign(tree: Path) -> Path:
+    campaign = _empty_campaign(tree)
+    campaign.rmdir()
+    return tree
+
+
+def _empty_run_folder_deeper(tree: Path) -> Path:
+    run = next(next(p for p in tree.iterdir() if p.is_dir()).iterdir())
+    (run / "extra").mkdir()
+    return run / "extra"
+
+
+NO_COMPLETED_RUN = {
+    "campaign folder, no run": (_empty_campaign, "no run of this campaign completed"),
+    "no campaign folder": (_no_campaign, "no run completed, so there is nothing to flatten"),
+    "empty run folder beside runs": (_empty_run_folder, "not a completed run"),
+    "empty folder in a run": (_empty_run_folder_deeper, "is an empty folder"),
+}
+
+
+@pytest.mark.parametrize("case", list(NO_COMPLETED_RUN))
+def test_a_run_that_never_completed_is_named_not_flattened(case, tmp_path, capsys):
+    """An empty folder in a run tree (a campaign none of whose runs completed, a run folder
+    without its files) is refused in one line naming it, never an empty or short package."""
+    tree = _run_tree(tmp_path)
+    damage, said = NO_COMPLETED_RUN[case]
+    named = damage(tree)
+    _clean(capsys)
+    assert main(["flatten", str(tree), "--out", str(tmp_path / "pkg")]) == 2
+    err = _clean(capsys)[1]
+    assert err.count("\n") == 1 and f"{named}: " in err and said in err, err
+    assert not (tmp_path / "pkg").exists()
