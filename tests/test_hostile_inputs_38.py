@@ -413,3 +413,60 @@ def test_a_run_that_never_completed_is_named_not_flattened(case, tmp_path, capsy
     err = _clean(capsys)[1]
     assert err.count("\n") == 1 and f"{named}: " in err and said in err, err
     assert not (tmp_path / "pkg").exists()
+
+
+# ---------------------------------------------------------------- 11. still open from the second set
+
+@pytest.mark.parametrize("name", [["runs"], ["a", "b"], {"name": "runs"}, [["runs"]], 5, True])
+def test_a_resource_name_that_is_not_text_is_a_finding(name, tmp_path, capsys):
+    """A foreign package whose resource is named by a JSON list, object, number or boolean:
+    validate reports it (exit 1) and every other verb refuses the package; never exit 70."""
+    (tmp_path / "a.csv").write_text("x\n1\n", encoding="utf-8")
+    (tmp_path / "datapackage.json").write_text(json.dumps({"name": "x", "resources": [
+        {"name": name, "path": "a.csv", "schema": {"fields": [{"name": "x", "type": "integer"}]}}]}))
+    assert main(["validate", str(tmp_path)]) == 1
+    out, _ = _clean(capsys)
+    assert "resource 1's name is a JSON" in out and "not a string" in out
+    for verb in (["audit"], ["export", "--parquet", "--out", str(tmp_path / "x")],
+                 ["compare", str(tmp_path)], ["restore", "--out", str(tmp_path / "r")]):
+        assert main([verb[0], str(tmp_path), *verb[1:]]) in (1, 2), verb
+        _clean(capsys)
+
+
+def _frame(values: list[float]) -> str:
+    return json.dumps({"columns": ["time_elapsed", "energy (J)"], "index": list(range(len(values))),
+                       "data": [[0.5 * (i + 1), v] for i, v in enumerate(values)]})
+
+
+def _gpu(values: list[float]) -> str:
+    return json.dumps({"columns": ["timestamp", "power_draw (W)", "time_elapsed", "temperature"],
+                       "index": list(range(len(values))),
+                       "data": [[1.0 + 0.5 * i, v, 0.5 * (i + 1), 30] for i, v in enumerate(values)]})
+
+
+OVERFLOWING_RECORDS = {
+    "cpu energies near the largest double": dict(energy_data__cpu=_frame([1.7e308] * 4)),
+    "ram energies near the largest double": dict(energy_data__ram=_frame([1.7e308] * 4)),
+    "ten cpu energies of 1e308": dict(energy_data__cpu=_frame([1e308] * 10)),
+    "a sampling interval of 1e308 s": dict(settings__measurement_interval_s=1e308),
+    "gpu powers x interval past a double": dict(energy_data__gpu=_gpu([1.7e308] * 3),
+                                                settings__measurement_interval_s=2.0),
+}
+
+
+@pytest.mark.parametrize("case", list(OVERFLOWING_RECORDS))
+def test_greenlight_numbers_whose_figures_overflow_are_refused(case, tmp_path, capsys):
+    """Exit 2 naming the record and the figure, no numpy warning, nothing written."""
+    import warnings
+
+    project = tmp_path / "records" / "dataset" / "proj"
+    project.mkdir(parents=True)
+    (project / "experiment-1.json").write_text(json.dumps([record(**OVERFLOWING_RECORDS[case])]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        status = main(["import", "greenlight", str(tmp_path / "records"), "--out",
+                       str(tmp_path / "pkg")])
+    err = _clean(capsys)[1]
+    assert status == 2 and err.count("\n") == 1, err
+    assert "experiment-1.json: record 1" in err and "1.8e308" in err and "RuntimeWarning" not in err
+    assert not (tmp_path / "pkg").exists()
