@@ -17,6 +17,7 @@ if __name__ == "__main__":  # `python -m deepgreen_audit.cli`: Ctrl-C exits 130 
 
 import argparse
 import errno
+import io
 import os
 import signal
 import sys
@@ -34,7 +35,7 @@ from deepgreen_audit.console import (
     positive_int,
     strict_option,
 )
-from deepgreen_audit.errors import BUG_EXIT, EXIT_CODES, USAGE_EXIT, Terminated, UserError
+from deepgreen_audit.errors import BUG_EXIT, EXIT_CODES, NAME_BYTES, USAGE_EXIT, Terminated, UserError
 from deepgreen_audit.safe import TerminalStream, json_text
 
 
@@ -434,6 +435,7 @@ def _main(argv: list[str] | None, owns_process: bool) -> int:
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _raise_terminated)
+    stream_errors = _show_name_bytes_escaped()
     name = "deepgreen"
     try:
         words = sys.argv[1:] if argv is None else argv
@@ -474,6 +476,20 @@ def _main(argv: list[str] | None, owns_process: bool) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        for stream, errors in stream_errors.items():
+            stream.reconfigure(errors=errors)
+
+
+def _show_name_bytes_escaped() -> dict[io.TextIOWrapper, str | None]:
+    r"""Set stdout and stderr to print a byte of a file name that is not UTF-8 as `\xff`
+    (`errors.NAME_BYTES`), neither raw nor as a crash; the error handlers they had, to put
+    back."""
+    previous: dict[io.TextIOWrapper, str | None] = {}
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors != NAME_BYTES:
+            previous[stream] = stream.errors
+            stream.reconfigure(errors=NAME_BYTES)
+    return previous
 
 
 def _run(args) -> int:

@@ -7,6 +7,7 @@ so, with exit status `BUG_EXIT` (the traceback only with DEEPGREEN_TRACEBACK=1).
 
 from __future__ import annotations
 
+import codecs
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -40,7 +41,7 @@ class UserError(Exception):
                  row: int | None = None, field: str | None = None,
                  code: str = "user-error"):
         self.message = message
-        self.path = str(path) if path is not None else None
+        self.path = path_text(path) if path is not None else None
         self.row = row
         self.field = field
         self.code = code
@@ -56,6 +57,33 @@ class UserError(Exception):
             where.append(f"{field_word(self.path, self.field)} {self.field!r}")
         prefix = ": ".join([", ".join(where)]) + ": " if where else ""
         return f"{prefix}{self.message}"
+
+
+#: The codec error handler that writes each lone surrogate of a text as what it stands for:
+#: `\xff` for the byte 0xff of a file name that is not UTF-8 (Python holds such a byte as
+#: U+DCFF, "surrogateescape"), `\ud800` for one that stands for no byte.  `path_text` uses
+#: it, and `cli.main` sets it on stdout and stderr, so that no name is printed raw or crashes
+#: a print.
+NAME_BYTES = "deepgreen-name-bytes"
+
+
+def _name_bytes(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    shown = "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF
+                    else f"\\u{ord(c):04x}" for c in exc.object[exc.start:exc.end])
+    return shown, exc.end
+
+
+codecs.register_error(NAME_BYTES, _name_bytes)
+
+
+def path_text(path: str | Path) -> str:
+    r"""`path` as text every output can hold: a file name is any bytes the OS allows, and a
+    byte that is not UTF-8 is shown as the byte it stands for, `\xff` (the name's other
+    characters as they are; the output's own escaping, of control characters say, is the
+    writer's)."""
+    return str(path).encode("utf-8", NAME_BYTES).decode("utf-8")
 
 
 #: Files whose fields are the columns of a table; every other file's are the keys of a document

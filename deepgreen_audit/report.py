@@ -8,7 +8,8 @@ id (a validation code such as ``type-error``, or a check id such as
 every report reads the same on screen and has the same keys in JSON.  Row
 numbers count the header as row 1, as frictionless does.
 
-The kernel's bottom layer: it imports nothing of the project but its output-safety layer.
+The kernel's bottom layer: it imports nothing of the project but its output-safety layer and
+`errors.path_text`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import shutil
 import textwrap
 from dataclasses import asdict, dataclass, field, replace
 
+from deepgreen_audit.errors import path_text
 from deepgreen_audit.safe import json_text, terminal_text
 
 STATUSES = ("pass", "fail", "warn", "skip")
@@ -137,6 +139,7 @@ class Report:
     _shown: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
+        self.subject = path_text(self.subject)  # a file name that is not UTF-8, shown escaped
         if self.kind not in KINDS:
             raise ValueError(f"unknown kind of report {self.kind!r}")
 

@@ -60,8 +60,12 @@ _TEX_DROPPED = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f" + BIDI_CONTROLS + "\ud8
 
 
 def _escape(match: re.Match) -> str:
-    r"""One unsafe character as text: \x1b for one below U+0100, \u202e above."""
+    r"""One unsafe character as text: \x1b for one below U+0100, \u202e above, and a byte of a
+    file name that is not UTF-8 (Python holds it as a surrogate, U+DC80-U+DCFF) as the byte it
+    stands for, \xff, as `errors.path_text` shows it."""
     code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 

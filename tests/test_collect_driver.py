@@ -298,6 +298,12 @@ def test_collect_shows_the_stack_error_and_stops_after_failures_alike(tmp_path, 
                                     in line for line in failed)
     assert "stopped after 2 consecutive runs failed alike" in captured.out
     assert "2 run(s) not started" in captured.out
+    # no run completed: the summary does not send the user to flatten, and flatten says why
+    assert "no run completed: nothing to flatten" in captured.out
+    assert "deepgreen flatten" not in captured.out
+    status = main(["flatten", str(tmp_path / "out" / "runs"), "--out", str(tmp_path / "pkg")])
+    err = capsys.readouterr().err
+    assert status == 2 and "no run" in err and "completed" in err and err.count("\n") == 1
 
 
 def test_collect_refuses_a_plan_whose_data_is_not_prepared(tmp_path, capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -308,3 +309,54 @@ def test_errors_are_counted_without_growing_without_bound(counters):
         session.handle("FROB")
     assert session.error_count == 1000 and len(session.errors) < 100
     assert session.failure(disconnected=False).startswith("1000 protocol error(s)")
+
+
+@pytest.mark.parametrize("drip_s", [0.05, 0.15])
+def test_a_hello_dripped_past_the_handshake_limit_is_cut(counters, drip_s):
+    """The limit bounds the whole HELLO line, not each read: a client that sends a byte every
+    `drip_s` (each read well within the limit) is cut at the limit, and the run fails."""
+    import time
+
+    server = HarnessServer(Harness(counters), accept_timeout_s=10, hello_timeout_s=0.5).start()
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        with contextlib.suppress(OSError):
+            for byte in b"HELLO 1 py-dripping-slowly\n":
+                s.sendall(bytes([byte]))
+                time.sleep(drip_s)
+        failure = server.join(timeout=5)
+    assert failure is not None and "sent no HELLO within 0.5 s" in failure
+    assert time.monotonic() - started < 3
+
+
+def test_a_hello_in_time_is_not_cut_afterwards(counters):
+    import time
+
+    server = HarnessServer(Harness(counters), accept_timeout_s=10, hello_timeout_s=0.3).start()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        f = s.makefile("rwb")
+        assert _exchange(f, b"HELLO 1 py\n").startswith(b"OK HELLO")
+        time.sleep(0.5)  # past the handshake's limit: the session goes on
+        assert _exchange(f, b"PING\n") == b"OK PONG\n"
+        assert _exchange(f, b"BYE\n") == b"OK BYE\n"
+        f.close()
+    assert server.join(timeout=5) is None
+
+
+@pytest.mark.parametrize("value", ["%", "%2", "%zz", "a%g0", "%ff", "%c3", "%c3%28", "%ed%a0%80",
+                                   "a\tb", "%00x%"])
+def test_a_value_that_is_not_percent_encoded_is_refused(counters, value):
+    session = _session(counters)
+    assert session.handle("HELLO 1 c").startswith("OK HELLO")
+    reply = session.handle(f"SET framework={value}")
+    assert reply.startswith("ERR malformed framework="), reply
+    assert session.harness.values == {} and session.failure(disconnected=False)
+
+
+@pytest.mark.parametrize("value, text", [("py%20torch", "py torch"), ("caf%C3%A9", "café"),
+                                         ("a%3Db", "a=b"), ("plain", "plain")])
+def test_a_percent_encoded_value_is_decoded(counters, value, text):
+    session = _session(counters)
+    session.handle("HELLO 1 c")
+    assert session.handle(f"SET framework={value}") == "OK SET framework"
+    assert session.harness.values == {"framework": text}

@@ -173,9 +173,10 @@ def typed_columns(package, table: str, columns: tuple[str, ...]) -> pd.DataFrame
             raise MissingValue(f"column {name!r} is missing from table {table!r}; the analysis "
                                "needs it", path=path, field=name)
     schema = load_schema(table)
-    text = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
-        include_columns=list(columns), column_types={c: pa.string() for c in columns},
-        strings_can_be_null=False, quoted_strings_can_be_null=False))
+    with open(path, "rb") as handle:  # (pyarrow cannot open a name that is not UTF-8)
+        text = pacsv.read_csv(handle, convert_options=pacsv.ConvertOptions(
+            include_columns=list(columns), column_types={c: pa.string() for c in columns},
+            strings_can_be_null=False, quoted_strings_can_be_null=False))
     arrays = {}
     for name in columns:
         raw = text.column(name)

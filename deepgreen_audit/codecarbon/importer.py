@@ -38,15 +38,18 @@ import io
 import json
 import math
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from deepgreen_audit.codecarbon.layout import COLUMNS, REQUIRED, layout_of, row_layout
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import UserError, path_text
 from deepgreen_audit.package import paths
+from deepgreen_audit.package.checked import refuse_invalid
 from deepgreen_audit.package.kinds import CODECARBON_LOG
+from deepgreen_audit.package.paths import files_under, regular_file
 from deepgreen_audit.package.schema import load_schema
-from deepgreen_audit.package.tables import TextTable, rows_from_columns
+from deepgreen_audit.package.tables import TextTable, records_with_lines, rows_from_columns
 from deepgreen_audit.package.writer import write_package
 
 TABLE = "codecarbon_log"
@@ -62,12 +65,14 @@ def discover(paths: list[Path]) -> tuple[list[Path], Path]:
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            found = sorted(q for q in p.rglob("*.csv") if q.is_file())
+            found = files_under(p, "*.csv")
             if not found:
                 raise UserError("holds no *.csv file", path=p, code="missing-input")
             files += found
         elif p.exists():  # a FIFO or device too: the reader refuses it by name
             files.append(p)
+        elif p.is_symlink():  # to nothing: refused as such, by the one gate
+            regular_file(p)
         else:
             raise UserError("no such file or folder", path=p, code="missing-input")
     resolved = [f.resolve() for f in files]
@@ -87,10 +92,11 @@ def read_log(path: Path, name: str) -> tuple[dict, list[dict]]:
         raise UserError(f"is not CodeCarbon output: not UTF-8 text (byte {exc.start})",
                         path=path, code="not-codecarbon") from None
     try:
-        rows = list(csv.reader(io.StringIO(text, newline="")))
+        records = list(records_with_lines(csv.reader(io.StringIO(text, newline=""))))
     except csv.Error as exc:
         raise UserError(f"is not CodeCarbon output: not CSV ({exc})", path=path,
                         code="not-codecarbon") from None
+    rows = [row for _, row in records]
     if not rows or not any(cell.strip() for cell in rows[0]):
         raise UserError("is not CodeCarbon output: empty, no header row", path=path, row=1,
                         code="not-codecarbon")
@@ -108,7 +114,7 @@ def read_log(path: Path, name: str) -> tuple[dict, list[dict]]:
                         row=1, code="not-codecarbon")
     out, headers, rejected = [], [], []
     last_line = 1
-    for number, row in enumerate(rows[1:], start=2):
+    for number, row in records[1:]:  # (the line a record starts on: a cell may span lines)
         if not row or (len(row) == 1 and not row[0].strip()):
             continue  # a blank line (an editor's final newline twice) holds no row
         last_line = number
@@ -201,18 +207,21 @@ def _run_key(row: dict[str, Any], line: int) -> str:
     return f"{row['run_id']}/{row['task_name']}" if row.get("task_name") else row["run_id"]
 
 
-def build_table(paths: list[Path]) -> tuple[TextTable, list[dict]]:
+def build_table(paths: list[Path]) -> tuple[TextTable, list[dict], dict[str, Path]]:
+    """The package table of the logs at `paths`, their sources, and each log's path by the
+    name its rows' `source_file` holds."""
     files, root = discover(paths)
     schema = load_schema(TABLE)
-    sources, rows = [], []
+    sources, rows, located = [], [], {}
     for path in files:
-        name = path.resolve().relative_to(root).as_posix()
+        name = path_text(path.resolve().relative_to(root).as_posix())
         source, raw = read_log(path, name)
         sources.append(source)
+        located[name] = path
         rows += table_rows(source, raw)
     rows.sort(key=lambda r: (r["source_file"], r["source_line"]))
     columns = {f.name: [r[f.name] for r in rows] for f in schema.fields}
-    return TextTable(schema.field_names, rows_from_columns(schema, columns)), sources
+    return TextTable(schema.field_names, rows_from_columns(schema, columns)), sources, located
 
 
 def import_logs(paths: list[Path], out: Path, *, overwrite: bool = False,
@@ -223,7 +232,7 @@ def import_logs(paths: list[Path], out: Path, *, overwrite: bool = False,
         raise UserError("a CodeCarbon-log package keeps its descriptor inside PKG; drop --descriptor",
                         path=descriptor_path)
     paths = [Path(p) for p in paths]
-    table, sources = build_table(paths)
+    table, sources, located = build_table(paths)
     meta = meta or {
         "name": "codecarbon-logs",
         "title": "CodeCarbon logs: " + ", ".join(s["source_file"] for s in sources[:5])
@@ -240,7 +249,9 @@ def import_logs(paths: list[Path], out: Path, *, overwrite: bool = False,
     extra = {SOURCES_FILE: (json.dumps({"sources": sources}, indent=2, ensure_ascii=False)
                             + "\n").encode()}
     path = write_package({TABLE: table}, Path(out), meta, overwrite=overwrite, extra_files=extra,
-                         check=_refuse_invalid, inputs=paths, kind=CODECARBON_LOG)
+                         check=refuse_invalid(partial(_source_cell, table, located),
+                                              CODECARBON_LOG),
+                         inputs=paths, kind=CODECARBON_LOG)
     rows = len(table.rows)
     report = {"logs": len(sources), "rows": rows, "sources": sources,
               "summary": "\n".join(
@@ -274,12 +285,20 @@ def import_source(source, out: Path, *, overwrite: bool = False,
     return import_logs(paths, out, overwrite=overwrite, descriptor_path=descriptor_path)
 
 
-def _refuse_invalid(staged_descriptor: Path) -> None:
-    from deepgreen_audit.package.validate import validate
+#: The CodeCarbon column each package column holds (COLUMNS reversed).
+SOURCE_COLUMNS = {column: cc for cc, column in COLUMNS.items()}
 
-    report = validate(staged_descriptor, CODECARBON_LOG.tables)
-    if not report.valid:
-        first = report.findings[0]
-        raise UserError(f"the import does not make a valid package ({report.error_count} "
-                        f"error(s); first: [{first.id}] {first.where()}: {first.message}); "
-                        "this is a bug in the importer", code="invalid-package")
+
+def _source_cell(table: TextTable, located: dict[str, Path], finding) -> tuple | None:
+    """The log, line and CodeCarbon column behind a finding on the staged package (for
+    `refuse_invalid`: an input the schema refuses is an input error, named where it is)."""
+    lines = table.lines()
+    if finding.resource != TABLE or finding.row not in lines:
+        return None
+    cells = dict(zip(table.header, table.rows[lines.index(finding.row)]))
+    path = located.get(cells["source_file"])
+    if path is None:
+        return None
+    column = SOURCE_COLUMNS.get(finding.field or "")
+    where = "" if column or not finding.field else f"the log's {finding.field.replace('_', ' ')}: "
+    return str(path), int(cells["source_line"]), column, where

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import socket
 import threading
 import time
@@ -72,6 +73,24 @@ def _integer(text: str, what: str) -> int:
     return _in_range(int(text), what)
 
 
+#: A value's text: any character but %, space and control characters, or a %XX escape.
+_PERCENT_ENCODED = re.compile(r"(?:[^%\x00-\x20\x7f]|%[0-9A-Fa-f]{2})*")
+
+
+def _unquoted(value: str, key: str) -> str:
+    """A value's percent-encoding decoded; a `%` without two hex digits after it, or escapes
+    that decode to no UTF-8 text, are refused (urllib would pass the first through as text
+    and turn the second into U+FFFD)."""
+    if not _PERCENT_ENCODED.fullmatch(value):
+        raise ProtocolViolation("malformed", f"{key}={value[:40]!r} is not percent-encoded "
+                                "(a % is followed by two hex digits)")
+    try:
+        return unquote(value, errors="strict")
+    except UnicodeDecodeError:
+        raise ProtocolViolation("malformed", f"{key}={value[:40]!r} decodes to bytes that "
+                                "are not UTF-8") from None
+
+
 def _pairs(tokens: list[str], allowed: tuple[str, ...], required: tuple[str, ...]) -> dict[str, str]:
     pairs = {}
     for token in tokens:
@@ -82,7 +101,7 @@ def _pairs(tokens: list[str], allowed: tuple[str, ...], required: tuple[str, ...
             raise ProtocolViolation("bad-key", f"{key!r} is not one of {', '.join(allowed)}")
         if key in pairs:
             raise ProtocolViolation("malformed", f"{key!r} given twice")
-        pairs[key] = unquote(value)
+        pairs[key] = _unquoted(value, key)
     missing = [k for k in required if k not in pairs]
     if missing:
         raise ProtocolViolation("malformed", f"missing {', '.join(missing)}")
@@ -232,15 +251,24 @@ class HarnessServer:
         self._conn = conn
         watchdog = threading.Timer(self.session_timeout_s, self.cut,
                                    (f"the session exceeded its limit of {self.session_timeout_s:g} s",))
-        watchdog.daemon = True
-        watchdog.start()
+        # The handshake's limit bounds the whole HELLO line: a socket timeout bounds each read
+        # only, and a client that drips a byte a second would never reach it.
+        handshake = threading.Timer(self.hello_timeout_s, self._cut_unless_greeted)
+        for timer in (watchdog, handshake):
+            timer.daemon = True
+            timer.start()
         try:
             with conn:
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self._converse(conn, time.monotonic() + self.session_timeout_s)
         finally:
             watchdog.cancel()
+            handshake.cancel()
         return self.failure
+
+    def _cut_unless_greeted(self) -> None:
+        if not self.session.greeted:
+            self.cut(f"the client sent no HELLO within {self.hello_timeout_s:g} s")
 
     def _converse(self, conn: socket.socket, deadline: float) -> None:
         reader = conn.makefile("rb")

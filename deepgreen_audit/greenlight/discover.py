@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import UserError, path_text
 from deepgreen_audit.greenlight.records import (
     EXPERIMENT_RE,
     PROJECT_LEVEL_KEY,
@@ -47,8 +47,8 @@ def project_folders(root: Path) -> list[ProjectFolder]:
     root = Path(root)
     if not root.is_dir():
         raise UserError("is not a folder of experiment records", path=root, code="not-a-folder")
-    folders = sorted({p.parent for p in root.rglob("experiment-*.json")
-                      if EXPERIMENT_RE.match(p.name) and p.is_file()})
+    folders = sorted({p.parent for p in paths.files_under(root, "experiment-*.json")
+                      if EXPERIMENT_RE.match(p.name)})
     if not folders:
         raise UserError("holds no experiment-N.json record files", path=root, code="no-records")
     out = []
@@ -63,8 +63,9 @@ def project_folders(root: Path) -> list[ProjectFolder]:
                 break
             if part == "dataset" and i + 1 < len(parts):
                 project = parts[i + 1:]
-        out.append(ProjectFolder(folder, parts[0] if len(parts) > 1 else "", kind,
-                                 "/".join(project) or folder.name))
+        # (a name that is not UTF-8 is held with its bytes shown escaped: errors.path_text)
+        out.append(ProjectFolder(folder, path_text(parts[0]) if len(parts) > 1 else "", kind,
+                                 path_text("/".join(project) or folder.name)))
     return out
 
 
@@ -88,7 +89,7 @@ def read_folder(root: Path, where: ProjectFolder) -> list[CallRecord]:
     files = [p for _, p in sorted(numbered, key=lambda t: t[0])]
     records: list[CallRecord] = []
     for path in files:
-        rel = path.relative_to(root).as_posix()
+        rel = path_text(path.relative_to(root).as_posix())
         first = read_experiment(path, source="fecom", experiment_kind="method-level",
                                 project=where.project, source_file=rel, skip_calls=skip)
         for record in first:

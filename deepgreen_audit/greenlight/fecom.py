@@ -21,12 +21,13 @@ ones; docs/greenlight.md lists each rule and quirk:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from deepgreen_audit.greenlight.records import VALUE_COLUMN, CallRecord
+from deepgreen_audit.greenlight.records import VALUE_COLUMN, CallRecord, RecordError
 
 #: Absolute tolerance over the baseline when looking for lag (FECoM: 0 CPU/RAM, 2 W GPU).
 LAG_TOLERANCE = {"cpu": 0.0, "ram": 0.0, "gpu": 2.0}
@@ -133,8 +134,20 @@ def _lag(time_s, values, end, baseline, tolerance, to_joules) -> tuple[float, fl
 
 
 def call_figures(record: CallRecord) -> dict[str, DomainFigures]:
-    """FECoM's figures for each energy domain of one call."""
-    return {d: domain_figures(record, d) for d in ENERGY_DOMAINS}
+    """FECoM's figures for each energy domain of one call; a RecordError when one is not a
+    finite number (samples or settings whose sums or products pass a double's 1.8e308: no
+    measurement, and no figure a package can hold).  numpy is told not to warn of the
+    overflow: it is refused here, once, in words."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        figures = {d: domain_figures(record, d) for d in ENERGY_DOMAINS}
+    for domain, figure in figures.items():
+        for name, value in vars(figure).items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise RecordError(record.source_file or record.call_id, record.position,
+                                  record.api_call, f"its {domain} {name} comes to {value} "
+                                  "(its samples or settings pass the largest number a double "
+                                  "holds, 1.8e308): not a measurement")
+    return figures
 
 
 def has_energy_data(figures: dict[str, DomainFigures]) -> bool:

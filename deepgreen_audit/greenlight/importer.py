@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import UserError, path_text
 from deepgreen_audit.greenlight.discover import read_tree
 from deepgreen_audit.greenlight.fecom import call_figures, execution_time_s
 from deepgreen_audit.greenlight.package import open_api_package, text_table, write_api_package
@@ -132,13 +132,16 @@ def tables_from_records(records: list[CallRecord]) -> dict:
             "api_samples": text_table("api_samples", sample_columns(records))}
 
 
-def import_greenlight(source: Path, out: Path, *, overwrite: bool = False) -> dict:
-    """Import every record under `source` into a package at `out`; returns counts and records."""
+def import_greenlight(source: Path, out: Path, *, overwrite: bool = False,
+                      records: list[CallRecord] | None = None) -> dict:
+    """Import every record under `source` (`records`, where the caller has read them already)
+    into a package at `out`; returns counts and records."""
     source = Path(source)
-    records = read_tree(source)
+    records = read_tree(source) if records is None else records
     tables = tables_from_records(records)
-    meta = {"name": "api-profiles", "title": f"API-level energy profiles imported from {source.name}",
-            "provenance": {"importer": "deepgreen import greenlight", "source": str(source),
+    meta = {"name": "api-profiles", "title": "API-level energy profiles imported from "
+                                                f"{path_text(source.name)}",
+            "provenance": {"importer": "deepgreen import greenlight", "source": path_text(source),
                            "method": "FECoM (docs/greenlight.md)"}}
     by_id = {r.call_id: r for r in records}
     descriptor = write_api_package(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.greenlight.discover import read_tree
 from deepgreen_audit.greenlight.importer import import_greenlight
 from deepgreen_audit.greenlight.summary import compare_published
 
@@ -25,8 +26,12 @@ def import_source(source: Path, out: Path, *, overwrite: bool = False,
             Path(out) / "datapackage.json").resolve():
         raise UserError("an API-level package keeps its descriptor inside PKG; drop --descriptor",
                         path=descriptor_path)
-    counts = import_greenlight(Path(source), Path(out), overwrite=overwrite)
-    comparison = compare_published(Path(source), counts.pop("records"))
+    # Everything that reads `source` (the records, the published summaries) is read before the
+    # package is written, so that a refused input leaves no package behind.
+    records = read_tree(Path(source))
+    comparison = compare_published(Path(source), records)
+    counts = import_greenlight(Path(source), Path(out), overwrite=overwrite, records=records)
+    counts.pop("records")
     summary = [f"imported {counts['calls']} calls ({counts['without_energy']} without energy: no "
                f"sample inside the call's window) and {counts['samples']:,} samples of "
                f"{counts['projects']} projects from {source}",

@@ -61,7 +61,7 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import paths
 from deepgreen_audit.package.checked import refuse_invalid
 from deepgreen_audit.package.schema import TABLES, load_schema
-from deepgreen_audit.package.tables import TextTable, canonical_text, rows_from_columns
+from deepgreen_audit.package.tables import TextTable, canonical_text, records_with_lines, rows_from_columns
 from deepgreen_audit.package.writer import write_package
 from deepgreen_audit.units import J_PER_KWH
 
@@ -146,18 +146,19 @@ class SourceRow:
     line: int
 
 
-def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
+def _read_csv(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The header of the CSV file `path` and its rows, each with the line it starts on."""
     if not os.path.lexists(path):
         raise UserError("is missing: not the layout of the legacy campaign (see its README)",
                         path=path, code="missing-input")
     text = paths.read_text(path)
     try:
-        rows = list(csv.reader(io.StringIO(text, newline="")))
+        records = list(records_with_lines(csv.reader(io.StringIO(text, newline=""))))
     except csv.Error as exc:
         raise UserError(f"cannot be parsed as CSV: {exc}", path=path, code="csv-error") from None
-    if not rows:
+    if not records:
         raise UserError("is empty", path=path, row=1)
-    return rows[0], rows[1:]
+    return records[0][1], records[1:]
 
 
 def _label(table: dict, value: str, what: str, path: Path, line: int, column: str) -> str:
@@ -188,13 +189,13 @@ def read_rows(root: Path, rel: str, ecosystem: str | None = None, *,
     if labels:
         raise UserError(f"lacks the label column(s) {', '.join(labels)}", path=path, row=1)
     out = []
-    for number, row in enumerate(rows, start=2):
+    for order, (number, row) in enumerate(rows, start=1):
         if len(row) != len(header):
             raise UserError(f"{len(row)} cells, the header has {len(header)}", path=path, row=number)
         cells = dict(zip(header, row))
         if file_labels:
             arch, ds, phase = file_labels
-            epoch = number - 1
+            epoch = order
         else:
             arch = _label(ARCHITECTURES, cells["modello"], "model", path, number, "modello")
             ds = _label(DATASETS, cells["dataset"], "dataset", path, number, "dataset")

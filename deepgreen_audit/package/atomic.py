@@ -10,10 +10,13 @@ their inputs or each other:
   output) from before it stages until after its rename, so a second writer
   of the same output fails at once instead of silently losing one result;
 * the final rename never replaces an output that appeared meanwhile unless
-  the user passed --overwrite;
-* staging folders are removed when the command fails or is terminated
-  (SIGTERM); one left by a killed writer (SIGKILL) is found and removed by
-  the next writer of that output, which also puts back an old output that a
+  the user passed --overwrite; a file is then published with a hard link
+  (`commit_file`), which the kernel refuses when the name exists, so of two
+  commands writing one file at once exactly one wins;
+* staging folders, and the folders above the output that the writer made,
+  are removed when the command fails or is terminated (SIGTERM); one left by
+  a killed writer (SIGKILL) is found and removed by the next writer of that
+  output, which also puts back an old output that a
   killed overwrite had moved aside but not yet replaced;
 * a full disk, a read-only folder or any other OS error is one `UserError`
   line (code `write-error`), with nothing left behind.
@@ -21,12 +24,14 @@ their inputs or each other:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from deepgreen_audit.errors import OutputExists, UserError
@@ -54,9 +59,10 @@ def write_error(path: Path, exc: OSError) -> UserError:
                      code="write-error")
 
 
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically (fsynced temporary file + rename)."""
-    commit_file(stage_file(path, data), path)
+def write_bytes(path: Path, data: bytes, *, overwrite: bool = True) -> None:
+    """Write `data` to `path` atomically (fsynced temporary file + rename); without
+    `overwrite`, never onto a file that exists by then (`commit_file`)."""
+    commit_file(stage_file(path, data), path, overwrite=overwrite)
 
 
 def stage_file(path: Path, data: bytes) -> Path:
@@ -67,6 +73,7 @@ def stage_file(path: Path, data: bytes) -> Path:
     if path.is_dir() and not path.is_symlink():
         raise UserError("is a folder; choose a file name", path=path, code="write-error")
     tmp = None
+    new_folders = missing_folders(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -79,22 +86,108 @@ def stage_file(path: Path, data: bytes) -> Path:
     except BaseException as exc:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
+        remove_empty_folders(new_folders)
         if isinstance(exc, OSError):
             raise write_error(path, exc) from None
         raise
 
 
-def commit_file(staged: Path, path: Path) -> None:
-    """Move a file from `stage_file` onto `path` (a rename); removed on failure."""
+def commit_file(staged: Path, path: Path, *, overwrite: bool = True) -> None:
+    """Move a file from `stage_file` onto `path` (a rename); removed on failure.  Without
+    `overwrite` it is published with a hard link, which the kernel refuses atomically when
+    `path` exists: of two commands writing one output at once, exactly one wins and the other
+    fails (an "exists" check, then a rename, would let both succeed, the second silently
+    replacing the first)."""
     try:
-        os.replace(staged, path)
+        if overwrite:
+            os.replace(staged, path)
+        else:
+            _publish_exclusively(staged, path)
     except OSError as exc:
-        staged.unlink(missing_ok=True)
         raise write_error(path, exc) from None
+    finally:
+        staged.unlink(missing_ok=True)
 
 
-def write_text(path: Path, text: str) -> None:
-    write_bytes(path, text.encode("utf-8"))
+def _publish_exclusively(staged: Path, path: Path) -> None:
+    """`staged` at `path` unless `path` exists (an `OutputExists` that says it appeared)."""
+    try:
+        os.link(staged, path)
+    except FileExistsError:
+        raise _appeared(path) from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+        # A file system without hard links: the name is taken with O_EXCL, then filled.
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 & ~_umask()))
+        except FileExistsError:
+            raise _appeared(path) from None
+        os.replace(staged, path)
+
+
+def _appeared(path: Path) -> UserError:
+    return UserError("appeared while this command was writing it (another command wrote it); "
+                     "nothing was replaced (pass --overwrite to replace it)", path=path,
+                     code="output-exists")
+
+
+def write_text(path: Path, text: str, *, overwrite: bool = True) -> None:
+    write_bytes(path, text.encode("utf-8"), overwrite=overwrite)
+
+
+def write_files(contents: dict[Path, Callable[[], bytes]], *, overwrite: bool) -> None:
+    """Write several files all or none: each rendered and staged (`contents` maps a path to
+    what renders its bytes) before any is published, then each published (`commit_file`);
+    when one fails, the files this call published new and the folders it made are removed,
+    so a failed command leaves what was there before."""
+    staged: dict[Path, Path] = {}
+    published: list[Path] = []
+    with folders_removed_on_failure(*contents):
+        try:
+            for path, render in contents.items():
+                staged[path] = stage_file(path, render())
+            for path, temporary in staged.items():
+                existed = os.path.lexists(path)
+                commit_file(temporary, path, overwrite=overwrite)
+                if not existed:
+                    published.append(path)
+        except BaseException:
+            for temporary in staged.values():
+                temporary.unlink(missing_ok=True)
+            for path in published:
+                path.unlink(missing_ok=True)
+            raise
+
+
+def missing_folders(path: str | Path) -> list[Path]:
+    """The folders above `path` that do not exist yet, deepest first: those a writer of `path`
+    makes, and so removes when it fails (never one that was there before it ran)."""
+    missing = []
+    for folder in Path(os.path.abspath(path)).parents:
+        if os.path.lexists(folder):
+            break
+        missing.append(folder)
+    return missing
+
+
+def remove_empty_folders(folders: list[Path]) -> None:
+    """Remove each of `folders` (deepest first) that is empty: one that holds something
+    (another command's output written meanwhile) stays."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+@contextlib.contextmanager
+def folders_removed_on_failure(*paths: Path) -> Iterator[None]:
+    """Remove, when the block fails, the empty folders it made above `paths`."""
+    new = sorted({f for p in paths for f in missing_folders(p)}, key=lambda f: -len(f.parts))
+    try:
+        yield
+    except BaseException:
+        remove_empty_folders(new)
+        raise
 
 
 def check_output(path: Path, overwrite: bool) -> None:
@@ -213,6 +306,8 @@ class StagedDirectory:
         refuse_overlap(self.target, inputs)
         check_output(self.target, overwrite)
         self.lock = OutputLock(self.target)
+        #: the folders above the target this writer makes, removed again when it fails
+        self.new_folders = missing_folders(self.target)
 
     def __enter__(self) -> StagedDirectory:
         """Take the lock and make the staging folder.  Made here, not in __init__: from here on
@@ -221,8 +316,11 @@ class StagedDirectory:
         try:
             self.target.parent.mkdir(parents=True, exist_ok=True)
             self.lock.acquire()
-        except OSError as exc:
-            raise write_error(self.target, exc) from None
+        except BaseException as exc:
+            remove_empty_folders(self.new_folders)
+            if isinstance(exc, OSError):
+                raise write_error(self.target, exc) from None
+            raise
         staged = None
         try:
             clean_leftovers(self.target)
@@ -235,12 +333,14 @@ class StagedDirectory:
             if staged is not None:
                 shutil.rmtree(staged, ignore_errors=True)
             self.lock.release()
+            remove_empty_folders(self.new_folders)
             if isinstance(exc, OSError):
                 raise write_error(self.target, exc) from None
             raise
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        moved = False
         try:
             if exc_type is not None:
                 shutil.rmtree(self.path, ignore_errors=True)
@@ -248,15 +348,16 @@ class StagedDirectory:
                     raise write_error(self.target, exc) from None
                 return
             self._move_into_place()
+            moved = True
         finally:
-            self.lock.release()
+            self.lock.release()  # (its file lies in the target's folder: removed first)
+            if not moved:
+                remove_empty_folders(self.new_folders)
 
     def _move_into_place(self) -> None:
         if (self.target.exists() or self.target.is_symlink()) and not self.overwrite:
             shutil.rmtree(self.path, ignore_errors=True)
-            raise UserError("appeared while this command was writing it; nothing was replaced "
-                            "(pass --overwrite to replace it)", path=self.target,
-                            code="output-exists")
+            raise _appeared(self.target)
         old = None
         try:
             if self.target.exists() or self.target.is_symlink():

@@ -37,7 +37,8 @@ def refuse_invalid(locate: Locator, kind: Kind = REPLICATION) -> Callable[[Path]
                             f"error(s); first: [{first.id}] {first.where()}: {first.message})",
                             code="invalid-package")
         path, row, column, where = source
-        raise UserError(f"{where}{first.message} (it would be {first.resource}.{first.field} of the "
-                        "package, which the schema refuses; nothing was written)",
+        cell = f"{first.resource}.{first.field}" if first.field else f"in {first.resource}"
+        raise UserError(f"{where}{first.message} (it would be {cell} of the package, which the "
+                        "schema refuses; nothing was written)",
                         path=path, row=row, field=column, code="invalid-source")
     return check

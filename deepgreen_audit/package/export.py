@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from deepgreen_audit.errors import path_text
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.descriptor import Package
 
@@ -27,8 +28,10 @@ def export_parquet(location, out: Path, *, overwrite: bool = False) -> dict[str,
         for name in package.kind.tables:
             table = package.table(name)
             table = table.replace_schema_metadata({
-                "deepgreen.source": str(package.table_path(name)),
+                "deepgreen.source": path_text(package.table_path(name)),
                 "deepgreen.synthetic": str(package.synthetic).lower()})
-            pq.write_table(table, staged.path / f"{name}.parquet", compression="zstd")
+            # (a handle: pyarrow cannot open a name that is not UTF-8)
+            with open(staged.path / f"{name}.parquet", "wb") as handle:
+                pq.write_table(table, handle, compression="zstd")
             counts[name] = table.num_rows
     return counts

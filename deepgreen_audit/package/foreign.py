@@ -18,6 +18,7 @@ from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import paths
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.report import Report
+from deepgreen_audit.safe import json_text
 
 #: frictionless error types that mean what a deepgreen code means; any other is
 #: `frictionless-error`, its type named in the message.
@@ -135,9 +136,9 @@ def _unreadable(read, value) -> bool:
 
 
 def _paths_confined(package: Package, report: Report) -> bool:
+    confined = _names_are_text(package, report)
     names = Counter(resource.get("name") for resource in package.descriptor["resources"]
-                    if isinstance(resource, dict))
-    confined = True
+                    if isinstance(resource, dict) and isinstance(resource.get("name"), str))
     for name, count in names.items():
         if isinstance(name, str) and count > 1:  # the second would escape the first's checks
             report.add("duplicate-resource", f"{count} resources are named {name!r}",
@@ -154,6 +155,20 @@ def _paths_confined(package: Package, report: Report) -> bool:
                 if isinstance(part, str) and not _confined_file(package, part, key, name, report):
                     confined = False
     return confined
+
+
+def _names_are_text(package: Package, report: Report) -> bool:
+    """Whether every resource's name, where it has one, is text (a JSON list or object names
+    nothing, and frictionless would crash on it), else each such name reported."""
+    text = True
+    for number, resource in enumerate(package.descriptor["resources"], start=1):
+        name = resource.get("name", "") if isinstance(resource, dict) else ""
+        if not isinstance(name, str):
+            report.add("descriptor-error", f"resource {number}'s name is a JSON "
+                       f"{type(name).__name__.replace('dict', 'object')} "
+                       f"({json_text(name, indent=None)[:60]}), not a string: a resource is named by text")
+            text = False
+    return text
 
 
 def _confined_file(package: Package, path: str, key: str, name: str, report: Report) -> bool:

@@ -60,7 +60,9 @@ def kind_of(descriptor: dict, path: str | Path) -> Kind:
     """The kind `descriptor` (read from `path`) declares, or the kind its resources imply."""
     declared = descriptor.get(KIND_KEY)
     if declared is None:
-        names = {r.get("name") for r in descriptor.get("resources", []) if isinstance(r, dict)}
+        # (a name that is not text, a JSON list say, names no table: the validator refuses it)
+        names = {r.get("name") for r in descriptor.get("resources", [])
+                 if isinstance(r, dict) and isinstance(r.get("name"), str)}
         return REPLICATION if names & set(REPLICATION.tables) else FOREIGN
     if not isinstance(declared, str) or declared not in DECLARABLE:
         raise UserError(f"declares {KIND_KEY} = {repr(declared)[:80]}, a kind of package deepgreen does not "

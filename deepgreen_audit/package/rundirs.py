@@ -290,7 +290,31 @@ def _walk(root: Path) -> dict[str, Path]:
         for name in filenames:
             path = Path(dirpath) / name
             found[path.relative_to(root).as_posix()] = path
+        if not dirnames and not filenames and Path(dirpath) != root:
+            raise _empty_folder(root, Path(dirpath))
     return found
+
+
+def _empty_folder(root: Path, folder: Path) -> UserError:
+    """The refusal of an empty folder in a run tree, which flatten would otherwise pass over
+    without a word: an empty campaign folder is a campaign none of whose runs completed."""
+    if len(folder.relative_to(root).parts) == 1:
+        return UserError("is an empty campaign folder: no run of this campaign completed (collect "
+                         "keeps a failed run in OUT/failed/, outside the run tree); remove it, "
+                         "or collect again to retry the failed runs", path=folder,
+                         code="no-runs")
+    return UserError(f"is an empty folder where a run directory holds "
+                     f"{', '.join(sorted(_run_file_names()))}: not a completed run; remove it",
+                     path=folder, code="layout-error")
+
+
+def _refuse_no_runs(run_dirs: list[tuple[str, str]], root: Path) -> None:
+    """A tree without one run directory would flatten to a package of no run: refused."""
+    if not run_dirs:
+        raise UserError("holds no run directory (<campaign>/<run_id>/): no run completed, so "
+                        "there is nothing to flatten (collect keeps a failed run in OUT/failed/, "
+                        "outside the run tree; collect again to retry it)", path=root,
+                        code="no-runs")
 
 
 def _read_csv(data: bytes, path: Path, expected: list[str]) -> list[list[str]]:
@@ -299,7 +323,7 @@ def _read_csv(data: bytes, path: Path, expected: list[str]) -> list[list[str]]:
         raise UserError(f"header is {','.join(table.header)}; expected {','.join(expected)}",
                         path=path, row=1, code="header-error")
     if table.rows and set(map(len, table.rows)) != {len(expected)}:
-        number, row = next((n, r) for n, r in enumerate(table.rows, start=2)
+        number, row = next((n, r) for n, r in zip(table.lines(), table.rows)
                            if len(r) != len(expected))
         raise UserError(f"{len(row)} cells, expected {len(expected)}", path=path, row=number,
                         code="field-count")
@@ -344,6 +368,7 @@ def flatten_tables(root: Path, progress=None) -> tuple[dict[str, TextTable], dic
         meta = _read_meta(paths.read_bytes(found.pop(PACKAGE_META)), root) \
             if PACKAGE_META in found else {}
         run_dirs = _run_dirs(found, root)
+        _refuse_no_runs(run_dirs, root)
         _refuse_mixed_campaigns(meta, run_dirs, root)
         rows: dict[str, list] = {name: [] for name in TABLES}
         for n, (run_id, rel_dir) in enumerate(run_dirs, start=1):

@@ -119,6 +119,19 @@ def parse_text(text: str, path: Path | str) -> TextTable:
         return _parse_rows(csv.reader(io.StringIO(text, newline=""), strict=True), path)
 
 
+def records_with_lines(reader) -> Iterator[tuple[int, list[str]]]:
+    """Each record of a `csv.reader` with the line it starts on (the first line is 1): a
+    quoted cell may hold line breaks, so a record's index is not its line, and a message
+    names the line a reader finds the record on."""
+    while True:
+        start = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        yield start, row
+
+
 def _parse_rows(reader, path: Path | str) -> TextTable:
     try:
         header = next(reader)

@@ -27,6 +27,7 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
 from deepgreen_audit.columnar.evidence import evidence_csv_text
+from deepgreen_audit.errors import path_text
 from deepgreen_audit.report import CODES, NOT_APPLICABLE, Finding, Report
 from deepgreen_audit.safe import html_text, number_text, xml_document
 from deepgreen_audit.suite.registry import Check
@@ -161,7 +162,7 @@ def _identity(report: Report, package) -> str:
     if package is not None:
         d = package.descriptor
         rows.append(("title", d.get("title", d.get("name", ""))))
-        rows.append(("descriptor", str(package.descriptor_path)))
+        rows.append(("descriptor", path_text(package.descriptor_path)))
         for res in d.get("resources", []):
             if isinstance(res, dict):
                 rows.append((f"{res.get('name')} table", f"{res.get('hash', '')} ({res.get('bytes', '?'):,} bytes)"

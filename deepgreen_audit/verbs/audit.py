@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from deepgreen_audit.errors import UserError
+from deepgreen_audit.errors import UserError, path_text
 
 
 def cmd_audit(args) -> int:
@@ -67,7 +69,7 @@ def cmd_audit(args) -> int:
           end="" if args.json else "\n")
     if args.strict and not args.json and report.strict_verdict():
         print(report.strict_verdict())
-    write_report_files(files, report, lambda: page(report, ctx), csvs)
+    write_report_files(files, report, lambda: page(report, ctx), csvs, overwrite=args.overwrite)
     return report.exit_status(args.strict)
 
 
@@ -91,13 +93,14 @@ def _audit_logs(args) -> int:
         import_logs(logs, package)
         report, ctx = codecarbon_audit.audit_log(
             package, spec=load_spec(args.spec) if args.spec else None, select=args.select)
-        report.subject = " ".join(str(p) for p in logs)
+        report.subject = " ".join(path_text(p) for p in logs)
         csvs = write_evidence(args.evidence, report)
         print(report.to_json(csvs) if args.json else report.format_text(evidence_rows=3),
               end="" if args.json else "\n")
         if args.strict and not args.json and report.strict_verdict():
             print(report.strict_verdict())
-        write_report_files(files, report, lambda: codecarbon_audit.render_log_page(report, ctx), csvs)
+        write_report_files(files, report, lambda: codecarbon_audit.render_log_page(report, ctx),
+                           csvs, overwrite=args.overwrite)
     return report.exit_status(args.strict)
 
 
@@ -174,15 +177,18 @@ def write_evidence(folder: str | None, report) -> list[str | None] | None:
         atomic.write_text(path, evidence_csv_text(rows))
         written.append(str(path))
     if any(written):
-        print(f"wrote {sum(1 for w in written if w)} evidence CSV(s) into {folder}", file=sys.stderr)
+        print(f"wrote {sum(1 for w in written if w)} evidence CSV(s) into {path_text(folder)}",
+              file=sys.stderr)
     return written
 
 
 def write_report_files(files: dict[str, Path], report, page,
-                       evidence_csv: list[str | None] | None = None) -> None:
+                       evidence_csv: list[str | None] | None = None, *, overwrite: bool) -> None:
     """Write each asked-for report file atomically and say so (on stderr: stdout is the
     report, which --json keeps parseable); `page` renders the HTML only when it is asked for;
-    `evidence_csv`: the complete evidence's files the JSON report names (write_evidence)."""
+    `evidence_csv`: the complete evidence's files the JSON report names (write_evidence).
+    All or none (`atomic.write_files`); without `overwrite`, a file that another command wrote
+    meanwhile is not replaced."""
     from deepgreen_audit.package import atomic
 
     def junit() -> str:
@@ -191,9 +197,14 @@ def write_report_files(files: dict[str, Path], report, page,
         return render_junit(report)
 
     render = {"json": lambda: report.to_json(evidence_csv), "html": page, "junit": junit}
-    for kind, path in files.items():
-        atomic.write_text(path, render[kind]())
-        print(f"wrote {path}", file=sys.stderr)
+    atomic.write_files({path: partial(_utf8, render[kind]) for kind, path in files.items()},
+                       overwrite=overwrite)
+    for path in files.values():
+        print(f"wrote {path_text(path)}", file=sys.stderr)
+
+
+def _utf8(render: Callable[[], str]) -> bytes:
+    return render().encode("utf-8")
 
 
 def cmd_spec(args) -> int:

@@ -140,9 +140,10 @@ def cmd_collect(args) -> int:
     summary = collect(plan, Path(args.out), allow_missing_counters=args.allow_missing_counters,
                       progress=_progress, synthetic_reason=args.synthetic,
                       max_consecutive_failures=args.max_consecutive_failures, announce=_announce)
+    flatten = (f"(deepgreen flatten {summary.runs_dir} --out PKG)"
+               if summary.completed or summary.skipped else "(no run completed: nothing to flatten)")
     print(f"{len(summary.completed)} completed, {len(summary.skipped)} already done, "
-          f"{len(summary.failed)} failed; run tree: {summary.runs_dir} "
-          f"(deepgreen flatten {summary.runs_dir} --out PKG)")
+          f"{len(summary.failed)} failed; run tree: {summary.runs_dir} {flatten}")
     for run_id, reason in summary.failed.items():
         print(f"  failed: {run_id}: {reason}")
     if summary.stopped:

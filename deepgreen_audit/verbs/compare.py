@@ -43,7 +43,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         _notice(location)
     print(format_json(comparison) if args.json else format_text(comparison), flush=True)
     if figure is not None:
-        atomic.write_bytes(figure, figure_pdf(comparison))
+        atomic.write_bytes(figure, figure_pdf(comparison), overwrite=args.overwrite)
         print(f"wrote {figure}", file=sys.stderr, flush=True)
     return 0
 
