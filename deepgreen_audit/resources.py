@@ -45,6 +45,13 @@ def checkout() -> Path | None:
     return root if (root / "pyproject.toml").is_file() else None
 
 
+def checkout_package(name: str) -> Path | None:
+    """The checkout's package folder `name` (calibration/) when it holds one, else None."""
+    root = checkout()
+    path = root / name / "datapackage.json" if root else None
+    return path.parent if path is not None and path.is_file() else None
+
+
 def require_checkout(purpose: str) -> Path:
     """The checkout, for work that needs one (`purpose` says which); a UserError without."""
     root = checkout()
