@@ -241,3 +241,29 @@ def _worth(inst: Instrument, bound: float, campaign_blocks: pd.DataFrame,
                    "outside the window"),
             Number(100 * bound * away / float(values.sum()), 2,
                    f"{inst.name}: that as a share of the campaign's total", r"\percent"))
+
+
+def template_context(results: CalibrationResults) -> dict:
+    """What paper/templates/calibration.tex.j2 reads: the campaign's window (`window`) and the
+    calibration's figures (`cal`, None without one), each instrument with the reason it was
+    not measured ("" when it was)."""
+    figures = results.calibration
+    if figures is None:
+        return {"window": results, "cal": None}
+    design = Design.from_spec(load_spec())
+    rows = []
+    for row in figures.instruments:
+        reason = (row.drift_pct.reason if isinstance(row.drift_pct, NotMeasured) else
+                  f"on the campaign's runs: {row.worth.reason}"
+                  if isinstance(row.worth, NotMeasured) else "")
+        rows.append({**{k: getattr(row, k) for k in ("instrument", "drift_pct", "low_pct",
+                                                     "high_pct", "bound_pct", "worth")},
+                     "worth_share": None if isinstance(row.worth_share_pct, NotMeasured)
+                     else row.worth_share_pct,
+                     "reason": reason})
+    cal = {k: getattr(figures, k) for k in ("title", "synthetic", "reference", "runs", "before",
+                                            "inside", "after", "covered", "short")}
+    cal["instruments"] = rows
+    cal["confidence_pct"] = Number(100 * design.bootstrap_confidence, 0,
+                                   "bootstrap confidence", r"\percent")
+    return {"window": results, "cal": cal}

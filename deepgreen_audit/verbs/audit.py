@@ -77,13 +77,10 @@ def calibration_of(given: str | None, location) -> Path | None:
     calibration/ when the audited package is the checkout's shipped one, else None: a
     calibration belongs to the campaign it was collected beside."""
     from deepgreen_audit.package.descriptor import Package
-    from deepgreen_audit.resources import checkout, checkout_package
+    from deepgreen_audit.resources import shipped_calibration
 
     if given is None:
-        root = checkout()
-        shipped = root is not None and location is not None and \
-            Path(location).resolve() == (root / PACKAGE_DEFAULT).resolve()
-        return checkout_package("calibration") if shipped else None
+        return shipped_calibration(location)
     package = Package.open(given)
     if (package.descriptor.get("scope") or {}).get("schedule") != "calibration":
         raise UserError("is not a between-window calibration package: its descriptor's scope "
