@@ -15,6 +15,7 @@ reason, and so is a drift the calibration's runs cannot bound (too few on a side
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -190,10 +191,22 @@ def _not_measured(inst: Instrument, blocks: pd.DataFrame, missing: dict) -> str 
         return None
     if inst.counter and inst.counter in missing:
         return f"{inst.counter}: {missing[inst.counter]}"
-    reasons = blocks.loc[values.isna(), "energy_missing_reason" if inst.counter else
+    return _missing_reason(inst, blocks, values.isna()) or \
+        f"{int(values.isna().sum())} of the calibration's blocks hold no {inst.column}"
+
+
+def _missing_reason(inst: Instrument, blocks: pd.DataFrame, empty: pd.Series) -> str | None:
+    """The reason the first block without `inst` records: for a counter, its own part of
+    energy_missing_reason ("RAPL: ...; NVML: ..."), else CodeCarbon's missing_reason."""
+    reasons = blocks.loc[empty, "energy_missing_reason" if inst.counter else
                          "codecarbon_missing_reason"].dropna()
-    return (str(reasons.iloc[0]) if len(reasons) else
-            f"{int(values.isna().sum())} of the calibration's blocks hold no {inst.column}")
+    if not len(reasons):
+        return None
+    text = str(reasons.iloc[0])
+    if inst.counter:
+        parts = re.split(r"; (?=(?:NVML|RAPL): )", text)
+        text = next((p for p in parts if p.startswith(f"{inst.counter}: ")), text)
+    return text
 
 
 def _drift(inst: Instrument, blocks: pd.DataFrame, place_of: dict, missing: dict, design: Design,
@@ -230,9 +243,7 @@ def _worth(inst: Instrument, bound: float, campaign_blocks: pd.DataFrame,
     its share of the campaign's total reading."""
     values = pd.to_numeric(campaign_blocks[inst.column], errors="coerce")
     if values.isna().any():
-        reasons = campaign_blocks.loc[values.isna(), "energy_missing_reason" if inst.counter
-                                      else "codecarbon_missing_reason"].dropna()
-        why = NotMeasured(str(reasons.iloc[0]) if len(reasons) else
+        why = NotMeasured(_missing_reason(inst, campaign_blocks, values.isna()) or
                           f"the campaign's blocks lack {inst.column}",
                           f"{inst.name}: the campaign's reading")
         return why, why

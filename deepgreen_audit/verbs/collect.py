@@ -125,21 +125,28 @@ def cmd_collect(args) -> int:
     plan = load_plan(Path(args.plan) if args.plan else None)
     options = _slurm_options(args)
     if options is not None:
+        if args.max_runs is not None:
+            raise UserError("--max-runs applies to the local executor only", code="usage-error")
         return cmd_collect_slurm(args, plan, options)
     if args.dry_run:
         raise UserError("--dry-run applies to --executor slurm only (see 'deepgreen plan --print')",
                         code="usage-error")
+    if args.max_runs is not None and args.max_runs < 1:
+        raise UserError("--max-runs takes 1 or more", code="usage-error")
     if args.max_consecutive_failures < 0:
         raise UserError("--max-consecutive-failures takes 0 (never stop) or more",
                         code="usage-error")
     summary = collect(plan, Path(args.out), allow_missing_counters=args.allow_missing_counters,
                       progress=_progress, synthetic_reason=args.synthetic,
-                      max_consecutive_failures=args.max_consecutive_failures, announce=_announce)
+                      max_consecutive_failures=args.max_consecutive_failures, announce=_announce,
+                      max_runs=args.max_runs)
     print(f"{len(summary.completed)} completed, {len(summary.skipped)} already done, "
           f"{len(summary.failed)} failed; run tree: {summary.runs_dir} "
           f"(deepgreen flatten {summary.runs_dir} --out PKG)")
     for run_id, reason in summary.failed.items():
         print(f"  failed: {run_id}: {reason}")
+    if summary.paused:
+        print(summary.paused)
     if summary.stopped:
         print(summary.stopped)
     elif summary.failed:
@@ -240,6 +247,11 @@ def register(verb) -> None:
                    metavar="N", help="local executor: stop the campaign (exit 1) after N consecutive "
                                      "runs failed for the same reason (default "
                                      f"{MAX_CONSECUTIVE_FAILURES}; 0: never)")
+    p.add_argument("--max-runs", type=int, metavar="N",
+                   help="local executor: end this session after N runs were started (exit 0); "
+                        "the next collect resumes with the next run: how a between-window "
+                        "calibration's points are collected at moments of their own "
+                        "(collect/calibration.toml), e.g. --max-runs 2")
     _executor_options(p, preflight=False)
 
 
