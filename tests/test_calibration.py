@@ -236,3 +236,17 @@ def test_the_paragraph_with_the_calibration_quotes_its_bounds(late):
     nvml = figures.instruments[0]
     assert nvml.instrument.value == "NVML GPU energy" and not isinstance(nvml.bound_pct, NotMeasured)
     assert f"NVML GPU energy & \\qty{{{nvml.drift_pct.value:.1f}}}{{\\percent}}" in text
+
+
+# ---------------------------------------------------------------- collect in sessions
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--max-runs", "0"], "--max-runs takes 1 or more"),
+    (["--max-runs", "2", "--executor", "slurm"], "--max-runs applies to the local executor only"),
+])
+def test_max_runs_is_refused_where_it_cannot_apply(extra, message, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "deepgreen_audit", "collect", "--plan", str(PLAN),
+                           "--out", str(tmp_path / "out"), *extra], capture_output=True, text=True)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()
