@@ -140,8 +140,21 @@ def test_a_calibration_with_no_point_after_the_window_does_not_cover_them(late, 
     pkg, _ = late
     finding = _finding(pkg, back_to_back)
     assert finding.status == "fail"
-    assert "does not cover them (0 before, 10 inside, 0 after the window" in finding.message
-    assert "after short" in finding.message
+    assert ("does not cover them (0 before, 10 inside, 0 after the window: 0 calibration run(s) "
+            "after the window, fewer than 2)") in finding.message
+
+
+def test_a_calibration_of_another_host_does_not_cover_them(late, tmp_path):
+    pkg, _ = late
+    cal = tmp_path / "cal"
+    model = SynthModel.from_toml(ROOT / "collect" / "calibration-synth.toml")
+    write_synthetic(cal, model=model.with_overrides({"environment": {"host": "another-host"}}),
+                    **_plan_overrides())
+    finding = _finding(pkg, cal)
+    assert finding.status == "fail"
+    assert "measured on another host (another-host) than the campaign" in finding.message
+    figures = analyse_calibration(pkg, cal).calibration
+    assert figures is not None and not figures.covered
 
 
 def test_the_calibration_package_is_held_to_its_own_schedule():

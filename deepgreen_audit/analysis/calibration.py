@@ -27,7 +27,6 @@ from deepgreen_audit.analysis.values import NotMeasured, Number, Text, scaled
 from deepgreen_audit.columnar.window import (
     INSIDE,
     MIN_CALIBRATION_RUNS_PER_SIDE,
-    Coverage,
     Window,
     coverage,
     interleaved_window,
@@ -123,7 +122,8 @@ def analyse_calibration(campaign, calibration=None) -> CalibrationResults:
     figures = None
     if calibration is not None:
         figures = _calibration_figures(Package.open(calibration), window,
-                                       package.table("blocks").to_pandas(), set(outside))
+                                       package.table("blocks").to_pandas(), set(outside),
+                                       package.table("environment").to_pandas()["host"].dropna())
     return CalibrationResults(
         runs=Number(len(runs), 0, "campaign runs"),
         outside=Number(len(outside), 0, "campaign runs outside the interleaved window"),
@@ -134,7 +134,7 @@ def analyse_calibration(campaign, calibration=None) -> CalibrationResults:
 
 
 def _calibration_figures(package: Package, window: Window, campaign_blocks: pd.DataFrame,
-                         outside: set[str]) -> CalibrationFigures:
+                         outside: set[str], campaign_hosts) -> CalibrationFigures:
     runs = package.table("runs").to_pandas()
     blocks = package.table("blocks").to_pandas()
     if runs.empty or blocks.empty:
@@ -145,7 +145,8 @@ def _calibration_figures(package: Package, window: Window, campaign_blocks: pd.D
         raise MissingValue(f"calibration: a calibration repeats one reference configuration; "
                            f"this package holds {len(configs)}", path=package.descriptor_path)
     places = window.place(_utc(runs["started_at_utc"]), _utc(runs["ended_at_utc"]))
-    cover = coverage(window.places, places)
+    cover = coverage(window.places, places, campaign_hosts,
+                     package.table("environment").to_pandas()["host"].dropna())
     place_of = dict(zip(runs["run_id"], places))
     missing = (package.descriptor.get("measured") or {}).get("counters_missing") or {}
     design = Design.from_spec(load_spec())
@@ -163,13 +164,8 @@ def _calibration_figures(package: Package, window: Window, campaign_blocks: pd.D
         inside=Number(cover.counts["inside"], 0, "calibration runs inside the window"),
         after=Number(cover.counts["after"], 0, "calibration runs after the window"),
         covered=cover.covered,
-        short=Text(_short(cover), "why the calibration does not cover the runs outside"),
+        short=Text(cover.why_not(), "why the calibration does not cover the runs outside"),
         instruments=instruments)
-
-
-def _short(cover: Coverage) -> str:
-    return "; ".join(f"{cover.counts.get(p, 0)} calibration run(s) {p} the window, fewer than "
-                     f"{MIN_CALIBRATION_RUNS_PER_SIDE}" for p in cover.short)
 
 
 def _readings(blocks: pd.DataFrame, column: str) -> pd.Series:

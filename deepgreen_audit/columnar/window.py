@@ -106,6 +106,9 @@ class Coverage:
     counts: dict[str, int]
     #: the sides (BEFORE, AFTER) where the campaign has runs outside its window
     sides: tuple[str, ...]
+    #: the calibration's hosts when it shares none with the campaign (its drift is another
+    #: machine's), else ()
+    other_hosts: tuple[str, ...] = ()
 
     @property
     def short(self) -> list[str]:
@@ -115,7 +118,16 @@ class Coverage:
 
     @property
     def covered(self) -> bool:
-        return not self.short
+        return not self.short and not self.other_hosts
+
+    def why_not(self) -> str:
+        """Why the calibration does not cover the runs outside the window ("" when it does)."""
+        reasons = [f"{self.counts.get(p, 0)} calibration run(s) {p} the window, fewer than "
+                   f"{MIN_CALIBRATION_RUNS_PER_SIDE}" for p in self.short]
+        if self.other_hosts:
+            reasons.append(f"measured on another host ({', '.join(self.other_hosts)}) than the "
+                           "campaign")
+        return "; ".join(reasons)
 
     def describe(self) -> str:
         """'1 before, 7 inside, 2 after the window' (the calibration's runs)."""
@@ -123,9 +135,11 @@ class Coverage:
             " the window"
 
 
-def coverage(campaign_places: np.ndarray, calibration_places: np.ndarray) -> Coverage:
-    """How a calibration's runs (their places against the campaign's window) cover the
-    campaign's runs outside it."""
+def coverage(campaign_places: np.ndarray, calibration_places: np.ndarray,
+             campaign_hosts, calibration_hosts) -> Coverage:
+    """How a calibration's runs (their places against the campaign's window, the hosts its
+    environment table records) cover the campaign's runs outside it."""
     counts = {p: int((calibration_places == p).sum()) for p in (BEFORE, INSIDE, AFTER)}
     sides = tuple(p for p in (BEFORE, AFTER) if (campaign_places == p).any())
-    return Coverage(counts, sides)
+    mine, theirs = {str(h) for h in campaign_hosts}, {str(h) for h in calibration_hosts}
+    return Coverage(counts, sides, () if mine & theirs else tuple(sorted(theirs)))

@@ -10,7 +10,7 @@ from deepgreen_audit.audit.checks.replication import is_calibration
 from deepgreen_audit.audit.context import AuditContext
 from deepgreen_audit.columnar.evidence import evidence
 from deepgreen_audit.columnar.frame import Frame, utc
-from deepgreen_audit.columnar.window import MIN_CALIBRATION_RUNS_PER_SIDE, coverage, interleaved_window
+from deepgreen_audit.columnar.window import coverage, interleaved_window
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.suite.registry import NotApplicable, Outcome, check
 
@@ -27,8 +27,8 @@ def calibration_window(ctx: AuditContext) -> Outcome:
     retry a later collect made) was measured in another time window than the rest, and passes
     only when a between-window calibration package (`audit --calibration CAL`) covers it: at
     least MIN_CALIBRATION_RUNS_PER_SIDE (2) of the calibration's runs inside the window and as
-    many on each side where runs lie outside. Names the runs outside and where the
-    calibration's runs lie."""
+    many on each side where runs lie outside, on a host the campaign's environment records.
+    Names the runs outside and where the calibration's runs lie."""
     if is_calibration(ctx):
         raise NotApplicable("the package is a between-window calibration itself")
     runs = ctx.runs
@@ -38,8 +38,11 @@ def calibration_window(ctx: AuditContext) -> Outcome:
     calibration = ctx.calibration
     cover = None
     if calibration is not None:
-        cal = Frame.from_arrow(Package.open(calibration).table("runs"))
-        cover = coverage(window.places, window.place(cal["started_at_utc"], cal["ended_at_utc"]))
+        cal_package = Package.open(calibration)
+        cal = Frame.from_arrow(cal_package.table("runs"))
+        cal_hosts = Frame.from_arrow(cal_package.table("environment"))["host"]
+        cover = coverage(window.places, window.place(cal["started_at_utc"], cal["ended_at_utc"]),
+                         ctx.environment["host"], cal_hosts)
     cal_note = "" if cover is None else f"; the calibration {calibration}: {cover.describe()}"
     outside = window.outside
     if not outside.any():
@@ -58,8 +61,7 @@ def calibration_window(ctx: AuditContext) -> Outcome:
                               f"({cover.describe()})")
     why = ("no between-window calibration was given (deepgreen audit PKG --calibration CAL)"
            if cover is None else
-           f"the calibration {calibration} does not cover them ({cover.describe()}; it needs "
-           f"{MIN_CALIBRATION_RUNS_PER_SIDE} inside and on each side: {', '.join(cover.short)} "
-           "short)")
+           f"the calibration {calibration} does not cover them ({cover.describe()}: "
+           f"{cover.why_not()})")
     return Outcome.failed(f"{head}; {why}, so what their window is worth is not bounded",
                           rows=int(outside.sum()), details=evidence(found))
