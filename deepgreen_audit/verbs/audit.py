@@ -207,7 +207,11 @@ def register(verb) -> None:
              [("deepgreen audit examples/first-campaign --html first-campaign.html --junit "
                "first-campaign.xml", "its page and JUnit file (exit 1)"),
               ("deepgreen audit --select S5 --strict", "the shipped package's S5 checks, strictly"),
-              ("deepgreen audit --list", "every check with its section and severity")])
+              ("deepgreen audit --list", "every check with its section and severity"),
+              ("deepgreen synth --out late/ --defect late-reruns",
+               "a campaign whose 4 runs were re-run after it, outside its window"),
+              ("deepgreen audit late/ --calibration calibration --select S6.calibration-window",
+               "those runs, covered by the shipped between-window calibration")])
     p.add_argument("package", nargs="*", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json); "
                         "with --logs, the CodeCarbon logs to audit")
