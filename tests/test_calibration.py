@@ -81,6 +81,14 @@ def test_the_calibration_plan_repeats_one_configuration_on_a_calibration_schedul
     assert not any(main.get(j.run_id) == j.seed for j in plan.jobs)
 
 
+def test_the_plan_verb_says_it_is_a_calibration():
+    done = subprocess.run([sys.executable, "-m", "deepgreen_audit", "plan", "--plan", str(PLAN)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert ("1 configuration x 10 repetitions = 10 runs, 3 epochs each, a between-window "
+            "calibration (its points collected in sessions: --max-runs)") in done.stdout
+
+
 def test_a_schedule_the_plan_does_not_know_is_refused_by_name(tmp_path):
     path = write_scoped_plan(tmp_path / "p.toml", "x", tmp_path / "data",
                              {"ecosystems": ["python-pytorch"], "schedule": "calibrated"})

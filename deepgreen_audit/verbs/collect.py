@@ -35,7 +35,7 @@ def cmd_plan(args) -> int:
     reps = max(j.repetition for j in plan.jobs)
     print(f"plan {plan.path}: campaign {plan.campaign!r}, {_count(len(configs), 'configuration')} x "
           f"{_count(reps, 'repetition')} = {_count(len(plan.jobs), 'run')}, "
-          f"{_count(plan.jobs[0].epochs, 'epoch')} each, interleaved, seeds from master seed "
+          f"{_count(plan.jobs[0].epochs, 'epoch')} each, {_ordered(plan)}, seeds from master seed "
           f"{plan.master_seed}")
     undefined = sorted({j.ecosystem for j in plan.jobs} - set(plan.stacks))
     if undefined:
@@ -93,6 +93,13 @@ def cmd_preflight(args) -> int:
 
 def _slurm_progress(counts: dict) -> None:
     print("  slurm: " + ", ".join(f"{n} {what}" for what, n in counts.items()), file=sys.stderr, flush=True)
+
+
+def _ordered(plan) -> str:
+    """How the plan orders its runs, for its one-paragraph summary."""
+    if plan.scope.get("schedule") == "calibration":
+        return "a between-window calibration (its points collected in sessions: --max-runs)"
+    return "interleaved"
 
 
 def cmd_collect_slurm(args, plan, options) -> int:
