@@ -154,7 +154,7 @@ def _plan_scope(path: Path) -> dict:
     from deepgreen_audit.synth.generate import SCOPE_OVERRIDES
 
     scope = load_plan(path).scope
-    return {k: scope[k] for k in (*SCOPE_OVERRIDES, "reason") if k in scope}
+    return {k: scope[k] for k in (*SCOPE_OVERRIDES, "reason", "schedule") if k in scope}
 
 
 def _precision_changes(values: list[str]) -> dict[str, float]:

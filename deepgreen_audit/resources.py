@@ -45,6 +45,26 @@ def checkout() -> Path | None:
     return root if (root / "pyproject.toml").is_file() else None
 
 
+def checkout_package(name: str) -> Path | None:
+    """The checkout's package folder `name` (calibration/) when it holds one, else None."""
+    root = checkout()
+    path = root / name / "datapackage.json" if root else None
+    return path.parent if path is not None and path.is_file() else None
+
+
+def shipped_calibration(location) -> Path | None:
+    """The checkout's calibration/ when the package at `location` (a folder or descriptor) is
+    the checkout's shipped one (./datapackage.json), else None: the default of `audit` and
+    `render --calibration`, since a calibration belongs to the campaign it was collected beside."""
+    root = checkout()
+    if root is None or location is None:
+        return None
+    path = Path(location)
+    path = path / "datapackage.json" if path.is_dir() else path
+    return checkout_package("calibration") if path.resolve() == (root / "datapackage.json").resolve() \
+        else None
+
+
 def require_checkout(purpose: str) -> Path:
     """The checkout, for work that needs one (`purpose` says which); a UserError without."""
     root = checkout()

@@ -144,10 +144,16 @@ def _tolerance(name: str, value):
 
 #: Keys of a plan's [scope] table: how a campaign may narrow the full design (a pilot, a smoke
 #: run, a re-collection on the hardware a user has, the contrast cell); `reason` says why, in
-#: one sentence the paper quotes; the batch limits are for smoke runs only.
+#: one sentence the paper quotes; the batch limits are for smoke runs only; `schedule` says how
+#: the runs are ordered (SCHEDULES).
 SCOPE_KEYS = ("ecosystems", "architectures", "datasets", "repetitions", "epochs",
               "batch_size", "input_resolution_px", "device", "reason", "max_train_batches",
-              "max_eval_batches")
+              "max_eval_batches", "schedule")
+#: How a campaign orders its runs: interleaved (the design, S6_replication.interleaved), or a
+#: between-window calibration (collect/calibration.toml): one reference configuration repeated
+#: at points in time across and outside another campaign's window, so its runs follow one
+#: another and wait between points by design (analysis/calibration.py bounds the drift).
+SCHEDULES = ("interleaved", "calibration")
 #: Where each narrowing scope key replaces a value of the specification.
 SCOPED_VALUES = {"ecosystems": ("S6_replication", "ecosystems"),
                   "architectures": ("S1_model", "architectures"),

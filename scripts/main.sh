@@ -19,6 +19,12 @@ if [ -f pilot/datapackage.json ]; then
   # its failed checks are the pilot's findings (exit 1), not the job's failure; 2 or 70 is
   $DG audit pilot || [ $? -eq 1 ]
 fi
+if [ -f calibration/datapackage.json ]; then
+  echo
+  echo "== the between-window calibration (calibration/): validate, and audit against its declared scope"
+  $DG validate calibration
+  $DG audit calibration --strict
+fi
 if [ -f examples/first-campaign/datapackage.json ]; then
   echo
   echo "== the study's first campaign (examples/first-campaign/: real, flawed CodeCarbon data): audit, not strict"

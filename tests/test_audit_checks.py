@@ -91,6 +91,7 @@ SYNTH_DEFECTS = [
     ("mislabelled-architecture", "S1.architecture-identity", "blocks"),
     ("varying-environment", "S6.constancy", "runs"),
     ("another-window", "S6.contemporaneous", "runs"),
+    ("late-reruns", "S6.calibration-window", "runs"),
     ("drifting-window", "S6.phase-work", "blocks"),
     ("broken-identity", "S5.carbon-intensity", "blocks"),
     ("short-blocks", "S5.short-blocks", "blocks"),

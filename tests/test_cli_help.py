@@ -3,7 +3,7 @@ example a `--help` shows runs as written.
 
 An example is a line `  deepgreen ...` under a help's "examples" heading (`cli.examples_epilog`
 writes them); it is run from the checkout's root, in a scratch copy of what examples read
-(datapackage.json, replication/, examples/, collect/, and ../shared where it exists), each help's
+(datapackage.json, replication/, examples/, collect/, calibration/, and ../shared where it exists), each help's
 examples in order in one copy, and must exit 0 unless its note says `(exit N)`.  Examples that
 read ../shared are skipped where the checkout has none beside it."""
 
@@ -22,7 +22,7 @@ from deepgreen_audit.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 #: What the examples read, copied from the checkout into each scratch root.
-INPUTS = ("datapackage.json", "replication", "examples", "collect")
+INPUTS = ("datapackage.json", "replication", "examples", "collect", "calibration")
 EXAMPLE = re.compile(r"^  (deepgreen \S.*?)(?:\s{2,}(.*))?$")
 
 

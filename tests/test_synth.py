@@ -329,11 +329,11 @@ GOLDEN_MEDIUM_SEED_3 = {
         "truth": "27cdb8eed50943c2e54f82cbc0e7bcc1a5295ff68336d6ebada9d543a60d2dab",
     },
     "every-defect": {
-        "runs": "171885507c4ac38c49423f392e0691c36a672092fdd3983b3f3fb20695b719a3",
-        "blocks": "6f24e151bf9fd722180f7f7fcd2b3dd65c07217801b6936e5aa633451e227fab",
+        "runs": "6e9300c754d40a9cfe483428a7bf94a91e79963c8a112a3d7a38d011d693f8b2",
+        "blocks": "916c972c603edb51b18474f5bcb7b1ed158a2ec4b373a62c27e08b5d6e429e2d",
         "samples": "aa4cf96876d40eca1302abf15a4aaf550dc01a67da0f098724cfc0301ae37e6e",
         "environment": "5543b87f32a63587a9b88a7047fde8e077537a0a38ec05aa18656adb8f9d7f5a",
-        "truth": "92df5fc607b688b845ba3f3bc0fa493146dbea1e6aef7b9add381ee0a8a5c255",
+        "truth": "b52191a39b5a8b8c68c09c7170c6f7debab99254bd5f8324085d50e4534e8a30",
     },
 }
 #: sha256 of the CSV files of the default campaign (the specification's master seed).
@@ -371,7 +371,8 @@ def test_every_defect_is_documented_and_keeps_the_package_valid(tmp_path):
     assert set(DEFECTS) == {"kwh-as-joules", "modelled-cpu", "mislabelled-architecture",
                             "codecarbon-v2", "recipe-drift", "duplicate-seed", "missing-blocks",
                             "short-blocks", "counter-mismatch", "varying-environment",
-                            "another-window", "drifting-window", "broken-identity", "cpu-fallback"}
+                            "another-window", "drifting-window", "broken-identity", "cpu-fallback",
+                            "late-reruns"}
     for fn in DEFECTS.values():
         assert fn.__doc__ and fn.__doc__.strip()
     write_synthetic(tmp_path / "pkg", defects=list(DEFECTS), **MEDIUM)

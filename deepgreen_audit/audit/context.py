@@ -41,6 +41,9 @@ class AuditContext:
         #: the round-trip proof computed beside the checks (set by the driver), or None: the
         #: check computes it itself
         self.round_trip: Beside[RoundTrip] | None = None
+        #: the between-window calibration package the campaign is audited with (set by the
+        #: driver: `audit --calibration CAL`), or None (S6.calibration-window)
+        self.calibration: Path | None = None
 
 
     def table(self, name: str) -> Frame:

@@ -36,8 +36,8 @@ def audit(location: str | Path | None = None, **options) -> Report:
 def audit_with_context(location: str | Path | None = None, *, spec: dict[str, Any] | None = None,
                        spec_path: str | Path | None = None, select: list[str] | None = None,
                        sources_root: Path | None = None,
-                       round_trip: Beside[RoundTrip] | None = None
-                       ) -> tuple[Report, AuditContext | None]:
+                       round_trip: Beside[RoundTrip] | None = None,
+                       calibration: Path | None = None) -> tuple[Report, AuditContext | None]:
     """Audit the package at `location` against the specification; never raises for bad data.
     Returns the report and the context its checks read (None when the package does not
     validate), from which the HTML page draws its figures.
@@ -48,11 +48,13 @@ def audit_with_context(location: str | Path | None = None, *, spec: dict[str, An
     `spec` (or `spec_path`) replaces collect/experiment.toml; `select` keeps
     only the checks whose id starts with one of its prefixes.  `round_trip` is the proof
     already started beside the audit (`start_round_trip`), whose finding the audit collects;
-    its caller stops it (`cancel`) once the audit returns or raises.
+    its caller stops it (`cancel`) once the audit returns or raises.  `calibration` is the
+    between-window calibration package S6.calibration-window reads (None: none).
     """
     registered = select_checks(audit_checks(), select, keep=(INTEGRITY_ID,))
     spec = spec or load_spec(str(spec_path) if spec_path else None)
-    return _audit(resolve_package(location), registered, spec, sources_root, round_trip)
+    return _audit(resolve_package(location), registered, spec, sources_root, round_trip,
+                  calibration)
 
 
 def start_round_trip(location, select: list[str] | None = None) -> Beside[RoundTrip] | None:
@@ -77,7 +79,8 @@ def _prove_round_trip(location) -> RoundTrip:
 
 
 def _audit(location, registered, spec: dict[str, Any], sources_root: Path | None,
-           round_trip: Beside[RoundTrip] | None) -> tuple[Report, AuditContext | None]:
+           round_trip: Beside[RoundTrip] | None,
+           calibration: Path | None = None) -> tuple[Report, AuditContext | None]:
     def context_of(report: Report, integrity: Report, typed_tables: dict[str, Any]) -> AuditContext:
         from deepgreen_audit.audit.context import AuditContext
 
@@ -93,6 +96,7 @@ def _audit(location, registered, spec: dict[str, Any], sources_root: Path | None
                                 f"not hold, left out of the design: {', '.join(map(str, labels))}")
         ctx = AuditContext(package, scoped_spec, sources_root, integrity, typed_tables)
         ctx.round_trip = round_trip
+        ctx.calibration = calibration
         return ctx
 
     def round_trip_time(c: Check[AuditContext], finding: Finding, ctx: AuditContext) -> Finding:

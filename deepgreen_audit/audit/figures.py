@@ -26,7 +26,8 @@ def _flagged_of(report: Report, check_id: str, column: str) -> set:
 
 def timeline(ctx, report) -> tuple[str, str] | None:
     """Every run as a bar from start to end, one row per ecosystem: interleaving, gaps and
-    windows at a glance; the runs S6.schedule-gaps and S6.contemporaneous flag in red."""
+    windows at a glance; the runs S6.schedule-gaps, S6.contemporaneous and
+    S6.calibration-window flag in red."""
     runs = ctx.runs
     if runs.empty:
         return None
@@ -37,6 +38,7 @@ def timeline(ctx, report) -> tuple[str, str] | None:
     started, ended = runs["started_at_utc"], runs["ended_at_utc"]
     contemporaneous = _flagged_of(report, "S6.contemporaneous", "ecosystem")
     flagged = (_flagged_of(report, "S6.schedule-gaps", "run_id")
+               | _flagged_of(report, "S6.calibration-window", "run_id")
                | {r for r, eco in zip(run_ids, ecosystem) if eco in contemporaneous})
     ecosystems = sorted(set(ecosystem))
     fig, axes = new_figure(width=10, height=0.4 * len(ecosystems) + 1.4)
@@ -50,8 +52,8 @@ def timeline(ctx, report) -> tuple[str, str] | None:
         ax.barh([y] * int(mine.sum()), widths[mine], left=started[mine], height=0.6, color=colours)
     ax.set_yticks(range(len(ecosystems)), ecosystems)
     ax.set_xlabel("time (UTC, as recorded)")
-    title = "Runs by ecosystem" + (" (red: runs flagged by S6.schedule-gaps or "
-                                   "S6.contemporaneous)" if flagged else "")
+    title = "Runs by ecosystem" + (" (red: runs flagged by S6.schedule-gaps, "
+                                   "S6.contemporaneous or S6.calibration-window)" if flagged else "")
     ax.set_title(title)
     fig.autofmt_xdate()
     return figure_png(fig), title

@@ -55,6 +55,8 @@ class CollectSummary:
     runs_dir: Path | None = None
     #: why the campaign stopped before its last run (consecutive runs failing alike), or None
     stopped: str | None = None
+    #: why the session ended before the plan's last run as asked (--max-runs), or None
+    paused: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -185,13 +187,16 @@ def refuse_missing_stores(jobs) -> None:
 def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, progress=None,
             check=True, synthetic_reason: str | None = None,
             max_consecutive_failures: int = MAX_CONSECUTIVE_FAILURES,
-            announce: Callable[[str], None] | None = None) -> CollectSummary:
+            announce: Callable[[str], None] | None = None,
+            max_runs: int | None = None) -> CollectSummary:
     """Run every job of the plan not yet completed under `out`; see the module docstring.
     `synthetic_reason` marks the package synthetic (a rehearsal on fake counters).  After
     `max_consecutive_failures` runs in a row failed for the same reason the campaign stops
     (`summary.stopped` says why): the rest would fail alike, hours of nothing.  `announce` is
     told, once before the first run, what is collected where, a note on a changed plan file,
-    and what the campaign does not measure here; `progress`, for each run, what it measures."""
+    and what the campaign does not measure here; `progress`, for each run, what it measures.
+    `max_runs` ends this session after that many runs were started (a calibration's points
+    collected at moments of their own, collect/calibration.toml): the next collect resumes."""
     out = Path(out)
     synthetic = (synthetic_reason or redirected_reason()) is not None
     note = refuse_unusable_out(plan, out, synthetic)
@@ -213,12 +218,18 @@ def collect(plan: Plan, out: Path, *, allow_missing_counters: bool = False, prog
             announce(line)
     measuring = f"; {host.measuring.per_run()}" if host else ""
     alike: list[str | None] = []  # the causes of the latest consecutive failures
+    started = 0
     for n, job in enumerate(plan.jobs, start=1):
         if is_completed(out, job):
             summary.skipped.append(job.run_id)
             if progress:
                 progress(n, total, job.run_id, "already completed, skipped")
             continue
+        if max_runs is not None and started >= max_runs:
+            summary.paused = (f"ended this session after {started} run(s), as --max-runs asked; "
+                              "run the same command again to collect the next")
+            break
+        started += 1
         if progress:
             progress(n, total, job.run_id,
                      f"running (seed {job.seed}, repetition {job.repetition}){measuring}")

@@ -25,6 +25,7 @@ from deepgreen_audit.package.schema import load_schema
 from deepgreen_audit.resources import project_file, require_checkout
 from deepgreen_audit.spec import (
     DEVICES,
+    SCHEDULES,
     SCOPE_KEYS,
     SCOPE_LABELS,
     load_spec,
@@ -279,6 +280,8 @@ def _scoped_design(scope: dict, spec: dict, path: Path) -> _ScopedDesign:
     device = scope.get("device", spec["S4_backend"]["device"])
     refuse_unknown([device], DEVICES, "a device", path=path, field="scope.device",
                    code="plan-error")
+    refuse_unknown([scope.get("schedule", SCHEDULES[0])], SCHEDULES, "a schedule", path=path,
+                   field="scope.schedule", code="plan-error")
     limits = {k: _positive(scope, k, None, path, "scope.") for k in ("max_train_batches", "max_eval_batches")}
     return _ScopedDesign(ecosystems, architectures, datasets, repetitions, run_recipe, limits)
 

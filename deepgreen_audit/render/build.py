@@ -32,6 +32,7 @@ import numpy as np
 
 import deepgreen_audit
 from deepgreen_audit.analysis import Design, Results, analyse, load_tables
+from deepgreen_audit.analysis.calibration import analyse_calibration, template_context
 from deepgreen_audit.analysis.pilot import analyse_pilot
 from deepgreen_audit.analysis.scope import narrowings
 from deepgreen_audit.audit.driver import audit
@@ -46,7 +47,7 @@ from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.schema import TABLES
 from deepgreen_audit.render import defects, figures, tables
 from deepgreen_audit.render.environment import make_environment, render_template
-from deepgreen_audit.resources import checkout, project_file, require_checkout
+from deepgreen_audit.resources import checkout, project_file, require_checkout, shipped_calibration
 from deepgreen_audit.spec import load_spec, scoped, spec_path
 
 MARK = "%% numbers.tex: every number the manuscript quotes"
@@ -128,10 +129,19 @@ def default_pilot() -> Path | None:
     return path if path and path.is_file() else None
 
 
+def default_calibration(location) -> Path | None:
+    """The checkout's calibration package (calibration/) when `location` is the checkout's
+    shipped package: a calibration belongs to the campaign it was collected beside."""
+    return shipped_calibration(location)
+
+
 def render(location, out: Path | None = None, design: Design | None = None,
-           template_dir: Path | None = None, pilot=None, compare=None) -> RenderReport:
+           template_dir: Path | None = None, pilot=None, compare=None,
+           calibration=None) -> RenderReport:
     """Render numbers.tex, the tables and the figures of the package at `location`, the
     pilot section from the pilot package at `pilot` (None: the section says there is none),
+    the limitation on runs outside the interleaved window bounded by the calibration package at
+    `calibration` (None: the paragraph says none was collected),
     and, with `compare` (a baseline package), the comparison of the package with it
     (deepgreen_audit.compare: its macros in numbers.tex, comparison.tex, fig-comparison.pdf).
 
@@ -140,11 +150,11 @@ def render(location, out: Path | None = None, design: Design | None = None,
     numpy's warnings would only print beside that one-line error."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _render(location, out, design, template_dir, pilot, compare)
+        return _render(location, out, design, template_dir, pilot, compare, calibration)
 
 
 def _render(location, out: Path | None, design: Design | None, template_dir: Path | None,
-            pilot, compare=None) -> RenderReport:
+            pilot, compare=None, calibration=None) -> RenderReport:
     out = Path(out) if out is not None else default_out()
     _check_output_folder(out)
     env = make_environment(template_dir or project_file("paper", "templates"))
@@ -189,6 +199,9 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     clock = time.perf_counter()
     outputs["pilot.tex"] = pilot_tex(env, pilot).encode("utf-8")
     report.seconds["pilot"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    outputs["calibration.tex"] = calibration_tex(env, package, calibration).encode("utf-8")
+    report.seconds["calibration"] = time.perf_counter() - clock
     outputs["comparison.tex"] = render_template(env, "comparison.tex.j2",
                                                 section_context(comparison)).encode("utf-8")
     if comparison is not None:
@@ -209,7 +222,8 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     report.seconds["figures"] = time.perf_counter() - clock
 
     inputs = package.input_paths() + (Package.open(pilot).input_paths() if pilot else []) \
-        + (Package.open(compare).input_paths() if compare else [])
+        + (Package.open(compare).input_paths() if compare else []) \
+        + (Package.open(calibration).input_paths() if calibration else [])
     with StagedDirectory(out, overwrite=True, inputs=inputs) as staged:
         for name, data in outputs.items():
             (staged.path / name).write_bytes(data)
@@ -247,6 +261,14 @@ def pilot_tex(env, pilot) -> str:
     package = Package.open(pilot)
     return render_template(env, "pilot.tex.j2", {"pilot": analyse_pilot(package.descriptor_path),
                                                   "header": verified_package_header(package)})
+
+
+def calibration_tex(env, package: Package, calibration) -> str:
+    """The limitation on the campaign's runs outside its interleaved window: bounded by the
+    (hash-verified) calibration package, or the statement that none was collected."""
+    header = verified_package_header(Package.open(calibration)) if calibration else None
+    results = analyse_calibration(package.descriptor_path, calibration)
+    return render_template(env, "calibration.tex.j2", {**template_context(results), "header": header})
 
 
 # ---------------------------------------------------------------- the PDF
@@ -300,7 +322,7 @@ def check_paper_out(out: Path) -> None:
                         "new folder", path=out, code="output-exists")
 
 
-def build_paper(location, out: Path, pilot=None, compare=None) -> Path:
+def build_paper(location, out: Path, pilot=None, compare=None, calibration=None) -> Path:
     """Render the package at `location` and build its PDF into the folder `out`: out/paper.pdf
     and out/generated/ (the numbers, tables and figures it was built from).  The manuscript
     is compiled in a scratch copy of paper/, so neither the checkout's paper/generated nor an
@@ -311,7 +333,7 @@ def build_paper(location, out: Path, pilot=None, compare=None) -> Path:
     with tempfile.TemporaryDirectory(prefix="deepgreen-paper.") as scratch:
         work = Path(scratch)
         shutil.copyfile(manuscript, work / "paper.tex")
-        render(location, work / "generated", pilot=pilot, compare=compare)
+        render(location, work / "generated", pilot=pilot, compare=compare, calibration=calibration)
         pdf = build_pdf(work)
         inputs = Package.open(location).input_paths()
         with StagedDirectory(out, overwrite=True, inputs=inputs) as staged:

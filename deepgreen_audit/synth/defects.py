@@ -37,6 +37,8 @@ COUNTER_MISMATCH_BLOCKS = 5
 OTHER_PYTHON_VERSION = "3.10.12"
 OTHER_RAM_TOTAL_GB = 251.7
 OTHER_WINDOW_DAYS = 30
+LATE_RERUNS = 4
+LATE_RERUN_WAIT_H = 6
 DRIFTED_WINDOW_FACTOR = 3.0
 BROKEN_IDENTITY_BLOCKS = 5
 BROKEN_INTENSITY_FACTOR = 1.3
@@ -268,6 +270,25 @@ def another_window(c, rng) -> dict:
     c.blocks["block_start_us"][runs] += int(shift.total_seconds() * 1_000_000)
     return {"ecosystem": eco, "days_later": OTHER_WINDOW_DAYS, "_runs": runs,
             "rows": {"runs": len(runs)}}
+
+
+@_defect("late-reruns", "report")
+def late_reruns(c, rng) -> dict:
+    """Four runs were re-run after the campaign: they keep their schedule positions but ran
+    one after another, starting 6 hours after its last run ended, outside its interleaved
+    window (as the study's 4 of 210 did)."""
+    import datetime as _dt
+
+    chosen = sorted(int(i) for i in rng.choice(c.n, size=min(LATE_RERUNS, c.n), replace=False))
+    kept = [i for i in range(c.n) if i not in chosen]
+    begin = max(c.runs["ended_at_utc"][i] for i in kept) + _dt.timedelta(hours=LATE_RERUN_WAIT_H)
+    for i in chosen:
+        shift = begin - c.runs["started_at_utc"][i]
+        begin = c.runs["ended_at_utc"][i] + shift + _dt.timedelta(minutes=1)
+        c.runs["started_at_utc"][i] += shift
+        c.runs["ended_at_utc"][i] += shift
+        c.blocks["block_start_us"][i] += int(shift / _dt.timedelta(microseconds=1))
+    return {"wait_hours": LATE_RERUN_WAIT_H, "_runs": chosen, "rows": {"runs": len(chosen)}}
 
 
 @_defect("drifting-window", "report")

@@ -24,6 +24,7 @@ from deepgreen_audit.package.schema import TABLES, load_schema, phases
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
 from deepgreen_audit.spec import (
     DEVICES,
+    SCHEDULES,
     declared_device,
     dl4j_backend,
     load_spec,
@@ -987,7 +988,8 @@ def generate(seed: int | None = None, model: SynthModel = SynthModel(), *,
              architectures: Sequence[str] | None = None, datasets: Sequence[str] | None = None,
              repetitions: int | None = None, epochs: int | None = None,
              batch_size: int | None = None, input_resolution_px: int | None = None,
-             device: str | None = None, reason: str | None = None) -> SynthResult:
+             device: str | None = None, reason: str | None = None,
+             schedule: str | None = None) -> SynthResult:
     """Generate a synthetic campaign, deterministically from `seed` (by default the
     specification's master seed, S6_replication.master_seed).
 
@@ -995,7 +997,8 @@ def generate(seed: int | None = None, model: SynthModel = SynthModel(), *,
     specification; batch size and input resolution change the time per sample, see the
     model); by default the full campaign of the specification is drawn.  A campaign drawn
     with overrides declares them as its scope in the descriptor (with `reason`, why), as a
-    collected campaign declares its plan's.  `defects` names planted defects of
+    collected campaign declares its plan's (and `schedule`, a calibration's, spec.SCHEDULES: its
+    runs repeat one configuration by design).  `defects` names planted defects of
     `deepgreen_audit.synth.defects.DEFECTS`.
     """
     from deepgreen_audit.synth.defects import DEFECTS, apply_defects
@@ -1017,6 +1020,9 @@ def generate(seed: int | None = None, model: SynthModel = SynthModel(), *,
              for k, v in given.items() if v is not None}
     if scope and reason:
         scope["reason"] = reason
+    if schedule is not None:
+        refuse_unknown([schedule], SCHEDULES, "a schedule", code="user-error")
+        scope["schedule"] = schedule
     entries: dict = {}
     apply_defects(c, wanted, "physics", entries)
     _simulate(c)

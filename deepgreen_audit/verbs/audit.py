@@ -59,7 +59,8 @@ def cmd_audit(args) -> int:
                     else contextlib.nullcontext():
                 report, ctx = audit_with_context(
                     location, spec_path=args.spec, select=args.select, round_trip=round_trip,
-                    sources_root=Path(args.sources) if args.sources else None)
+                    sources_root=Path(args.sources) if args.sources else None,
+                    calibration=calibration_of(args.calibration, location))
         finally:  # (Ctrl-C during the imports above too: no child outlives the program)
             if round_trip is not None:
                 round_trip.cancel()
@@ -71,6 +72,24 @@ def cmd_audit(args) -> int:
         print(report.strict_verdict())
     write_report_files(files, report, lambda: page(report, ctx), csvs, overwrite=args.overwrite)
     return report.exit_status(args.strict)
+
+
+def calibration_of(given: str | None, location) -> Path | None:
+    """The between-window calibration package S6.calibration-window reads: `given` (refused
+    unless its descriptor declares a calibration, collect/calibration.toml), else the checkout's
+    calibration/ when the audited package is the checkout's shipped one, else None: a
+    calibration belongs to the campaign it was collected beside."""
+    from deepgreen_audit.package.descriptor import Package
+    from deepgreen_audit.resources import shipped_calibration
+
+    if given is None:
+        return shipped_calibration(location)
+    package = Package.open(given)
+    if (package.descriptor.get("scope") or {}).get("schedule") != "calibration":
+        raise UserError("is not a between-window calibration package: its descriptor's scope "
+                        "does not declare schedule = \"calibration\" (collect/calibration.toml)",
+                        path=package.descriptor_path, field="scope.schedule", code="usage-error")
+    return package.descriptor_path.parent
 
 
 def _audit_logs(args) -> int:
@@ -247,7 +266,11 @@ def register(verb) -> None:
              [("deepgreen audit examples/first-campaign --html first-campaign.html --junit "
                "first-campaign.xml", "its page and JUnit file (exit 1)"),
               ("deepgreen audit --select S5 --strict", "the shipped package's S5 checks, strictly"),
-              ("deepgreen audit --list", "every check with its section and severity")])
+              ("deepgreen audit --list", "every check with its section and severity"),
+              ("deepgreen synth --out late/ --defect late-reruns",
+               "a campaign whose 4 runs were re-run after it, outside its window"),
+              ("deepgreen audit late/ --calibration calibration --select S6.calibration-window",
+               "those runs, covered by the shipped between-window calibration")])
     p.add_argument("package", nargs="*", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json); "
                         "with --logs, the CodeCarbon logs to audit")
@@ -282,6 +305,11 @@ def register(verb) -> None:
     p.add_argument("--spec", metavar="TOML", help="audit against this specification instead")
     p.add_argument("--select", action="append", metavar="PREFIX",
                    help="run only checks whose id starts with PREFIX (repeatable), e.g. S5")
+    p.add_argument("--calibration", metavar="CAL",
+                   help="the between-window calibration package (collect/calibration.toml) that "
+                        "S6.calibration-window checks the runs outside the campaign's interleaved "
+                        "window against (default: the checkout's calibration/ when PKG is the "
+                        "shipped package; none otherwise)")
     p.add_argument("--sources", metavar="DIR",
                    help="folder whose stacks/ and paper/paper.tex the source checks read "
                         "(default: this project's, which a wheel ships too)")

@@ -35,7 +35,7 @@ def cmd_plan(args) -> int:
     reps = max(j.repetition for j in plan.jobs)
     print(f"plan {plan.path}: campaign {plan.campaign!r}, {_count(len(configs), 'configuration')} x "
           f"{_count(reps, 'repetition')} = {_count(len(plan.jobs), 'run')}, "
-          f"{_count(plan.jobs[0].epochs, 'epoch')} each, interleaved, seeds from master seed "
+          f"{_count(plan.jobs[0].epochs, 'epoch')} each, {_ordered(plan)}, seeds from master seed "
           f"{plan.master_seed}")
     undefined = sorted({j.ecosystem for j in plan.jobs} - set(plan.stacks))
     if undefined:
@@ -95,6 +95,13 @@ def _slurm_progress(counts: dict) -> None:
     print("  slurm: " + ", ".join(f"{n} {what}" for what, n in counts.items()), file=sys.stderr, flush=True)
 
 
+def _ordered(plan) -> str:
+    """How the plan orders its runs, for its one-paragraph summary."""
+    if plan.scope.get("schedule") == "calibration":
+        return "a between-window calibration (its points collected in sessions: --max-runs)"
+    return "interleaved"
+
+
 def cmd_collect_slurm(args, plan, options) -> int:
     from deepgreen_audit.collect.slurm import collect_slurm, submit
 
@@ -133,19 +140,26 @@ def cmd_collect(args) -> int:
         raise UserError("--max-consecutive-failures takes 0 (never stop) or more",
                         code="usage-error")
     if options is not None:
+        if args.max_runs is not None:
+            raise UserError("--max-runs applies to the local executor only", code="usage-error")
         return cmd_collect_slurm(args, plan, options)
     if args.dry_run:
         raise UserError("--dry-run applies to --executor slurm only (see 'deepgreen plan --print')",
                         code="usage-error")
+    if args.max_runs is not None and args.max_runs < 1:
+        raise UserError("--max-runs takes 1 or more", code="usage-error")
     summary = collect(plan, Path(args.out), allow_missing_counters=args.allow_missing_counters,
                       progress=_progress, synthetic_reason=args.synthetic,
-                      max_consecutive_failures=args.max_consecutive_failures, announce=_announce)
+                      max_consecutive_failures=args.max_consecutive_failures, announce=_announce,
+                      max_runs=args.max_runs)
     flatten = (f"(deepgreen flatten {summary.runs_dir} --out PKG)"
                if summary.completed or summary.skipped else "(no run completed: nothing to flatten)")
     print(f"{len(summary.completed)} completed, {len(summary.skipped)} already done, "
           f"{len(summary.failed)} failed; run tree: {summary.runs_dir} {flatten}")
     for run_id, reason in summary.failed.items():
         print(f"  failed: {run_id}: {reason}")
+    if summary.paused:
+        print(summary.paused)
     if summary.stopped:
         print(summary.stopped)
     elif summary.failed:
@@ -249,6 +263,11 @@ def register(verb) -> None:
                                      f"{MAX_CONSECUTIVE_FAILURES}; 0: never); with --executor slurm "
                                      "the queued tasks are cancelled (scancel) and the array's "
                                      "record OUT/slurm/<job>.json says why")
+    p.add_argument("--max-runs", type=int, metavar="N",
+                   help="local executor: end this session after N runs were started (exit 0); "
+                        "the next collect resumes with the next run: how a between-window "
+                        "calibration's points are collected at moments of their own "
+                        "(collect/calibration.toml), e.g. --max-runs 2")
     _executor_options(p, preflight=False)
 
 

@@ -22,6 +22,9 @@ def _render(args) -> None:
 
     check_verb(args.package, args.verb)
     _notice(args.package)
+    calibration = calibration_of(args.calibration, args.package)
+    if calibration:
+        _notice(calibration)
     pilot = args.pilot or default_pilot()
     if pilot:
         _notice(pilot)
@@ -29,7 +32,7 @@ def _render(args) -> None:
     if compare:
         _notice(compare)
     report = render(args.package, Path(args.out) if args.out else None, pilot=pilot,
-                    compare=compare)
+                    compare=compare, calibration=calibration)
     parts = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
     print(f"wrote {', '.join(f for f in report.files if not f.startswith('.'))} "
           f"to {report.out} ({parts})", flush=True)
@@ -62,7 +65,8 @@ def cmd_paper(args) -> int:
         check_verb(args.package, args.verb)
         _notice(args.package)
         pdf = build_paper(args.package, Path(args.out), pilot=args.pilot or default_pilot(),
-                          compare=getattr(args, "compare", None))
+                          compare=getattr(args, "compare", None),
+                          calibration=calibration_of(args.calibration, args.package))
     else:
         if not args.no_data:
             _render(args)
@@ -76,6 +80,24 @@ def _pilot_option(parser) -> None:
                         help="the measured pilot package the pilot section is rendered from "
                              "(default: the checkout's pilot/ when it exists; otherwise the "
                              "section says that no pilot has been collected)")
+
+
+def calibration_of(given: str | None, package) -> Path | None:
+    """--calibration CAL (refused unless a calibration package), else the checkout's
+    calibration/ when PKG is the shipped package (render.build.default_calibration)."""
+    from deepgreen_audit.render.build import default_calibration
+    from deepgreen_audit.verbs.audit import calibration_of as given_calibration
+
+    return given_calibration(given, package) if given else default_calibration(package)
+
+
+def _calibration_option(parser) -> None:
+    parser.add_argument("--calibration", metavar="CAL",
+                        help="the between-window calibration package (collect/calibration.toml) "
+                             "that bounds the runs outside PKG's interleaved window in the "
+                             "Limitations (default: the checkout's calibration/ when PKG is the "
+                             "shipped package and it exists; otherwise the paragraph says that no "
+                             "calibration was collected)")
 
 
 def _compare_option(parser) -> None:
@@ -106,6 +128,7 @@ def register(verb) -> None:
                         "paper/paper.tex inputs; when deepgreen is installed from a wheel, "
                         "paper/generated under the current folder)")
     _pilot_option(p)
+    _calibration_option(p)
     _compare_option(p)
 
     p = verb("paper", cmd_paper, "render the package and build the PDF (latexmk)",
@@ -121,6 +144,7 @@ def register(verb) -> None:
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
     _pilot_option(p)
+    _calibration_option(p)
     _compare_option(p)
     p.add_argument("--no-data", action="store_true",
                    help="compile only, from the files already in paper/generated")

@@ -9,6 +9,7 @@ from deepgreen_audit.suite.registry import Check, registered_checks
 def audit_checks() -> list[Check[AuditContext]]:
     """Every check of the suite `audit`, in the order its report lists them."""
     from deepgreen_audit.audit.checks import (
+        calibration,
         integrity,
         manuscript,
         measurement,
@@ -20,4 +21,4 @@ def audit_checks() -> list[Check[AuditContext]]:
     )
 
     return registered_checks("audit", (integrity, model, training, recipe, measurement,
-                                       replication, sources, manuscript), AuditContext)
+                                       replication, calibration, sources, manuscript), AuditContext)

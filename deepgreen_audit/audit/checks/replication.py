@@ -129,6 +129,12 @@ def no_overlap(ctx: AuditContext) -> Outcome:
     return Outcome.passed(f"{len(runs):,} runs, none overlapping another in time")
 
 
+def is_calibration(ctx: AuditContext) -> bool:
+    """Whether the package is a between-window calibration (its declared scope's schedule,
+    spec.SCHEDULES): one configuration repeated at points in time, by design."""
+    return (ctx.spec.get("scope") or {}).get("schedule") == "calibration"
+
+
 def _schedule(ctx) -> tuple[Frame, str]:
     runs = ctx.runs
     if not runs.missing("schedule_position").any():
@@ -141,6 +147,9 @@ def interleaving(ctx: AuditContext) -> Outcome:
     """Runs are interleaved: no configuration runs twice in a row, and no ecosystem's runs
     form one uninterrupted stretch of the schedule (which would confound the ecosystem with
     the time it ran)."""
+    if is_calibration(ctx):
+        raise NotApplicable("a between-window calibration repeats one configuration by design "
+                            "(its scope's schedule = calibration)")
     scheduled, basis = _schedule(ctx)
     if len(scheduled) < 2:
         raise NotApplicable("fewer than two runs")
@@ -172,7 +181,8 @@ def interleaving(ctx: AuditContext) -> Outcome:
 def schedule_gaps(ctx: AuditContext) -> Outcome:
     """The schedule has no gaps: positions run 1..n without holes and follow start time;
     no run waited longer than max_run_gap_s after the previous one; no run idled longer than
-    max_block_gap_s between two of its blocks."""
+    max_block_gap_s between two of its blocks (a between-window calibration's runs wait
+    between its points by design: only its blocks' gaps are held to the limit)."""
     runs = ctx.runs
     t = ctx.tolerances
     bad = np.zeros(len(runs), dtype=bool)
@@ -194,7 +204,7 @@ def schedule_gaps(ctx: AuditContext) -> Outcome:
     # each run's wait after the run that started before it (none for the first)
     gap = np.full(len(runs), np.nan)
     gap[by_start[1:]] = seconds(runs["started_at_utc"][by_start[1:]] - runs["ended_at_utc"][by_start[:-1]])
-    long_gap = gap > float(t.max_run_gap_s)
+    long_gap = (gap > float(t.max_run_gap_s)) & (not is_calibration(ctx))
     if long_gap.any():
         parts.append(f"{int(long_gap.sum())} run(s) started over {t.max_run_gap_s:.0f} s after "
                      f"the previous one ended (longest {largest(gap) / 3600:.1f} h)")
