@@ -171,3 +171,14 @@ def test_every_schema_label_has_a_display_name():
     for table, column in (("runs", "ecosystem"), ("runs", "architecture"), ("runs", "dataset"),
                           ("blocks", "phase")):
         assert set(load_schema(table).field(column).enum) <= set(DISPLAY)
+
+
+def test_a_campaign_of_one_ecosystem_renders_with_no_comparison(tmp_path, capsys):
+    """A re-collection of one stack has no pair to compare: the family of comparisons is empty
+    and the paper says so (PairsCompared false), where render used to stop on a KeyError."""
+    package = tmp_path / "one"
+    assert main(["synth", "--out", str(package), "--ecosystems", "python-pytorch",
+                 "--device", "cpu"]) == 0
+    render(package, tmp_path / "generated")
+    numbers = (tmp_path / "generated" / "numbers.tex").read_text(encoding="utf-8")
+    assert "\\PairsComparedfalse" in numbers and "ComparisonsTotal" not in numbers

@@ -27,6 +27,11 @@ def pair_seed(design: Design, *labels: str) -> int:
     return design.bootstrap_seed ^ zlib.crc32("/".join(labels).encode())
 
 
+#: The columns of a pairwise comparison's row (its Holm-adjusted p and survival are added).
+PAIRWISE_COLUMNS = ["architecture", "dataset", "phase", "ecosystem_a", "ecosystem_b", "n_a", "n_b",
+                    "p", "a12", "a12_low", "a12_high"]
+
+
 def pairwise(totals: pd.DataFrame, design: Design, column: str = "energy_j") -> pd.DataFrame:
     """One row per comparison of the repetitions' phase `column` (energy, or duration where
     the package measured no energy): p, Holm-adjusted p, survival, A12 and its interval."""
@@ -47,7 +52,9 @@ def pairwise(totals: pd.DataFrame, design: Design, column: str = "energy_j") -> 
                          "ecosystem_a": a, "ecosystem_b": b, "n_a": len(x), "n_b": len(y),
                          "p": stats.mann_whitney_exact(x, y),
                          "a12": stats.vargha_delaney_a12(x, y), "a12_low": low, "a12_high": high})
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(rows, columns=PAIRWISE_COLUMNS)
+    if table.empty:   # one ecosystem: no pair to compare (the paper says so)
+        return table.assign(p_holm=pd.Series(dtype=float), survives=pd.Series(dtype=bool))
     reject, adjusted = stats.holm(table["p"].to_numpy(), design.alpha)
     return table.assign(p_holm=adjusted, survives=reject)
 
