@@ -59,10 +59,13 @@ def shipped_calibration(location) -> Path | None:
     root = checkout()
     if root is None or location is None:
         return None
-    path = Path(location)
-    path = path / "datapackage.json" if path.is_dir() else path
-    return checkout_package("calibration") if path.resolve() == (root / "datapackage.json").resolve() \
-        else None
+    shipped = (root / "datapackage.json").resolve()
+    try:
+        path = Path(location)
+        path = (path / "datapackage.json" if path.is_dir() else path).resolve()
+    except OSError:  # a name this file system cannot look up is not the shipped package
+        return None
+    return checkout_package("calibration") if path == shipped else None
 
 
 def require_checkout(purpose: str) -> Path:

@@ -11,8 +11,8 @@ from deepgreen_audit.audit.context import AuditContext
 from deepgreen_audit.columnar.evidence import evidence
 from deepgreen_audit.columnar.frame import Frame, utc
 from deepgreen_audit.columnar.window import coverage, interleaved_window
-from deepgreen_audit.package.descriptor import Package
-from deepgreen_audit.suite.registry import NotApplicable, Outcome, check
+from deepgreen_audit.package.validate import validate_tables
+from deepgreen_audit.suite.registry import NotApplicable, Outcome, Skip, check
 
 #: The runs outside the window a message names (the evidence holds every one).
 NAMED_RUNS = 6
@@ -32,15 +32,15 @@ def calibration_window(ctx: AuditContext) -> Outcome:
     if is_calibration(ctx):
         raise NotApplicable("the package is a between-window calibration itself")
     runs = ctx.runs
+    if not len(runs):
+        raise NotApplicable("the package holds no run")
     window = interleaved_window(runs["schedule_position"], runs["started_at_utc"],
                                 runs["ended_at_utc"], float(ctx.tolerances.max_run_gap_s))
     span = f"{utc(window.start):%Y-%m-%d %H:%M} to {utc(window.end):%Y-%m-%d %H:%M} UTC"
     calibration = ctx.calibration
     cover = None
     if calibration is not None:
-        cal_package = Package.open(calibration)
-        cal = Frame.from_arrow(cal_package.table("runs"))
-        cal_hosts = Frame.from_arrow(cal_package.table("environment"))["host"]
+        cal, cal_hosts = _calibration_runs(calibration)
         cover = coverage(window.places, window.place(cal["started_at_utc"], cal["ended_at_utc"]),
                          ctx.environment["host"], cal_hosts)
     cal_note = "" if cover is None else f"; the calibration {calibration}: {cover.describe()}"
@@ -65,3 +65,13 @@ def calibration_window(ctx: AuditContext) -> Outcome:
            f"{cover.why_not()})")
     return Outcome.failed(f"{head}; {why}, so what their window is worth is not bounded",
                           rows=int(outside.sum()), details=evidence(found))
+
+
+def _calibration_runs(calibration) -> tuple[Frame, object]:
+    """The calibration package's runs and their hosts, read as the audit reads its own package:
+    validated first (a calibration that does not validate covers nothing)."""
+    integrity, typed = validate_tables(calibration, ("runs", "environment"))
+    if not integrity.valid:
+        raise Skip(f"the calibration {calibration} does not validate "
+                   f"({integrity.error_count} error(s); deepgreen validate {calibration})")
+    return Frame.from_arrow(typed["runs"]), Frame.from_arrow(typed["environment"])["host"]
