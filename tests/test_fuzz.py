@@ -10,7 +10,8 @@ from fuzz_readers import TARGETS
 #: Examples per reader in CI: a few seconds each on one core.
 CI_EXAMPLES = {"csv tables": 40, "descriptor": 40, "run directories": 40, "protocol": 300,
                "codecarbon logs": 20, "legacy sources": 20, "greenlight records": 40,
-               "file types": 30, "schema constraints": 40, "outputs over inputs": 15}
+               "file types": 30, "schema constraints": 40, "outputs over inputs": 15,
+               "file names": 15}
 
 
 @pytest.mark.parametrize("reader", list(TARGETS))
