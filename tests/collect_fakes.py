@@ -14,6 +14,8 @@ class FakeNvmlState:
         self.present = present
         self.names = names
         self.shutdowns = 0
+        #: an error the energy counter raises from now on (a GPU fallen off the bus), or None
+        self.fault: Exception | None = None
 
 
 def _disk_fake() -> types.ModuleType:
@@ -42,6 +44,8 @@ def fake_pynvml(state: FakeNvmlState) -> types.ModuleType:
     def energy(handle):
         if not state.supported:
             raise NVMLError_NotSupported("Not Supported")
+        if state.fault is not None:
+            raise state.fault
         return state.energy_mj[handle]
 
     def shutdown():

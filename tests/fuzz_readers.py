@@ -10,7 +10,9 @@ package (its first run, whole, with a few of its samples):
 * the harness protocol, through `Session.handle`;
 * a CodeCarbon log, through `import codecarbon` and its audit;
 * the first campaign's source files, through `import legacy` (a small layout of its files);
-* a Greenlight/FECoM experiment record, through `import greenlight`.
+* a Greenlight/FECoM experiment record, through `import greenlight`;
+* file and folder names of drawn bytes (not UTF-8, controls), through `import codecarbon`,
+  `validate` and `audit --logs`.
 
 An importer refuses in one line, or writes a package its own validator accepts.
 
@@ -506,6 +508,47 @@ def fuzz_outputs(draw) -> None:
         assert after == before, f"{verb} changed its input"
 
 
+#: Bytes a drawn file name is made of: any a Linux name may hold (not NUL, not '/'), weighted
+#: towards what is not UTF-8, control characters and what a shell or a format reads.
+_NAME_BYTES = st.one_of(st.integers(0x80, 0xff), st.integers(0x01, 0x1f),
+                        st.sampled_from(b" .-=+@$%&\\'\"<>`{}~#\xc3\xa9"),
+                        st.integers(0x01, 0xff).filter(lambda b: b != 0x2f))
+
+
+def _drawn_name(draw, suffix: bytes = b"") -> str:
+    """A file name of drawn bytes (held as Python holds them: surrogateescape), a name that
+    exists, never '.' or '..'."""
+    raw = bytes(draw(st.lists(_NAME_BYTES, min_size=1, max_size=40))) + suffix
+    return os.fsdecode(b"x" + raw if raw in (b".", b"..") else raw)
+
+
+def fuzz_file_names(draw) -> None:
+    """A CodeCarbon log and its folder under names of drawn bytes (not UTF-8, controls, a
+    leading space), through `import codecarbon`, `validate` and `audit --logs` with every
+    report file: exit 0 or a one-line input error, never exit 70; what is written is UTF-8."""
+    TRIED["file names"] += 1
+    with tempfile.TemporaryDirectory(prefix="deepgreen-fuzz-") as scratch:
+        folder = Path(scratch) / _drawn_name(draw)
+        folder.mkdir()
+        log = folder / _drawn_name(draw, b".csv")
+        log.write_bytes(CODECARBON_SEED)
+        package = Path(scratch) / _drawn_name(draw)
+        report = Path(scratch) / ("r-" + _drawn_name(draw))
+        source = str(draw(st.sampled_from([folder, log])))
+        with _quiet():
+            statuses = [cli_main(["import", "codecarbon", source, "--out", str(package)]),
+                        cli_main(["audit", "--logs", source, "--html", f"{report}.html",
+                                  "--junit", f"{report}.xml", "--out", f"{report}.json"])]
+        assert BUG_EXIT not in statuses and set(statuses) <= {0, 1, 2}, statuses
+        if statuses[0] == 0:
+            with _quiet():
+                assert cli_main(["validate", str(package)]) == 0
+        for written in Path(scratch).rglob("*"):
+            if written.is_file() and written.suffix in (".csv", ".json", ".html", ".xml") \
+                    and written.parent != folder:
+                written.read_bytes().decode("utf-8")  # never a raw byte of a name
+
+
 @contextmanager
 def _quiet():
     """A verb run in-process, its output swallowed (the fuzz report is what matters)."""
@@ -517,4 +560,5 @@ TARGETS = {"csv tables": fuzz_table, "descriptor": fuzz_descriptor,
            "run directories": fuzz_run_tree, "protocol": fuzz_protocol,
            "codecarbon logs": fuzz_codecarbon, "legacy sources": fuzz_legacy,
            "greenlight records": fuzz_greenlight, "file types": fuzz_file_types,
-           "schema constraints": fuzz_constraints, "outputs over inputs": fuzz_outputs}
+           "schema constraints": fuzz_constraints, "outputs over inputs": fuzz_outputs,
+           "file names": fuzz_file_names}

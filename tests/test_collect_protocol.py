@@ -360,3 +360,88 @@ def test_a_percent_encoded_value_is_decoded(counters, value, text):
     session.handle("HELLO 1 c")
     assert session.handle(f"SET framework={value}") == "OK SET framework"
     assert session.harness.values == {"framework": text}
+
+
+# ---------------------------------------------------------------- the harness's own faults (issue 38)
+
+def _gpu_lost(state, zone_path):
+    from collect_fakes import _disk_fake
+
+    state.fault = _disk_fake().NVMLError("GPU is lost")
+
+
+def _nvml_reads_none(state, zone_path):
+    state.energy_mj = [None]
+
+
+def _nvml_reads_text(state, zone_path):
+    state.energy_mj = ["12 mJ"]
+
+
+def _sysfs_reads_text(state, zone_path):
+    (zone_path / "energy_uj").write_text("not a number\n")
+
+
+def _sysfs_zone_gone(state, zone_path):
+    (zone_path / "energy_uj").unlink()
+
+
+def _sysfs_unreadable_bytes(state, zone_path):
+    (zone_path / "energy_uj").write_bytes(b"\xff\xfe\n")
+
+
+#: A fault of a counter at the lowest layer (fake NVML, fake sysfs), what names it.
+HARNESS_FAULTS = {
+    "GPU lost (an NVML error)": (_gpu_lost, "NVMLError: GPU is lost"),
+    "NVML reading of the wrong type": (_nvml_reads_none, "TypeError"),
+    "NVML reading that is text": (_nvml_reads_text, "ValueError"),
+    "RAPL counter that is text": (_sysfs_reads_text, "RaplUnavailable"),
+    "RAPL counter gone": (_sysfs_zone_gone, "RaplUnavailable"),
+    "RAPL counter not UTF-8": (_sysfs_unreadable_bytes, "RaplUnavailable"),
+}
+
+
+@pytest.fixture
+def fault_host(tmp_path):
+    """Instruments over a fake NVML and a fake powercap zone whose state a test breaks."""
+    state = FakeNvmlState(energy_mj=[1_000])
+    z = zone(tmp_path / "powercap", "intel-rapl:0", "package-0", 1_000)
+    return state, z, Instruments(nvml=Nvml(fake_pynvml(state)), rapl=Rapl(tmp_path / "powercap"))
+
+
+@pytest.mark.parametrize("fault", list(HARNESS_FAULTS))
+@pytest.mark.parametrize("at", ["BEGIN 1 train", "END 1 train samples=1 loss=1"])
+def test_a_fault_in_the_harness_is_an_err_line_and_a_failed_run_naming_it(fault, at, fault_host):
+    """The counter fails at a boundary: the stack gets `ERR harness-error <cause>` (not a
+    broken pipe), the session goes on (PING answers), and the run fails naming the cause."""
+    state, z, instruments = fault_host
+    server = HarnessServer(Harness(instruments), hello={"epochs": 1}, accept_timeout_s=10).start()
+    breaks, cause = HARNESS_FAULTS[fault]
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        f = s.makefile("rwb")
+        assert _exchange(f, b"HELLO 1 py\n").startswith(b"OK HELLO")
+        if at.startswith("END"):
+            assert _exchange(f, b"BEGIN 1 train\n").startswith(b"OK BEGIN")
+        breaks(state, z)
+        reply = _exchange(f, at.encode() + b"\n").decode()
+        assert reply.startswith("ERR harness-error ") and cause in reply and reply.count("\n") == 1
+        assert _exchange(f, b"PING\n") == b"OK PONG\n"
+        f.close()
+    failure = server.join(timeout=5)
+    assert failure is not None and failure.startswith("the harness failed: ") and cause in failure
+    assert at.split()[0] in failure
+
+
+def test_a_fault_outside_a_line_ends_the_session_with_its_cause(counters, monkeypatch):
+    """An exception in the server thread itself (here: writing a reply) is told to the stack
+    where the socket still works and named in the run's failure, never lost with the thread."""
+    server = _server(counters)
+    monkeypatch.setattr(server, "_reply", lambda line: (_ for _ in ()).throw(
+        MemoryError("no memory for the reply")))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        f = s.makefile("rwb")
+        reply = _exchange(f, b"HELLO 1 py\n").decode()
+        f.close()
+    assert reply.startswith("ERR harness-error MemoryError: no memory for the reply")
+    failure = server.join(timeout=5)
+    assert failure is not None and "the harness failed: MemoryError: no memory" in failure

@@ -474,5 +474,6 @@ def test_greenlight_numbers_whose_figures_overflow_are_refused(case, tmp_path, c
                        str(tmp_path / "pkg")])
     err = _clean(capsys)[1]
     assert status == 2 and err.count("\n") == 1, err
-    assert "experiment-1.json: record 1" in err and "1.8e308" in err and "RuntimeWarning" not in err
+    named = tmp_path / "records" / "dataset" / "proj" / "experiment-1.json"
+    assert f"{named}: record 1" in err and "1.8e308" in err and "RuntimeWarning" not in err
     assert not (tmp_path / "pkg").exists()

@@ -6,7 +6,10 @@ one reply line, synchronously: `OK <COMMAND> ...` or `ERR <code> <message>`.
 A boundary command (BEGIN, END) is answered only after its counter read.
 
 `Session` is the protocol without sockets (request line in, reply line out);
-`HarnessServer` serves one client over TCP.  A protocol error is answered and
+`HarnessServer` serves one client over TCP.  A fault of the harness itself (a counter it
+cannot read, a reading of the wrong type, CodeCarbon failing; in a line's handling or
+anywhere in the server's thread) is answered `ERR harness-error <cause>` and fails the run
+with its cause, never a silent end of the thread.  A protocol error is answered and
 also recorded: a run whose session saw one is not trusted and fails, as does
 a client that disconnects without BYE (mid-block or not), however the
 connection ends (closed, timed out, or cut by the runner because the stack
@@ -43,6 +46,10 @@ HELLO_TIMEOUT_S = 60.0
 SESSION_TIMEOUT_S = 86400.0
 #: Errors kept word for word in a session's record; later ones are only counted.
 KEPT_ERRORS = 20
+#: The ERR code of a fault of the harness itself (docs/protocol.md), and the most characters
+#: of its cause a reply carries (a reply is one line, well within `MAX_LINE_BYTES`).
+HARNESS_ERROR = "harness-error"
+MAX_FAULT_CHARS = 300
 #: The closed range of every numeric value a client can send (docs/protocol.md).
 PLAUSIBLE_RANGES: dict[str, tuple[float, float]] = {
     "epoch": (1, 10_000), "epochs": (1, 10_000), "samples": (0, 10 ** 10),
@@ -118,12 +125,25 @@ class Session:
     finished: bool = False
     errors: list[str] = field(default_factory=list)
     error_count: int = 0
+    #: the harness's own faults (a counter it could not read, a reading of the wrong type,
+    #: CodeCarbon failing), the first `KEPT_ERRORS` word for word: each fails the run
+    faults: list[str] = field(default_factory=list)
 
     def handle(self, line: str) -> str:
         try:
             return "OK " + self._dispatch(line)
         except ProtocolViolation as exc:
             return self.error(exc.code, exc.message, line)
+        except Exception as exc:  # the harness failed, not the client: say so to both
+            return self.fault(exc, line)
+
+    def fault(self, exc: BaseException, line: str | None = None) -> str:
+        """Record a fault of the harness itself (not of the client's line) and the ERR reply
+        that tells the stack: the run fails with the cause, not with a broken pipe."""
+        cause = " ".join(f"{type(exc).__name__}: {exc}".split())[:MAX_FAULT_CHARS]
+        if len(self.faults) < KEPT_ERRORS:
+            self.faults.append(cause + (f" (answering {line[:80]!r})" if line else ""))
+        return f"ERR {HARNESS_ERROR} {cause}"
 
     def error(self, code: str, message: str, line: str | None = None) -> str:
         """Record a protocol error (the first `KEPT_ERRORS` word for word) and its reply."""
@@ -202,7 +222,7 @@ class Session:
 
     def failure(self, disconnected: bool) -> str | None:
         """Why this session cannot count as a completed run (None when it can)."""
-        reasons = []
+        reasons = [f"the harness failed: {'; '.join(self.faults)}"] if self.faults else []
         if self.error_count:
             reasons.append(f"{self.error_count} protocol error(s), first: {self.errors[0]}")
         if disconnected and not self.finished:
@@ -260,7 +280,12 @@ class HarnessServer:
         try:
             with conn:
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                self._converse(conn, time.monotonic() + self.session_timeout_s)
+                try:
+                    self._converse(conn, time.monotonic() + self.session_timeout_s)
+                except Exception as exc:  # the thread's own fault: told, recorded, never silent
+                    reply = self.session.fault(exc)
+                    with contextlib.suppress(OSError):
+                        conn.sendall(reply.encode("utf-8") + b"\n")
         finally:
             watchdog.cancel()
             handshake.cancel()

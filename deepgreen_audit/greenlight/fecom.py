@@ -143,7 +143,8 @@ def call_figures(record: CallRecord) -> dict[str, DomainFigures]:
     for domain, figure in figures.items():
         for name, value in vars(figure).items():
             if isinstance(value, float) and not math.isfinite(value):
-                raise RecordError(record.source_file or record.call_id, record.position,
+                raise RecordError(record.read_from or record.source_file or record.call_id,
+                                  record.position,
                                   record.api_call, f"its {domain} {name} comes to {value} "
                                   "(its samples or settings pass the largest number a double "
                                   "holds, 1.8e308): not a measurement")

@@ -95,6 +95,8 @@ class CallRecord:
     series: dict[str, Series]
     metadata: dict = field(default_factory=dict)
     in_skip_calls: bool = False
+    #: the file it was read from, as given, for a message that names it (None: from a package)
+    read_from: str | None = field(default=None, compare=False)
 
     @property
     def call_id(self) -> str:
@@ -213,7 +215,7 @@ def parse_record(path, index: int, item, *, source: str, experiment_kind: str, p
                       experiment=experiment, position=index, api_call=call,
                       source_file=source_file, times=times, settings=settings,
                       input_sizes={k: sizes.get(k) for k in INPUT_SIZES}, series=series,
-                      metadata=metadata, in_skip_calls=call in skip_calls)
+                      metadata=metadata, in_skip_calls=call in skip_calls, read_from=str(path))
 
 
 def _is_number(value) -> bool:
