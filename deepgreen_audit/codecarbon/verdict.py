@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
 from deepgreen_audit.codecarbon.context import ABSENT, MEASURED, MODELLED, NOT_TRACKED, UNKNOWN, UNVERIFIED, LogContext
@@ -26,16 +25,14 @@ def _pct(x: float) -> str:
 
 
 def _energy_weighted(shares: pd.Series, energy: pd.Series) -> float:
-    """The runs' modelled shares weighted by their energy, NaN when there is no energy.  A log's
-    energies near a float's limit (1e308 kWh, which S5.cc-magnitudes fails) overflow their sum
-    to inf: then the same weighting is taken with the energies divided by the largest first,
-    so the share stays a number and numpy has no overflow to warn about."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        total, modelled = float(energy.sum()), float((shares * energy).sum())
-    if math.isfinite(total) and math.isfinite(modelled):
-        return modelled / total if total > 0 else float("nan")
-    weights = energy / float(energy.abs().max())
-    return float((shares * weights).sum() / weights.sum())
+    """The runs' modelled shares weighted by their energy, NaN when there is no energy.  The
+    energies are divided by the largest first: a log's energies near a float's limit (1e308
+    kWh, which S5.cc-magnitudes fails) would overflow their sum to inf, and the share to NaN."""
+    largest = float(energy.abs().max()) if len(energy) else 0.0
+    if not (largest > 0 and math.isfinite(largest)):
+        return float("nan")
+    weights = energy / largest
+    return float((shares * weights).sum() / weights.sum()) if weights.sum() > 0 else float("nan")
 
 
 def _component_words(c) -> str:
