@@ -32,6 +32,8 @@ from fuzz_outputs import TARGETS, WRITTEN  # noqa: E402
 from fuzz_readers import TRIED  # noqa: E402
 
 ROUND_EXAMPLES = 200
+#: The first round's examples, which measure the target's speed.
+FIRST_ROUND_EXAMPLES = 10
 #: Seconds one input may take before it counts as a hang (the slowest, an audit, takes ~2 s).
 HANG_S = 60
 
@@ -46,10 +48,26 @@ def _alarm(signum, frame):
 
 
 def fuzz_reader(name: str, seconds: float) -> list[str]:
-    """Rounds of Hypothesis examples on one reader for `seconds`; returns the tracebacks."""
+    """Rounds of Hypothesis examples on one reader for `seconds`; returns the tracebacks.  A
+    round holds as many examples as the time left allows at the speed seen so far (at most
+    ROUND_EXAMPLES), so a slow target (an audit an example) ends near its share too."""
     found = []
+    deadline = time.monotonic() + seconds
+    examples = FIRST_ROUND_EXAMPLES
+    while time.monotonic() < deadline:
+        tried, started = TRIED[name], time.monotonic()
+        try:
+            _round(name, examples)()
+        except (Exception, Hang):  # a traceback or a hang is what we hunt: keep it, go on
+            found.append(traceback.format_exc())
+        each_s = (time.monotonic() - started) / max(1, TRIED[name] - tried)
+        examples = max(1, min(ROUND_EXAMPLES, int((deadline - time.monotonic()) / each_s)))
+    return found
 
-    @settings(max_examples=ROUND_EXAMPLES, deadline=None, database=None,
+
+def _round(name: str, examples: int):
+    """One round of `examples` Hypothesis examples on the target `name`, each under the alarm."""
+    @settings(max_examples=examples, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(st.data())
     def fuzz(data):
@@ -59,13 +77,7 @@ def fuzz_reader(name: str, seconds: float) -> list[str]:
         finally:
             signal.alarm(0)
 
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            fuzz()
-        except (Exception, Hang):  # a traceback or a hang is what we hunt: keep it, go on
-            found.append(traceback.format_exc())
-    return found
+    return fuzz
 
 
 def main() -> int:

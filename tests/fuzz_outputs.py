@@ -140,7 +140,7 @@ def _check_page(page: str) -> None:
 def fuzz_outputs(draw) -> None:
     """A log with hostile text through import and audit: every output parses in its format and
     holds nothing live."""
-    TRIED["hostile text in outputs"] += 1
+    TRIED["hostile outputs"] += 1
     with tempfile.TemporaryDirectory(prefix="deepgreen-fuzz-") as scratch:
         log = Path(scratch) / _file_name(draw)
         log.write_bytes(_hostile_log(draw))
@@ -156,4 +156,4 @@ def fuzz_outputs(draw) -> None:
         _run(["audit", "--logs", str(log)])  # the text report, straight from the log
 
 
-TARGETS = {**READERS, "hostile text in outputs": fuzz_outputs}
+TARGETS = {**READERS, "hostile outputs": fuzz_outputs}

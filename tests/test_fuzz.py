@@ -12,7 +12,7 @@ from fuzz_outputs import TARGETS
 CI_EXAMPLES = {"csv tables": 40, "descriptor": 40, "run directories": 40, "protocol": 300,
                "codecarbon logs": 20, "legacy sources": 20, "greenlight records": 40,
                "file types": 30, "schema constraints": 40, "outputs over inputs": 15,
-               "hostile text in outputs": 6, "file names": 15}
+               "hostile outputs": 6, "file names": 15}
 
 
 @pytest.mark.parametrize("reader", list(TARGETS))

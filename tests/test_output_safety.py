@@ -217,6 +217,50 @@ def test_a_header_only_log_audits_to_strict_json_and_words(tmp_path, capsys):
     assert not re.search(r"\b(nan|inf)\b", out)
 
 
+def _log_with(**cells) -> bytes:
+    """The fuzz seed's CodeCarbon log with `cells` (column -> text) in every row."""
+    from fuzz_readers import CODECARBON_SEED
+
+    header, *rows = CODECARBON_SEED.decode().split("\r\n")
+    names = header.split(",")
+    out = [header]
+    for row in rows:
+        values = row.split(",")
+        for name, text in cells.items():
+            values[names.index(name)] = text
+        out.append(",".join(values))
+    return ("\n".join(out) + "\n").encode()
+
+
+ENERGIES = ("cpu_energy", "gpu_energy", "ram_energy", "energy_consumed")
+
+
+@pytest.mark.parametrize("cells", [
+    {"energy_consumed": "1e308", "cpu_energy": "1e308", "duration": "1e-300"},
+    {"duration": "5e-324", "cpu_power": "5e-324"},
+    {"emissions": "1e308", "duration": "1e-300"},
+    {**dict.fromkeys(ENERGIES, "0"), "duration": "0", "emissions": "0", "emissions_rate": "0"},
+    {**dict.fromkeys(ENERGIES, ""), "duration": "", "emissions": ""},
+    {"pue": "1e308", "ram_total_size": "0", "cpu_count": "0"}], ids=str)
+def test_degenerate_numbers_in_a_log_warn_nowhere(cells, tmp_path):
+    """Impossible magnitudes, zeros and empty cells: numpy prints no RuntimeWarning (each is a
+    finding or is silenced at its computation with the reason), and no output says nan or inf."""
+    from deepgreen_audit.codecarbon.audit import audit_log, render_log_page
+    from deepgreen_audit.codecarbon.importer import import_logs
+
+    log = tmp_path / "emissions.csv"
+    log.write_bytes(_log_with(**cells))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        import_logs([log], tmp_path / "pkg")
+        report, ctx = audit_log(tmp_path / "pkg")
+        text, page = report.format_text(), render_log_page(report, ctx)
+    _strict(report.to_json())
+    # (a remedy speaks of a log's "empty or nan cell": words about a cell, not a number)
+    assert not re.search(r"\b(nan|inf)\b(?!\s+cell)", text, re.I), text
+    assert not re.search(r">(nan|inf)<|\binf%", page)
+
+
 # ---------------------------------------------------------------- the rule: no bypass
 
 

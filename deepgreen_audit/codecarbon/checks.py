@@ -51,6 +51,12 @@ def _number(value) -> float:
     return float(value) if value is not None and not pd.isna(value) else float("nan")
 
 
+def _g(value: float) -> str:
+    """A quoted figure (a power, a span) to 4 significant digits; one a log's impossible
+    magnitudes made infinite (1e308 kWh over 1e-300 s) says so, never "inf"."""
+    return number_text(value, ".4g", "beyond a float's range")
+
+
 def _where(frame: pd.DataFrame) -> str:
     """'001.csv lines 2, 3; 005.csv line 4' (at most 6 lines named)."""
     parts = []
@@ -281,7 +287,7 @@ def cpu_power_max(ctx: LogContext) -> Outcome:
         frame = pd.DataFrame(found)
         worst = frame.loc[frame["power_w"].idxmax()]
         return Outcome.failed(f"{frame[['source_file', 'source_line']].drop_duplicates().shape[0]} row(s) "
-                              f"report more CPU power than the CPU can draw (up to {worst['power_w']:.4g} W "
+                              f"report more CPU power than the CPU can draw (up to {_g(worst['power_w'])} W "
                               f"for {worst['source']}; {_where(frame)})" + tail,
                               rows=frame[["source_file", "source_line"]].drop_duplicates().shape[0],
                               details=evidence(frame))
@@ -331,7 +337,7 @@ def gpu_power_limit(ctx: LogContext) -> Outcome:
         worst = frame.loc[frame["power_w"].idxmax()]
         n = frame[["source_file", "source_line"]].drop_duplicates().shape[0]
         return Outcome.failed(f"{n} row(s) report GPU power above the board limit (up to "
-                              f"{worst['power_w']:.4g} W on a {hardware.gpu_name(worst['gpu_model'])} "
+                              f"{_g(worst['power_w'])} W on a {hardware.gpu_name(worst['gpu_model'])} "
                               f"whose limit is {worst['limit_w']:.4g} W; {_where(frame)})" + tail,
                               rows=n, details=evidence(frame))
     return Outcome.passed(f"{checked:,} row(s) within their GPU's board limit x {factor:g}" + tail)
@@ -387,8 +393,8 @@ def power_duration(ctx: LogContext) -> Outcome:
         return Outcome.failed(
             f"{rows} row(s) whose energy is not their constant power over CodeCarbon's window "
             f"({', '.join(f'{k.upper()} {v}' for k, v in off['component'].value_counts().items())}; "
-            f"worst: {worst['component'].upper()} {worst['power_w']:.4g} W beside an energy worth "
-            f"{worst['seconds_of_power']:.4g} s of it in a {worst['duration_s']:.4g} s run, "
+            f"worst: {worst['component'].upper()} {_g(worst['power_w'])} W beside an energy worth "
+            f"{_g(worst['seconds_of_power'])} s of it in a {worst['duration_s']:.4g} s run, "
             f"{worst['source_file']} line {int(worst['source_line'])})",
             rows=rows, details=evidence(off))
     return Outcome.passed(f"{int(len(c)):,} constant-power component readings equal power x "
@@ -495,8 +501,7 @@ def magnitudes(ctx: LogContext) -> Outcome:
             most = (float(t.cpu_power_range_w[1]) + float(t.ram_power_range_w[1])
                     + gpus * (limit[0] * float(t.gpu_power_limit_factor) if limit else 1000.0)) * pue
             if mean > most:
-                watts = number_text(mean, ".4g", "beyond a float's range")
-                problem = (f"{e:.4g} kWh in {d:.4g} s is a mean {watts} W, above the {most:.4g} W "
+                problem = (f"{e:.4g} kWh in {d:.4g} s is a mean {_g(mean)} W, above the {most:.4g} W "
                            "this machine can draw")
             elif machine and mean < float(t.kwh_suspect_power_w):
                 problem = f"{e:.4g} kWh in {d:.4g} s is a mean {mean:.3g} W: not kWh"
