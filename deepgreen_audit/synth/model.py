@@ -155,7 +155,11 @@ run_accuracy_sigma * z_r``::
                        + epoch_accuracy_sigma * z_re
 
 quantised to whole samples (k / N_eval[d]) and clipped to [0, 1]; it is
-written on eval rows only (empty on train rows).  Mean loss decreases
+written on eval rows only (empty on train rows).  In an initialiser trial (a scope
+that names ``initialisers``) exactly ``round(initialiser_collapse_share[i] x runs)``
+of initialiser i's runs, drawn, *collapse*: their accuracy stays at
+``c + epoch_accuracy_sigma * z_re`` and their loss at ``ln(classes)`` (times the
+run's factor) in every epoch; the truth names them (``trial``).  Mean loss decreases
 strictly with the epoch::
 
     loss(e) = (L_f + (ln(classes) - L_f) * exp(-e / loss_tau_epochs)) * exp(run_loss_sigma * z_r)
@@ -370,6 +374,12 @@ class SynthModel:
     loss_tau_epochs: float = 6.0
     run_loss_sigma: float = 0.02
 
+    # --- the initialiser trial (a scope that names initialisers) -----------
+    #: share of each initialiser's runs whose training collapses: exactly round(share x runs)
+    #: of them, drawn; the shares of the counts the study reports (0, 2 and 4 of 6)
+    initialiser_collapse_share: dict = field(default_factory=lambda: {
+        "he": 0.0, "glorot": 2 / 6, "xavier": 4 / 6})
+
     # --- CodeCarbon -------------------------------------------------------
     codecarbon_overhang_s: tuple[float, float] = (0.2, 1.6)
     #: a clean block lasts at least this (CodeCarbon's interval, S5); a shorter one is the
@@ -573,10 +583,13 @@ def sha256_text(text: str) -> str:
     return sha256_bytes(text.encode("utf-8"))
 
 
-def initial_weights_sha256(architecture: str, classes: int, seed: int) -> str:
-    """Placeholder for the hash of the canonical initial-weight export (see model docs)."""
+def initial_weights_sha256(architecture: str, classes: int, seed: int,
+                           initialiser: str = "he") -> str:
+    """Placeholder for the hash of the initial-weight export (see model docs): the canonical
+    one's, or in an initialiser trial the export drawn with `initialiser`."""
+    trial = "" if initialiser == "he" else f"; initialiser={initialiser}"
     return sha256_text(f"deepgreen-synthetic initial weights: architecture={architecture}; "
-                        f"classes={classes}; seed={seed}")
+                        f"classes={classes}; seed={seed}{trial}")
 
 
 def data_fingerprint_sha256(dataset: str, resolution_px: int) -> str:
