@@ -11,11 +11,11 @@ import pyarrow as pa
 from deepgreen_audit.audit.rows import CAMPAIGN_WORDS
 from deepgreen_audit.columnar.evidence import describe_counts
 from deepgreen_audit.columnar.frame import Frame, factorize, isin
+from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.beside import Beside
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.rundirs import RoundTrip
 from deepgreen_audit.resources import shipped_root
-from deepgreen_audit.errors import UserError
 from deepgreen_audit.spec import AuditTolerances, load_spec
 from deepgreen_audit.trial import initialiser_of, trial_initialisers
 
