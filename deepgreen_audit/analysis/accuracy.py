@@ -33,8 +33,13 @@ from deepgreen_audit.analysis.data import CampaignTables, Design, MissingValue
 
 def final_accuracy(tables: CampaignTables) -> pd.DataFrame:
     """One row per completed run with its final test accuracy (NaN when not recorded)."""
-    runs = tables.runs[tables.runs["status"] == "completed"]
-    last = tables.blocks[tables.blocks["phase"] == "eval"][["run_id", "epoch", "test_accuracy"]]
+    return final_accuracy_of(tables.runs, tables.blocks)
+
+
+def final_accuracy_of(runs: pd.DataFrame, blocks: pd.DataFrame) -> pd.DataFrame:
+    """`final_accuracy` from the runs and blocks columns it reads."""
+    runs = runs[runs["status"] == "completed"]
+    last = blocks[blocks["phase"] == "eval"][["run_id", "epoch", "test_accuracy"]]
     out = runs[["run_id", "ecosystem", "architecture", "dataset", "epochs"]].merge(
         last, left_on=["run_id", "epochs"], right_on=["run_id", "epoch"], how="left")
     return out.drop(columns=["epoch"])

@@ -16,6 +16,7 @@ import hashlib
 import random
 import sys
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -175,7 +176,7 @@ def derive_seed(master_seed: int, run_id: str, attempt: int = 0) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def schedule(configs: list[tuple[str, ...]], repetitions: int, master_seed: int):
+def schedule(configs: Sequence[tuple[str, ...]], repetitions: int, master_seed: int):
     """[(config, repetition)] in interleaved order: one shuffled round per repetition."""
     order: list = []
     for rep in range(1, repetitions + 1):

@@ -34,6 +34,7 @@ import deepgreen_audit
 from deepgreen_audit.analysis import Design, Results, analyse, load_tables
 from deepgreen_audit.analysis.pilot import analyse_pilot
 from deepgreen_audit.analysis.scope import narrowings
+from deepgreen_audit.analysis.trial import analyse_trial
 from deepgreen_audit.audit.driver import audit
 from deepgreen_audit.compare.core import compare_packages
 from deepgreen_audit.compare.output import figure_pdf
@@ -128,23 +129,34 @@ def default_pilot() -> Path | None:
     return path if path and path.is_file() else None
 
 
+def default_initialiser_trial() -> Path | None:
+    """The checkout's initialiser-trial package, when it has one
+    (initialiser-trial/datapackage.json)."""
+    root = checkout()
+    path = root / "initialiser-trial" / "datapackage.json" if root else None
+    return path if path and path.is_file() else None
+
+
 def render(location, out: Path | None = None, design: Design | None = None,
-           template_dir: Path | None = None, pilot=None, compare=None) -> RenderReport:
+           template_dir: Path | None = None, pilot=None, compare=None,
+           initialiser_trial=None) -> RenderReport:
     """Render numbers.tex, the tables and the figures of the package at `location`, the
     pilot section from the pilot package at `pilot` (None: the section says there is none),
     and, with `compare` (a baseline package), the comparison of the package with it
-    (deepgreen_audit.compare: its macros in numbers.tex, comparison.tex, fig-comparison.pdf).
+    (deepgreen_audit.compare: its macros in numbers.tex, comparison.tex, fig-comparison.pdf),
+    and the initialiser trial's paragraph from the trial package at `initialiser_trial` (None:
+    the paragraph says none was given).
 
     Arithmetic that overflows or divides by zero gives inf or NaN silently: every value the
     templates print is refused by name when it is not finite (`environment.finalize`), so
     numpy's warnings would only print beside that one-line error."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _render(location, out, design, template_dir, pilot, compare)
+        return _render(location, out, design, template_dir, pilot, compare, initialiser_trial)
 
 
 def _render(location, out: Path | None, design: Design | None, template_dir: Path | None,
-            pilot, compare=None) -> RenderReport:
+            pilot, compare=None, initialiser_trial=None) -> RenderReport:
     out = Path(out) if out is not None else default_out()
     _check_output_folder(out)
     env = make_environment(template_dir or project_file("paper", "templates"))
@@ -189,6 +201,9 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     clock = time.perf_counter()
     outputs["pilot.tex"] = pilot_tex(env, pilot).encode("utf-8")
     report.seconds["pilot"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    outputs["trial.tex"] = trial_tex(env, initialiser_trial).encode("utf-8")
+    report.seconds["trial"] = time.perf_counter() - clock
     outputs["comparison.tex"] = render_template(env, "comparison.tex.j2",
                                                 section_context(comparison)).encode("utf-8")
     if comparison is not None:
@@ -209,7 +224,8 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     report.seconds["figures"] = time.perf_counter() - clock
 
     inputs = package.input_paths() + (Package.open(pilot).input_paths() if pilot else []) \
-        + (Package.open(compare).input_paths() if compare else [])
+        + (Package.open(compare).input_paths() if compare else []) \
+        + (Package.open(initialiser_trial).input_paths() if initialiser_trial else [])
     with StagedDirectory(out, overwrite=True, inputs=inputs) as staged:
         for name, data in outputs.items():
             (staged.path / name).write_bytes(data)
@@ -246,6 +262,16 @@ def pilot_tex(env, pilot) -> str:
         return render_template(env, "pilot.tex.j2", {"pilot": None})
     package = Package.open(pilot)
     return render_template(env, "pilot.tex.j2", {"pilot": analyse_pilot(package.descriptor_path),
+                                                  "header": verified_package_header(package)})
+
+
+def trial_tex(env, trial) -> str:
+    """The initialiser trial's paragraph: its counts from the (hash-verified) trial package, or
+    the statement that none was given."""
+    if trial is None:
+        return render_template(env, "trial.tex.j2", {"trial": None})
+    package = Package.open(trial)
+    return render_template(env, "trial.tex.j2", {"trial": analyse_trial(package.descriptor_path),
                                                   "header": verified_package_header(package)})
 
 
@@ -300,7 +326,7 @@ def check_paper_out(out: Path) -> None:
                         "new folder", path=out, code="output-exists")
 
 
-def build_paper(location, out: Path, pilot=None, compare=None) -> Path:
+def build_paper(location, out: Path, pilot=None, compare=None, initialiser_trial=None) -> Path:
     """Render the package at `location` and build its PDF into the folder `out`: out/paper.pdf
     and out/generated/ (the numbers, tables and figures it was built from).  The manuscript
     is compiled in a scratch copy of paper/, so neither the checkout's paper/generated nor an
@@ -311,7 +337,8 @@ def build_paper(location, out: Path, pilot=None, compare=None) -> Path:
     with tempfile.TemporaryDirectory(prefix="deepgreen-paper.") as scratch:
         work = Path(scratch)
         shutil.copyfile(manuscript, work / "paper.tex")
-        render(location, work / "generated", pilot=pilot, compare=compare)
+        render(location, work / "generated", pilot=pilot, compare=compare,
+               initialiser_trial=initialiser_trial)
         pdf = build_pdf(work)
         inputs = Package.open(location).input_paths()
         with StagedDirectory(out, overwrite=True, inputs=inputs) as staged:

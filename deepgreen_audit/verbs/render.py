@@ -18,18 +18,21 @@ def _notice(package) -> None:
 def _render(args) -> None:
     from deepgreen_audit.package.dispatch import check_verb
     from deepgreen_audit.render import render
-    from deepgreen_audit.render.build import default_pilot
+    from deepgreen_audit.render.build import default_initialiser_trial, default_pilot
 
     check_verb(args.package, args.verb)
     _notice(args.package)
     pilot = args.pilot or default_pilot()
     if pilot:
         _notice(pilot)
+    trial = args.initialiser_trial or default_initialiser_trial()
+    if trial:
+        _notice(trial)
     compare = getattr(args, "compare", None)
     if compare:
         _notice(compare)
     report = render(args.package, Path(args.out) if args.out else None, pilot=pilot,
-                    compare=compare)
+                    compare=compare, initialiser_trial=trial)
     parts = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
     print(f"wrote {', '.join(f for f in report.files if not f.startswith('.'))} "
           f"to {report.out} ({parts})", flush=True)
@@ -57,12 +60,13 @@ def cmd_paper(args) -> int:
                         f"macro; first: {typed[0]}", path=manuscript, row=typed[0].line)
     if args.out:
         from deepgreen_audit.package.dispatch import check_verb
-        from deepgreen_audit.render.build import default_pilot
+        from deepgreen_audit.render.build import default_initialiser_trial, default_pilot
 
         check_verb(args.package, args.verb)
         _notice(args.package)
         pdf = build_paper(args.package, Path(args.out), pilot=args.pilot or default_pilot(),
-                          compare=getattr(args, "compare", None))
+                          compare=getattr(args, "compare", None),
+                          initialiser_trial=args.initialiser_trial or default_initialiser_trial())
     else:
         if not args.no_data:
             _render(args)
@@ -76,6 +80,15 @@ def _pilot_option(parser) -> None:
                         help="the measured pilot package the pilot section is rendered from "
                              "(default: the checkout's pilot/ when it exists; otherwise the "
                              "section says that no pilot has been collected)")
+
+
+def _initialiser_trial_option(parser) -> None:
+    parser.add_argument("--initialiser-trial", metavar="PKG",
+                        help="the initialiser-trial package (collect/initialiser-trial.toml) the "
+                             "paragraph on initialisers and collapses is rendered from (default: "
+                             "the checkout's initialiser-trial/ when it exists; otherwise the "
+                             "paragraph says that no trial package was given), e.g. "
+                             "--initialiser-trial initialiser-trial/")
 
 
 def _compare_option(parser) -> None:
@@ -106,6 +119,7 @@ def register(verb) -> None:
                         "paper/paper.tex inputs; when deepgreen is installed from a wheel, "
                         "paper/generated under the current folder)")
     _pilot_option(p)
+    _initialiser_trial_option(p)
     _compare_option(p)
 
     p = verb("paper", cmd_paper, "render the package and build the PDF (latexmk)",
@@ -121,6 +135,7 @@ def register(verb) -> None:
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
     _pilot_option(p)
+    _initialiser_trial_option(p)
     _compare_option(p)
     p.add_argument("--no-data", action="store_true",
                    help="compile only, from the files already in paper/generated")
