@@ -34,6 +34,7 @@ from deepgreen_audit.spec import (
 )
 from deepgreen_audit.synth.model import (
     CODECARBON_CONFIG_PLACEHOLDER,
+    TRIAL_COLLAPSE_SHARE,
     SynthModel,
     data_fingerprint_sha256,
     expected_config,
@@ -182,13 +183,13 @@ class Campaign:
 
     def collapsed(self) -> np.ndarray:
         """(n,) True for a trial run whose training collapses: exactly round(share x runs) of
-        each initialiser's runs (`SynthModel.initialiser_collapse_share`), drawn; none outside
+        each initialiser's runs (`synth.model.TRIAL_COLLAPSE_SHARE`), drawn; none outside
         a trial."""
         out = np.zeros(self.n, dtype=bool)
         rng = _rng(self.seed, _S_TRIAL)
         for initialiser in self.initialisers:
             runs = [i for i in range(self.n) if self.run_initialiser[i] == initialiser]
-            share = float(self.model.initialiser_collapse_share.get(initialiser, 0.0))
+            share = float(TRIAL_COLLAPSE_SHARE.get(initialiser, 0.0))
             out[rng.choice(runs, size=int(round(share * len(runs))), replace=False)] = True
         return out
 
@@ -960,8 +961,9 @@ def _trial_truth(c: Campaign) -> dict:
         arms[initialiser] = {"runs": len(runs),
                              "collapsed": sorted(c.run_id(i) for i in runs if collapsed[i])}
     return {"trial": {"initialisers": list(c.initialisers), "arms": arms,
+                      "collapse_share": {i: TRIAL_COLLAPSE_SHARE.get(i, 0.0) for i in c.initialisers},
                       "collapse": "accuracy at chance + epoch noise, loss at ln(classes), every "
-                                  "epoch (SynthModel.initialiser_collapse_share)"}}
+                                  "epoch (deepgreen_audit.synth.model.TRIAL_COLLAPSE_SHARE)"}}
 
 
 # --- tables --------------------------------------------------------------

@@ -156,7 +156,7 @@ run_accuracy_sigma * z_r``::
 
 quantised to whole samples (k / N_eval[d]) and clipped to [0, 1]; it is
 written on eval rows only (empty on train rows).  In an initialiser trial (a scope
-that names ``initialisers``) exactly ``round(initialiser_collapse_share[i] x runs)``
+that names ``initialisers``) exactly ``round(TRIAL_COLLAPSE_SHARE[i] x runs)``
 of initialiser i's runs, drawn, *collapse*: their accuracy stays at
 ``c + epoch_accuracy_sigma * z_re`` and their loss at ``ln(classes)`` (times the
 run's factor) in every epoch; the truth names them (``trial``).  Mean loss decreases
@@ -374,12 +374,6 @@ class SynthModel:
     loss_tau_epochs: float = 6.0
     run_loss_sigma: float = 0.02
 
-    # --- the initialiser trial (a scope that names initialisers) -----------
-    #: share of each initialiser's runs whose training collapses: exactly round(share x runs)
-    #: of them, drawn; the shares of the counts the study reports (0, 2 and 4 of 6)
-    initialiser_collapse_share: dict = field(default_factory=lambda: {
-        "he": 0.0, "glorot": 2 / 6, "xavier": 4 / 6})
-
     # --- CodeCarbon -------------------------------------------------------
     codecarbon_overhang_s: tuple[float, float] = (0.2, 1.6)
     #: a clean block lasts at least this (CodeCarbon's interval, S5); a shorter one is the
@@ -581,6 +575,13 @@ class SynthModel:
 def sha256_text(text: str) -> str:
     """The SHA-256 of `text` in UTF-8: the placeholder hashes a synthetic package carries."""
     return sha256_bytes(text.encode("utf-8"))
+
+
+#: An initialiser trial's share of each initialiser's runs whose training collapses: exactly
+#: round(share x runs) of them, drawn; the shares of the counts the study reports (0, 2 and 4
+#: of 6).  Outside the model's parameters, so a campaign that is no trial draws (and records in
+#: its truth) what it always did; a trial's truth records them.
+TRIAL_COLLAPSE_SHARE = {"he": 0.0, "glorot": 2 / 6, "xavier": 4 / 6}
 
 
 def initial_weights_sha256(architecture: str, classes: int, seed: int,
