@@ -130,6 +130,18 @@ def test_without_a_trial_the_paragraph_says_so_and_a_campaign_is_no_trial(tmp_pa
         analyse_trial(ROOT / "datapackage.json")
 
 
+def test_render_reads_the_checkouts_trial_and_refuses_one_as_the_campaign(tmp_path, capsys):
+    """`deepgreen render` renders the shipped trial's paragraph by default (the main job's
+    paper); a trial package given as the campaign is refused in one line."""
+    assert main(["render", str(ROOT / "datapackage.json"), "--out", str(tmp_path / "gen")]) == 0
+    text = _sentence((tmp_path / "gen" / "trial.tex").read_text())
+    assert r"\num{2} of \num{6} under Glorot" in text
+    assert main(["render", str(SHIPPED), "--out", str(tmp_path / "again")]) == 2
+    err = capsys.readouterr().err
+    assert "is an initialiser-trial package" in err and "--initialiser-trial PKG" in err
+    assert not (tmp_path / "again").exists()
+
+
 def test_the_audit_names_a_missing_initialiser_run(tmp_path, capsys):
     """A trial whose scope names an initialiser none of its runs used misses those runs."""
     pkg = tmp_path / "pkg"
