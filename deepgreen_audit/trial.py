@@ -15,6 +15,10 @@ import re
 
 from deepgreen_audit.errors import UserError
 
+#: The initialiser of the canonical export (S1_model.initialisers; models_torch.canonical_init_,
+#: torchvision's): every run outside a trial starts from its export.
+CANONICAL_INITIALISER = "he"
+
 
 def known_initialisers(spec: dict) -> list[str]:
     """The initialisers the specification describes (S1_model.initialisers)."""

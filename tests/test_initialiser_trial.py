@@ -70,6 +70,17 @@ def test_a_trial_refuses_external_stacks_and_unknown_initialisers(tmp_path):
 
 # ---------------------------------------------------------------- the exports
 
+def test_the_specification_describes_exactly_the_initialisers_the_code_draws():
+    from deepgreen_audit.analysis.labels import DISPLAY
+    from deepgreen_audit.spec import load_spec
+    from deepgreen_audit.stacks.models_torch import INITIALISERS as MODEL_INITIALISERS
+    from deepgreen_audit.trial import CANONICAL_INITIALISER, known_initialisers
+
+    assert known_initialisers(load_spec()) == list(MODEL_INITIALISERS) == INITIALISERS
+    assert MODEL_INITIALISERS[CANONICAL_INITIALISER].__name__ == "canonical_init_"
+    assert all(i in DISPLAY for i in MODEL_INITIALISERS)
+
+
 def test_each_initialiser_draws_its_own_export_and_he_is_the_canonical_one(tmp_path):
     canonical_tensors, canonical = weights.canonical_export_bytes("resnet18", 10, 7)
     drawn = {i: weights.canonical_export_bytes("resnet18", 10, 7, i) for i in INITIALISERS}

@@ -35,6 +35,7 @@ from deepgreen_audit.spec import (
     recipe,
     scope_labels,
 )
+from deepgreen_audit.trial import CANONICAL_INITIALISER
 
 PLAN_KEYS = {"campaign", "master_seed", "run_timeout_s", "data_dir", "stacks", "stacks_from",
              "scope", "hosts"}
@@ -87,7 +88,7 @@ class Job:
     recipe: dict = field(default_factory=dict, hash=False)
     #: the initialiser its export is drawn with (S1_model.initialisers): the canonical one,
     #: except in an initialiser trial (deepgreen_audit.trial), whose run ids name it
-    initialiser: str = "he"
+    initialiser: str = CANONICAL_INITIALISER
 
     @property
     def classes(self) -> int:
@@ -353,7 +354,6 @@ def _jobs(design: _ScopedDesign, campaign: str, master_seed: int, data_dir: Path
     """One job per run, in the interleaved schedule, each with a seed of its own (derived from
     the master seed and the run id, drawn again on the rare collision).  An initialiser trial
     runs every configuration once per initialiser in each round, its run ids naming it."""
-    from deepgreen_audit.stacks.weights import CANONICAL_INITIALISER
     from deepgreen_audit.trial import run_id as trial_run_id
 
     configs = [(e, a, d, i) for e in design.ecosystems for a in design.architectures

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from deepgreen_audit.stacks import conventions as conv
+from deepgreen_audit.trial import CANONICAL_INITIALISER
 
 
 class LibTorchHooks(nn.Module):
@@ -184,7 +185,7 @@ def _fan_average_init_(model: nn.Module, generator: torch.Generator, kernel_init
 
 #: The initialisers an export may be drawn with (S1_model.initialisers describes each; "he",
 #: torchvision's, is the canonical export's): what frameworks apply under one architecture name.
-INITIALISERS = {"he": canonical_init_, "glorot": glorot_init_, "xavier": xavier_init_}
+INITIALISERS = {CANONICAL_INITIALISER: canonical_init_, "glorot": glorot_init_, "xavier": xavier_init_}
 
 
 def state(model: nn.Module) -> dict[str, torch.Tensor]:

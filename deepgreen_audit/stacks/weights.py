@@ -31,14 +31,13 @@ import numpy as np
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.checksums import sha256_bytes, sha256_file
+from deepgreen_audit.trial import CANONICAL_INITIALISER
 
 FORMAT = "deepgreen-initial-weights/1"
 #: Every tensor of an export is float32, little-endian (its TorchScript module holds the same).
 TENSOR_DTYPE = "<f4"
 
 
-#: The initialiser of the canonical export (models_torch.canonical_init_, torchvision's).
-CANONICAL_INITIALISER = "he"
 
 
 def export_stem(architecture: str, classes: int, seed: int,

@@ -42,7 +42,7 @@ from deepgreen_audit.synth.model import (
     precision_policy_changed,
     sha256_text,
 )
-from deepgreen_audit.trial import known_initialisers, run_id as trial_run_id
+from deepgreen_audit.trial import CANONICAL_INITIALISER, known_initialisers, run_id as trial_run_id
 from deepgreen_audit.units import J_PER_KWH
 
 CAMPAIGN = "synthetic"
@@ -704,7 +704,7 @@ def _run_columns(c: Campaign, lay: _Layout, sim: SimState) -> dict[str, list]:
         "tf32_enabled": [tf32_allowed()] * n,
         "initial_weights_sha256": [initial_weights_sha256(labels[i][1], c.classes[ds[i]],
                                                           int(c.run_seed[i]),
-                                                          c.run_initialiser[i] or "he")
+                                                          c.run_initialiser[i] or CANONICAL_INITIALISER)
                                    for i in range(n)],
         "data_fingerprint_sha256": [data_fingerprint_sha256(d, res) for d in ds],
         "slurm_job_id": [f"{SLURM_ARRAY_JOB}_{i}" for i in range(n)],

@@ -235,6 +235,7 @@ from pathlib import Path
 from deepgreen_audit.errors import UserError, refuse_unknown
 from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.spec import load_spec, read_toml
+from deepgreen_audit.trial import CANONICAL_INITIALISER
 
 
 def _measurement(key: str):
@@ -585,10 +586,10 @@ TRIAL_COLLAPSE_SHARE = {"he": 0.0, "glorot": 2 / 6, "xavier": 4 / 6}
 
 
 def initial_weights_sha256(architecture: str, classes: int, seed: int,
-                           initialiser: str = "he") -> str:
+                           initialiser: str = CANONICAL_INITIALISER) -> str:
     """Placeholder for the hash of the initial-weight export (see model docs): the canonical
     one's, or in an initialiser trial the export drawn with `initialiser`."""
-    trial = "" if initialiser == "he" else f"; initialiser={initialiser}"
+    trial = "" if initialiser == CANONICAL_INITIALISER else f"; initialiser={initialiser}"
     return sha256_text(f"deepgreen-synthetic initial weights: architecture={architecture}; "
                         f"classes={classes}; seed={seed}{trial}")
 
