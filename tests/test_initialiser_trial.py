@@ -22,6 +22,7 @@ from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.render.build import make_environment, paper_dir, trial_tex
 from deepgreen_audit.stacks import weights
 from deepgreen_audit.synth import write_synthetic
+from package_edits import rehash
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "initialiser-trial"
@@ -165,6 +166,29 @@ def test_the_audit_names_a_missing_initialiser_run(tmp_path, capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "FAIL S6.completeness-runs runs: 1 configurations x 3 initialisers x 2 repetitions: " \
            "2 missing" in out
+    assert "PASS S1.initial-weights" in out
+
+
+def test_runs_of_two_initialisers_sharing_one_export_fail_the_audit_and_stop_the_analysis(
+        tmp_path, capsys):
+    """A glorot run that recorded the he run's export did not start from Glorot's weights."""
+    pkg = tmp_path / "pkg"
+    write_synthetic(pkg, seed=3, ecosystems=["python-pytorch"], architectures=["resnet18"],
+                    datasets=["digits"], initialisers=["he", "glorot"], repetitions=1, epochs=2)
+    runs = (pkg / "runs.csv").read_text().splitlines()
+    header = runs[0].split(",").index("initial_weights_sha256")
+    glorot, he = (i for i, line in enumerate(runs) if ".glorot." in line or ".he." in line)
+    cells = runs[glorot].split(",")
+    cells[header] = runs[he].split(",")[header]
+    runs[glorot] = ",".join(cells)
+    (pkg / "runs.csv").write_text("\n".join(runs) + "\n")
+    rehash(pkg)
+    assert main(["audit", str(pkg)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "FAIL S1.initial-weights runs: 2 run(s) share one export across different " \
+           "(architecture, classes, initialiser)" in out
+    with pytest.raises(UserError, match="runs of different initialisers recorded one export"):
+        analyse_trial(pkg)
 
 
 # ---------------------------------------------------------------- a real trial
