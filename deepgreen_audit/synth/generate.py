@@ -939,7 +939,9 @@ def _truth(c: Campaign, defect_entries: dict, n_samples: int) -> dict:
                               "ram_power_w": m.codecarbon_ram_power_w},
         "placeholders": {
             "initial_weights_sha256": "sha256 of 'deepgreen-synthetic initial weights: "
-                                      "architecture=<a>; classes=<C>; seed=<seed>'",
+                                      "architecture=<a>; classes=<C>; seed=<seed>'" + (
+                                          " (a non-canonical initialiser's: '...; seed=<seed>; "
+                                          "initialiser=<i>')" if c.initialisers else ""),
             "data_fingerprint_sha256": "sha256 of 'deepgreen-synthetic data: dataset=<d>; "
                                        "resolution=<px>px'",
             "codecarbon_config_sha256": "sha256 of deepgreen_audit.synth.model."

@@ -194,6 +194,8 @@ Placeholders (documented, not measurements)
 
 * ``initial_weights_sha256`` is SHA-256 of the text
   ``"deepgreen-synthetic initial weights: architecture=<a>; classes=<C>; seed=<seed>"``
+  (in an initialiser trial, ``"; initialiser=<i>"`` after it for every initialiser but the
+  canonical one)
   and ``data_fingerprint_sha256`` SHA-256 of
   ``"deepgreen-synthetic data: dataset=<d>; resolution=<px>px"``: they stand
   for the hashes a real run records of the canonical weight export it
