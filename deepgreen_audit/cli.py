@@ -373,8 +373,10 @@ def _add_synth_scope_options(p: argparse.ArgumentParser) -> None:
                         "as the blocks' energy, blocks cpu_fallback_time_factor longer")
     p.add_argument("--plan", metavar="TOML",
                    help="draw the campaign a plan declares: its [scope] (labels, repetitions, "
-                        "epochs, batch size, resolution, device, reason), e.g. "
-                        "collect/contrast.toml; the options above override it")
+                        "epochs, batch size, resolution, device, reason; an initialiser trial's "
+                        "initialisers, with the study's collapses planted per initialiser), e.g. "
+                        "collect/contrast.toml or collect/initialiser-trial.toml; the options "
+                        "above override it")
     p.add_argument("--reason", metavar="TEXT",
                    help="why the campaign narrows the design, for its declared scope (the paper "
                         "quotes it)")
