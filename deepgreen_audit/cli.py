@@ -181,10 +181,14 @@ def cmd_synth(args) -> int:
         raise UserError("--copies does not combine with --defect or --precision-change: the "
                         "copies repeat the drawn runs under new run ids, and a planted defect or "
                         "a changed precision policy names the drawn runs only")
+    overrides = _plan_scope(Path(args.plan)) if args.plan else {}
+    if args.copies > 1 and overrides.get("initialisers"):
+        raise UserError("--copies does not combine with an initialiser trial's plan: a copy is "
+                        "named <configuration>.r<n>, a trial's run names its initialiser too",
+                        path=args.plan)
     model = SynthModel.from_toml(Path(args.model)) if args.model else SynthModel()
     if args.precision_change:
         model = model.with_overrides({"precision_change": _precision_changes(args.precision_change)})
-    overrides = _plan_scope(Path(args.plan)) if args.plan else {}
     overrides.update({k: v for k, v in {
         "ecosystems": args.ecosystems.split(",") if args.ecosystems else None,
         "architectures": args.architectures.split(",") if args.architectures else None,
@@ -371,8 +375,10 @@ def _add_synth_scope_options(p: argparse.ArgumentParser) -> None:
                         "as the blocks' energy, blocks cpu_fallback_time_factor longer")
     p.add_argument("--plan", metavar="TOML",
                    help="draw the campaign a plan declares: its [scope] (labels, repetitions, "
-                        "epochs, batch size, resolution, device, reason), e.g. "
-                        "collect/contrast.toml; the options above override it")
+                        "epochs, batch size, resolution, device, reason; an initialiser trial's "
+                        "initialisers, with the study's collapses planted per initialiser), e.g. "
+                        "collect/contrast.toml or collect/initialiser-trial.toml; the options "
+                        "above override it")
     p.add_argument("--reason", metavar="TEXT",
                    help="why the campaign narrows the design, for its declared scope (the paper "
                         "quotes it)")

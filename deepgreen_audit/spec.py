@@ -145,10 +145,11 @@ def _tolerance(name: str, value):
 #: Keys of a plan's [scope] table: how a campaign may narrow the full design (a pilot, a smoke
 #: run, a re-collection on the hardware a user has, the contrast cell); `reason` says why, in
 #: one sentence the paper quotes; the batch limits are for smoke runs only; `schedule` says how
-#: the runs are ordered (SCHEDULES).
+#: the runs are ordered (SCHEDULES); `initialisers` makes the campaign an initialiser trial
+#: (deepgreen_audit.trial): each run once per initialiser.
 SCOPE_KEYS = ("ecosystems", "architectures", "datasets", "repetitions", "epochs",
               "batch_size", "input_resolution_px", "device", "reason", "max_train_batches",
-              "max_eval_batches", "schedule")
+              "max_eval_batches", "schedule", "initialisers")
 #: How a campaign orders its runs: interleaved (the design, S6_replication.interleaved), or a
 #: between-window calibration (collect/calibration.toml): one reference configuration repeated
 #: at points in time across and outside another campaign's window, so its runs follow one
@@ -213,10 +214,25 @@ def scoped(spec: dict, scope: dict | None, where: Path | str = "scope") -> dict:
                            any(v not in allowed for v in value) else {})
             value = [v for v in value if v in allowed]
         narrowed[section] = {**narrowed[section], name: value}
+    _check_initialisers(spec, scope, where)
     narrowed["scope"] = dict(scope)
     if outside:
         narrowed["scope_outside_spec"] = outside
     return narrowed
+
+
+def _check_initialisers(spec: dict, scope: dict, where: Path | str) -> None:
+    """An initialiser trial's initialisers: a non-empty list of S1_model.initialisers."""
+    from deepgreen_audit.trial import known_initialisers
+
+    if "initialisers" not in scope:
+        return
+    value, known = scope["initialisers"], known_initialisers(spec)
+    if not isinstance(value, list) or not value or len(set(map(str, value))) != len(value) \
+            or any(v not in known for v in value):
+        raise UserError(f"the declared scope's initialisers must be a list of distinct "
+                        f"initialisers of S1_model.initialisers ({', '.join(known)}); got "
+                        f"{value!r}", path=where, field="scope.initialisers", code="scope-error")
 
 
 #: Which specification section each recipe column of the runs table belongs to.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up, then run the main job on the shipped package (./datapackage.json, tables in replication/):
 # validate its integrity, audit it against the experiment specification, regenerate
-# paper/generated/ (numbers.tex, tables, figures) and build paper/build/paper.pdf.
+# paper/generated/ (numbers.tex, tables, figures) and build paper/build/paper.pdf (with the
+# initialiser trial's paragraph from initialiser-trial/, which `deepgreen paper` reads by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -24,6 +25,12 @@ if [ -f calibration/datapackage.json ]; then
   echo "== the between-window calibration (calibration/): validate, and audit against its declared scope"
   $DG validate calibration
   $DG audit calibration --strict
+fi
+if [ -f initialiser-trial/datapackage.json ]; then
+  echo
+  echo "== the initialiser trial (initialiser-trial/, synthetic): validate, and audit against its declared scope"
+  $DG validate initialiser-trial
+  $DG audit initialiser-trial
 fi
 if [ -f examples/first-campaign/datapackage.json ]; then
   echo

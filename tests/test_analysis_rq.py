@@ -25,6 +25,7 @@ from deepgreen_audit.analysis import (
 )
 from deepgreen_audit.analysis.data import MissingValue
 from deepgreen_audit.audit.checks import audit_checks
+from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.render import render, tables as render_tables
 from deepgreen_audit.spec import load_spec
@@ -77,7 +78,7 @@ def test_the_bound_on_the_susceptible_cells_is_scipys_one_sided_clopper_pearson(
     """105 VGG-16 runs beside 105 ResNet-18 runs that collapsed a lot: only VGG-16 counts."""
     final = pd.concat([_final("vgg16", 105, collapsed), _final("resnet18", 105, 40)])
     design = Design.from_spec()
-    assert design.collapse_susceptible == ("vgg16",)
+    assert ("vgg16", "cifar100") in design.collapse_susceptible
     c = accuracy.susceptible_collapses(final, design)
     assert (c["collapsed"], c["runs"]) == (collapsed, 105)
     reference = sps.binomtest(collapsed, 105, alternative="less").proportion_ci(
@@ -98,14 +99,52 @@ def test_zero_of_105_is_2_8_percent_one_sided_and_the_studys_4_2_is_zero_of_70()
     assert round(100 * stats.clopper_pearson_upper(0, 70, 0.95), 1) == 4.2
 
 
-def test_the_susceptible_architectures_come_from_the_specification():
-    assert _design(collapse_susceptible_architectures=["resnet18"]).collapse_susceptible == \
-        ("resnet18",)
+def test_the_susceptible_cells_come_from_the_specification():
+    assert _design(collapse_susceptible_cells=["resnet18/cifar100"]).collapse_susceptible == \
+        (("resnet18", "cifar100"),)
+    with pytest.raises(UserError, match="collapse_susceptible_cells"):
+        _design(collapse_susceptible_cells=["vgg16"])
     # an architecture the (scoped) design does not hold is left out
     narrow = Design.from_spec(architectures=["resnet18"])
     assert narrow.collapse_susceptible == ()
     with pytest.raises(MissingValue, match="susceptible"):
         accuracy.susceptible_collapses(_final("resnet18", 5, 0), narrow)
+
+
+def _study_final(collapsed: int = 0) -> pd.DataFrame:
+    """The study's design's final accuracies: 7 ecosystems x 2 architectures x 3 datasets x 5
+    repetitions, ResNet-18 never collapsing, VGG-16 collapsing `collapsed` times on CIFAR-100."""
+    spec = load_spec()
+    rows = []
+    for eco in spec["S6_replication"]["ecosystems"]:
+        for arch in spec["S1_model"]["architectures"]:
+            for ds in spec["S3_data"]["datasets"]:
+                for rep in range(1, 6):
+                    rows.append({"run_id": f"{eco}.{arch}.{ds}.r{rep}", "ecosystem": eco,
+                                 "architecture": arch, "dataset": ds, "epochs": 30,
+                                 "test_accuracy": 0.5})
+    final = pd.DataFrame(rows)
+    hit = final.index[(final["architecture"] == "vgg16") & (final["dataset"] == "cifar100")]
+    final.loc[hit[:collapsed], "test_accuracy"] = 0.01
+    return final
+
+
+def test_the_studys_4_2_percent_is_0_of_70_runs_on_the_named_susceptible_cells():
+    """The study's counts (0 of 70 on VGG-16's two many-class cells, not 0 of its 105 runs)
+    give its bound, and the paper names the cells and why."""
+    spec = load_spec()
+    assert len(spec["S6_replication"]["ecosystems"]) == 7
+    design = Design.from_spec(spec)
+    assert design.collapse_susceptible == (("vgg16", "cifar100"), ("vgg16", "tiny-imagenet"))
+    c = accuracy.susceptible_collapses(_study_final(), design)
+    assert (c["collapsed"], c["runs"]) == (0, 70)
+    assert round(100 * c["upper_bound"], 1) == 4.2
+    c = accuracy.susceptible_collapses(_study_final(collapsed=2), design)
+    assert (c["collapsed"], c["runs"]) == (2, 70)
+    from deepgreen_audit.analysis.values import Text
+    from deepgreen_audit.render.environment import format_text
+    assert format_text(Text("vgg16/cifar100;vgg16/tiny-imagenet", "", kind="cells")) == \
+        "VGG-16 on CIFAR-100 and VGG-16 on Tiny ImageNet"
 
 
 def test_the_wasted_share_is_the_collapsed_runs_training_energy_over_all():

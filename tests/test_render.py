@@ -44,10 +44,11 @@ def test_render_writes_numbers_tables_and_figures(small, tmp_path):
             "table-defects.tex", "fig-energy-cells.pdf",
             "fig-energy-time.pdf", "fig-instruments.pdf", "fig-utilisation.pdf"} <= names
     assert set(report.seconds) == {"read", "analysis", "audit", "numbers", "pilot", "calibration",
-                                   "tables", "figures"}
+                                   "trial", "tables", "figures"}
     assert "No measured pilot package" in (tmp_path / "gen" / "pilot.tex").read_text()
     assert "No between-window calibration was collected" in \
         (tmp_path / "gen" / "calibration.tex").read_text()
+    assert "No initialiser-trial package was given" in (tmp_path / "gen" / "trial.tex").read_text()
     numbers = (tmp_path / "gen" / "numbers.tex").read_text()
     macros = re.findall(r"^\\newcommand\{\\([A-Za-z]+)\}\{(.*)\}$", numbers, re.M)
     assert len(macros) == len({m for m, _ in macros}) > 60

@@ -61,14 +61,18 @@ def _count(section: dict, key: str) -> int:
     return value
 
 
-def _susceptible(section: dict, architectures: tuple[str, ...]) -> tuple[str, ...]:
-    """[analysis] collapse_susceptible_architectures that the design holds, in its order; a
-    label the specification does not plan is a clear error naming the key."""
-    value = section["collapse_susceptible_architectures"]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise UserError("[analysis] collapse_susceptible_architectures must be a list of "
-                        f"architecture labels, not {value!r}")
-    return tuple(a for a in architectures if a in value)
+def _susceptible(section: dict, architectures: tuple[str, ...],
+                 datasets: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """[analysis] collapse_susceptible_cells ("architecture/dataset") that the design holds, in
+    its order, as (architecture, dataset) pairs; a value that is not such a list is a clear
+    error naming the key."""
+    value = section["collapse_susceptible_cells"]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.count("/") == 1
+                                              for v in value):
+        raise UserError("[analysis] collapse_susceptible_cells must be a list of "
+                        f"\"architecture/dataset\" cells, not {value!r}")
+    named = {tuple(v.split("/")) for v in value}
+    return tuple((a, d) for a in architectures for d in datasets if (a, d) in named)
 
 
 @dataclass(frozen=True)
@@ -93,9 +97,9 @@ class Design:
     warmup_epochs_excluded: int
     #: S6_replication.master_seed: the seed of every bootstrap
     bootstrap_seed: int
-    #: [analysis]: the architectures whose cells are susceptible to training collapses, as far
+    #: [analysis]: the (architecture, dataset) cells susceptible to training collapses, as far
     #: as the design holds them (empty: the declared scope leaves every one of them out)
-    collapse_susceptible: tuple[str, ...] = ()
+    collapse_susceptible: tuple[tuple[str, str], ...] = ()
     #: [analysis]: a phase whose median block is shorter than this many sampler intervals
     #: names no cheapest stack
     cheapest_min_sampler_intervals: int = 0
@@ -111,10 +115,11 @@ class Design:
         ecosystems = tuple(narrow.get("ecosystems") or spec["S6_replication"]["ecosystems"])
         architectures = tuple(narrow.get("architectures") or spec["S1_model"]["architectures"])
         constants = spec["analysis"]
+        datasets = tuple(narrow.get("datasets") or spec["S3_data"]["datasets"])
         return cls(
             ecosystems=ecosystems,
             architectures=architectures,
-            datasets=tuple(narrow.get("datasets") or spec["S3_data"]["datasets"]),
+            datasets=datasets,
             control_group=tuple(e for e in spec["S6_replication"]["libtorch_control_group"]
                                 if e in ecosystems),
             classes=dict(spec["S3_data"]["classes"]),
@@ -127,7 +132,7 @@ class Design:
             collapse_confidence=float(constants["collapse_confidence"]),
             warmup_epochs_excluded=_count(constants, "warmup_epochs_excluded"),
             bootstrap_seed=master_seed(spec),
-            collapse_susceptible=_susceptible(constants, architectures),
+            collapse_susceptible=_susceptible(constants, architectures, datasets),
             cheapest_min_sampler_intervals=_count(constants, "cheapest_min_sampler_intervals"),
             sampler_interval_s=1.0 / float(spec["S5_measurement"]["sampler_rate_hz"]),
             device=str(spec["S4_backend"]["device"]),

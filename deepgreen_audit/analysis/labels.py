@@ -18,6 +18,7 @@ DISPLAY = {
     "fashion-mnist": "Fashion-MNIST", "cifar100": "CIFAR-100", "tiny-imagenet": "Tiny ImageNet",
     "imagenette": "Imagenette", "digits": "digits",
     "train": "training", "eval": "evaluation",
+    "he": "He", "glorot": "Glorot", "xavier": "Xavier",
 }
 
 

@@ -434,9 +434,11 @@ def _accuracy(r: Results, tables: CampaignTables, design: Design, spec: dict) ->
     r.flags["CollapseSusceptible"] = bool(design.collapse_susceptible)
     if design.collapse_susceptible:
         s = accuracy.susceptible_collapses(r.final_accuracy, design)
-        r.text("CollapseSusceptibleList", ";".join(design.collapse_susceptible),
-               "architectures whose cells are susceptible to collapses "
-               "([analysis] collapse_susceptible_architectures)", kind="labels")
+        r.text("CollapseSusceptibleList", ";".join("/".join(c) for c in design.collapse_susceptible),
+               "the cells susceptible to collapses ([analysis] collapse_susceptible_cells)",
+               kind="cells")
+        r.text("CollapseSusceptibleReason", str(spec["analysis"]["collapse_susceptible_reason"]),
+               "why those cells ([analysis] collapse_susceptible_reason)")
         r.number("CollapseSusceptibleCount", s["collapsed"], 0,
                  "collapsed runs on the susceptible cells")
         r.count("CollapseSusceptibleRuns", s["runs"], "run", "runs",

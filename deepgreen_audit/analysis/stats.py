@@ -77,6 +77,18 @@ def clopper_pearson_upper(successes: int, trials: int, confidence: float) -> flo
     return float(_stats.beta.ppf(confidence, successes + 1, trials - successes))
 
 
+def clopper_pearson_interval(successes: int, trials: int, confidence: float) -> tuple[float, float]:
+    """Exact two-sided (Clopper-Pearson) confidence interval on a binomial proportion: each
+    tail holds (1 - confidence) / 2; the lower end is 0 for 0 successes, the upper 1 for n."""
+    if trials <= 0:
+        raise ValueError("a proportion needs at least one trial")
+    tail = (1.0 - confidence) / 2.0
+    low = 0.0 if successes <= 0 else float(_stats.beta.ppf(tail, successes, trials - successes + 1))
+    high = 1.0 if successes >= trials else float(_stats.beta.ppf(1.0 - tail, successes + 1,
+                                                                   trials - successes))
+    return low, high
+
+
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     """Spearman's rank correlation (scipy), NaN when either side is constant."""
     xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)

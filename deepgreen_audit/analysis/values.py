@@ -47,7 +47,8 @@ class Text:
     value: str
     description: str
     #: "label": a normalised label of the tables, shown by its display name; "labels": several,
-    #: joined by ";", shown as a list of display names; "plain": as is.
+    #: joined by ";", shown as a list of display names; "cells": several "architecture/dataset"
+    #: cells, joined by ";", shown as "VGG-16 on CIFAR-100 and ..."; "plain": as is.
     kind: str = "plain"
 
 

@@ -11,11 +11,13 @@ import pyarrow as pa
 from deepgreen_audit.audit.rows import CAMPAIGN_WORDS
 from deepgreen_audit.columnar.evidence import describe_counts
 from deepgreen_audit.columnar.frame import Frame, factorize, isin
+from deepgreen_audit.errors import UserError
 from deepgreen_audit.package.beside import Beside
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.rundirs import RoundTrip
 from deepgreen_audit.resources import shipped_root
 from deepgreen_audit.spec import AuditTolerances, load_spec
+from deepgreen_audit.trial import initialiser_of, trial_initialisers
 
 CONFIG_COLUMNS = ("ecosystem", "architecture", "dataset")
 
@@ -68,11 +70,28 @@ class AuditContext:
                                                   dtype=np.intp))
 
     @cached_property
+    def initialisers(self) -> tuple[str, ...]:
+        """The initialisers an initialiser trial's scope compares (empty: no trial)."""
+        return trial_initialisers(self.spec.get("scope"))
+
+    @cached_property
+    def initialiser_of_run(self) -> dict[str, str]:
+        """run_id -> the trial's initialiser its id names ("" outside a trial, "?" for a trial
+        run whose id names none, which the completeness check then counts as surplus)."""
+        def arm(run_id: str) -> str:
+            try:
+                return initialiser_of(run_id, self.initialisers)
+            except UserError:
+                return "?"
+        return {r: arm(r) if self.initialisers else "" for r in self.runs["run_id"]}
+
+    @cached_property
     def config_of_run(self) -> dict[str, str]:
-        """run_id -> 'ecosystem/architecture/dataset'."""
-        runs = self.runs
-        return {run_id: f"{e}/{a}/{d}" for run_id, e, a, d in
-                zip(runs["run_id"], *(runs[c] for c in CONFIG_COLUMNS))}
+        """run_id -> 'ecosystem/architecture/dataset' (in an initialiser trial, '/initialiser'
+        after it: each initialiser's runs are a configuration of their own)."""
+        runs, arm = self.runs, self.initialiser_of_run
+        return {run_id: f"{e}/{a}/{d}" + (f"/{arm[run_id]}" if arm[run_id] else "")
+                for run_id, e, a, d in zip(runs["run_id"], *(runs[c] for c in CONFIG_COLUMNS))}
 
     @cached_property
     def block_runs(self) -> Frame:

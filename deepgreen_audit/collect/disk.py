@@ -86,10 +86,11 @@ def weight_items(plan: Plan, torchscript: bool = True) -> list[DiskItem]:
 
     counts = load_spec()["S1_model"]["trainable_parameters"]
     dtype = np.dtype(TENSOR_DTYPE)
-    exports = sorted({(j.architecture, j.classes, j.seed, Path(j.data_dir)) for j in plan.jobs})
+    exports = sorted({(j.architecture, j.classes, j.seed, Path(j.data_dir), j.initialiser)
+                      for j in plan.jobs})
     file_bytes = {key: _spare(dtype.itemsize * counts[key[0]][str(key[1])]) for key in exports}
     folder = weights_dir(plan.jobs[0].data_dir)
-    spans = {arch: sorted(counts[arch][str(c)] for a, c, _, _ in exports if a == arch)
+    spans = {arch: sorted(counts[arch][str(c)] for a, c, *_ in exports if a == arch)
              for arch in sorted({e[0] for e in exports})}
     parameters = ", ".join(f"{arch} {_millions(n[0])}" + (f"-{_millions(n[-1])}" if n[-1] != n[0] else "")
                            for arch, n in spans.items())
@@ -106,7 +107,7 @@ def weight_items(plan: Plan, torchscript: bool = True) -> list[DiskItem]:
     items = []
     for what, (path_of, how) in hows.items():
         missing = [key for key in exports
-                   if not path_of(Export.at(weights_dir(key[3]), *key[:3])).is_file()]
+                   if not path_of(Export.at(weights_dir(key[3]), *key[:3], key[4])).is_file()]
         items.append(DiskItem(what, "deepgreen data prepare", folder, sum(file_bytes.values()),
                               sum(file_bytes[key] for key in missing), how))
     return items

@@ -16,6 +16,7 @@ import hashlib
 import random
 import sys
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -35,6 +36,7 @@ from deepgreen_audit.spec import (
     recipe,
     scope_labels,
 )
+from deepgreen_audit.trial import CANONICAL_INITIALISER
 
 PLAN_KEYS = {"campaign", "master_seed", "run_timeout_s", "data_dir", "stacks", "stacks_from",
              "scope", "hosts"}
@@ -85,6 +87,9 @@ class Job:
     max_train_batches: int | None
     max_eval_batches: int | None
     recipe: dict = field(default_factory=dict, hash=False)
+    #: the initialiser its export is drawn with (S1_model.initialisers): the canonical one,
+    #: except in an initialiser trial (deepgreen_audit.trial), whose run ids name it
+    initialiser: str = CANONICAL_INITIALISER
 
     @property
     def classes(self) -> int:
@@ -173,7 +178,7 @@ def derive_seed(master_seed: int, run_id: str, attempt: int = 0) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def schedule(configs: list[tuple[str, str, str]], repetitions: int, master_seed: int):
+def schedule(configs: Sequence[tuple[str, ...]], repetitions: int, master_seed: int):
     """[(config, repetition)] in interleaved order: one shuffled round per repetition."""
     order: list = []
     for rep in range(1, repetitions + 1):
@@ -209,6 +214,7 @@ def load_plan(path: Path | None = None) -> Plan:
     design = _scoped_design(scope, spec, path)
     stacks = {eco: _stack(eco, table, spec, path)
               for eco, table in _stack_tables(data, path).items()}
+    _refuse_external_trial(design, stacks, path)
     data_dir = _in_checkout(data.get("data_dir", "data"), path, "data_dir")
     jobs = _jobs(design, campaign, master_seed, data_dir)
     hosts = _hosts(data.get("hosts", {}), path)
@@ -259,6 +265,8 @@ class _ScopedDesign:
     repetitions: int
     recipe: dict
     limits: dict
+    #: an initialiser trial's initialisers (empty: every run from the canonical export)
+    initialisers: tuple[str, ...] = ()
 
 
 def _scoped_design(scope: dict, spec: dict, path: Path) -> _ScopedDesign:
@@ -283,7 +291,34 @@ def _scoped_design(scope: dict, spec: dict, path: Path) -> _ScopedDesign:
     refuse_unknown([scope.get("schedule", SCHEDULES[0])], SCHEDULES, "a schedule", path=path,
                    field="scope.schedule", code="plan-error")
     limits = {k: _positive(scope, k, None, path, "scope.") for k in ("max_train_batches", "max_eval_batches")}
-    return _ScopedDesign(ecosystems, architectures, datasets, repetitions, run_recipe, limits)
+    return _ScopedDesign(ecosystems, architectures, datasets, repetitions, run_recipe, limits,
+                         _initialisers(scope, spec, path))
+
+
+def _initialisers(scope: dict, spec: dict, path: Path) -> tuple[str, ...]:
+    """An initialiser trial's initialisers, each one S1_model.initialisers describes."""
+    from deepgreen_audit.trial import known_initialisers, trial_initialisers
+
+    if "initialisers" not in scope:
+        return ()
+    values = scope["initialisers"]
+    if not isinstance(values, list) or not values or len(set(map(str, values))) != len(values):
+        raise UserError("must be a non-empty list of distinct initialisers", path=path,
+                        field="scope.initialisers", code="plan-error")
+    refuse_unknown(values, known_initialisers(spec), "an initialiser of S1_model.initialisers",
+                   path=path, field="scope.initialisers", code="plan-error")
+    return trial_initialisers(scope)
+
+
+def _refuse_external_trial(design: _ScopedDesign, stacks: dict[str, Stack], path: Path) -> None:
+    """An initialiser trial runs Python stacks only: the external stacks find their export by
+    architecture, classes and seed (the canonical file name), so they would load the
+    canonical weights whatever the trial's initialiser."""
+    external = [e for e in design.ecosystems if e in stacks and stacks[e].kind == "external"]
+    if design.initialisers and external:
+        raise UserError(f"an initialiser trial runs Python stacks only ({', '.join(external)} "
+                        "load(s) the canonical export by its file name, whatever the "
+                        "initialiser)", path=path, field="scope.ecosystems", code="plan-error")
 
 
 def _stack(eco: str, table: dict, spec: dict, path: Path) -> Stack:
@@ -320,13 +355,16 @@ def _stack(eco: str, table: dict, spec: dict, path: Path) -> Stack:
 
 def _jobs(design: _ScopedDesign, campaign: str, master_seed: int, data_dir: Path) -> list[Job]:
     """One job per run, in the interleaved schedule, each with a seed of its own (derived from
-    the master seed and the run id, drawn again on the rare collision)."""
-    configs = [(e, a, d) for e in design.ecosystems for a in design.architectures
-               for d in design.datasets]
+    the master seed and the run id, drawn again on the rare collision).  An initialiser trial
+    runs every configuration once per initialiser in each round, its run ids naming it."""
+    from deepgreen_audit.trial import run_id as trial_run_id
+
+    configs = [(e, a, d, i) for e in design.ecosystems for a in design.architectures
+               for d in design.datasets for i in (design.initialisers or ("",))]
     jobs, seeds = [], set()
-    for position, ((eco, arch, ds), rep) in enumerate(
+    for position, ((eco, arch, ds, init), rep) in enumerate(
             schedule(configs, design.repetitions, master_seed), 1):
-        run_id = f"{eco}.{arch}.{ds}.r{rep}"
+        run_id = trial_run_id(eco, arch, ds, rep, init)
         attempt, seed = 0, derive_seed(master_seed, run_id)
         while seed in seeds:
             attempt += 1
@@ -335,7 +373,8 @@ def _jobs(design: _ScopedDesign, campaign: str, master_seed: int, data_dir: Path
         jobs.append(Job(run_id=run_id, campaign=campaign, ecosystem=eco, architecture=arch,
                         dataset=ds, repetition=rep, seed=seed, schedule_position=position,
                         epochs=design.recipe["epochs"], data_dir=data_dir,
-                        recipe=dict(design.recipe), **design.limits))
+                        recipe=dict(design.recipe), **design.limits,
+                        initialiser=init or CANONICAL_INITIALISER))
     return jobs
 
 

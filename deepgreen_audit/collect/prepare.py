@@ -4,7 +4,8 @@ The Python stacks can derive the digits store and a missing weight export in
 memory (the same bytes, the same hashes); the non-Python stacks cannot, so a
 campaign is prepared once: for every job of the plan, the digits store (other
 datasets must have been converted from their archives), and the canonical
-export of (architecture, classes, seed) with its TorchScript module.
+export of (architecture, classes, seed) with its TorchScript module (in an
+initialiser trial, the export of each run's initialiser).
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ def prepare_plan(plan, torchscript: bool = True, progress=None) -> list[Path]:
                             f"'deepgreen data convert {dataset} ARCHIVE... --out {folder.parent}'",
                             path=folder, code="missing-input")
         written.append(folder)
-    exports = sorted({(j.architecture, j.classes, j.seed, Path(j.data_dir)) for j in plan.jobs})
-    for i, (arch, classes, seed, data_dir) in enumerate(exports, 1):
-        exp = weights.export(weights.weights_dir(data_dir), arch, classes, seed, torchscript=torchscript)
+    exports = sorted({(j.architecture, j.classes, j.seed, Path(j.data_dir), j.initialiser)
+                      for j in plan.jobs})
+    for i, (arch, classes, seed, data_dir, initialiser) in enumerate(exports, 1):
+        exp = weights.export(weights.weights_dir(data_dir), arch, classes, seed, torchscript=torchscript,
+                             initialiser=initialiser)
         written.append(exp.path)
         if progress:
             progress(i, len(exports), exp.path.name)

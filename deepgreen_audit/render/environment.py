@@ -61,8 +61,9 @@ def format_count(count: Count) -> str:
 
 
 def format_text(value: Text) -> str:
-    if value.kind == "labels":
-        names = [display(label) for label in value.value.split(";")]
+    if value.kind in ("labels", "cells"):
+        names = [" on ".join(display(part) for part in label.split("/"))
+                 for label in value.value.split(";")]
         return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     return display(value.value) if value.kind == "label" else latex_text(value.value)
 

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from deepgreen_audit.stacks import conventions as conv
+from deepgreen_audit.trial import CANONICAL_INITIALISER
 
 
 class LibTorchHooks(nn.Module):
@@ -156,6 +157,35 @@ def canonical_init_(model: nn.Module, generator: torch.Generator) -> None:
                 bound = module.in_features ** -0.5
                 nn.init.uniform_(module.weight, -bound, bound, generator=generator)
                 nn.init.uniform_(module.bias, -bound, bound, generator=generator)
+
+
+def glorot_init_(model: nn.Module, generator: torch.Generator) -> None:
+    """Keras's (TensorFlow's) default: Glorot uniform kernels of every convolution and linear
+    layer, U(-sqrt(6 / (fan_in + fan_out)), +sqrt(...)), biases 0; BatchNorm weight 1, bias 0."""
+    _fan_average_init_(model, generator, nn.init.xavier_uniform_)
+
+
+def xavier_init_(model: nn.Module, generator: torch.Generator) -> None:
+    """DL4J's WeightInit.XAVIER: Xavier normal kernels of every convolution and linear layer,
+    N(0, 2 / (fan_in + fan_out)), biases 0; BatchNorm weight 1, bias 0."""
+    _fan_average_init_(model, generator, nn.init.xavier_normal_)
+
+
+def _fan_average_init_(model: nn.Module, generator: torch.Generator, kernel_init) -> None:
+    """Kernels drawn by `kernel_init` from one seeded generator in module order, biases 0."""
+    for module in model.modules():
+        if isinstance(module, (nn.Conv2d, nn.Linear)):
+            kernel_init(module.weight, generator=generator)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.BatchNorm2d):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+
+#: The initialisers an export may be drawn with (S1_model.initialisers describes each; "he",
+#: torchvision's, is the canonical export's): what frameworks apply under one architecture name.
+INITIALISERS = {CANONICAL_INITIALISER: canonical_init_, "glorot": glorot_init_, "xavier": xavier_init_}
 
 
 def state(model: nn.Module) -> dict[str, torch.Tensor]:

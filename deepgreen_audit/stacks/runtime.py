@@ -73,7 +73,8 @@ class RunInputs:
 def run_inputs(job) -> RunInputs:
     """The run's pixels and its canonical initial weights (written on first use)."""
     store = data.ensure_store(job.data_dir, job.dataset)
-    tensors, sha = weights.ensure(job.data_dir, job.architecture, job.classes, job.seed)
+    tensors, sha = weights.ensure(job.data_dir, job.architecture, job.classes, job.seed,
+                                  job.initialiser)
     return RunInputs(store, tensors, sha)
 
 

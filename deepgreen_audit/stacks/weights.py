@@ -9,6 +9,12 @@ initialisers).  The SHA-256 of the safetensors file is what a run records as
 `models_torch.canonical_init_` from a seeded generator; every stack loads
 it (TensorFlow and Flax through `to_channels_last`), none re-initialises.
 
+The initialiser trial (collect/initialiser-trial.toml) draws the same way from
+another initialiser (`models_torch.INITIALISERS`: "glorot", "xavier"): its
+export is named ``<stem>-<initialiser>`` and its safetensors metadata and
+manifest name the initialiser, so its hash is its own; "he" is the canonical
+export itself (same file, same hash).
+
 Layout: convolution kernels OIHW (PyTorch) -> HWIO (TensorFlow, Flax); dense
 kernels [out, in] -> [in, out]; vectors unchanged.
 """
@@ -25,14 +31,19 @@ import numpy as np
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
 from deepgreen_audit.package.checksums import sha256_bytes, sha256_file
+from deepgreen_audit.trial import CANONICAL_INITIALISER
 
 FORMAT = "deepgreen-initial-weights/1"
 #: Every tensor of an export is float32, little-endian (its TorchScript module holds the same).
 TENSOR_DTYPE = "<f4"
 
 
-def export_stem(architecture: str, classes: int, seed: int) -> str:
-    return f"{architecture}-c{classes}-s{seed}"
+
+
+def export_stem(architecture: str, classes: int, seed: int,
+                initialiser: str = CANONICAL_INITIALISER) -> str:
+    stem = f"{architecture}-c{classes}-s{seed}"
+    return stem if initialiser == CANONICAL_INITIALISER else f"{stem}-{initialiser}"
 
 
 def weights_dir(data_dir: Path) -> Path:
@@ -48,32 +59,39 @@ class Export:
     torchscript_path: Path
 
     @classmethod
-    def at(cls, directory: Path, architecture: str, classes: int, seed: int) -> Export:
-        stem = Path(directory) / export_stem(architecture, classes, seed)
+    def at(cls, directory: Path, architecture: str, classes: int, seed: int,
+           initialiser: str = CANONICAL_INITIALISER) -> Export:
+        stem = Path(directory) / export_stem(architecture, classes, seed, initialiser)
         path = stem.with_suffix(".safetensors")
         return cls(path, stem.with_suffix(".manifest.json"), "", stem.with_suffix(".torchscript.pt"))
 
 
-def canonical_tensors(architecture: str, classes: int, seed: int) -> dict[str, np.ndarray]:
-    """Draw the canonical initial state (PyTorch layout) from `seed`."""
+def canonical_tensors(architecture: str, classes: int, seed: int,
+                      initialiser: str = CANONICAL_INITIALISER) -> dict[str, np.ndarray]:
+    """Draw the initial state (PyTorch layout) from `seed` with `initialiser` (default: the
+    canonical one)."""
     import torch
 
     from deepgreen_audit.stacks import models_torch
 
+    if initialiser not in models_torch.INITIALISERS:
+        raise UserError(f"no initialiser {initialiser!r} (known: "
+                        f"{', '.join(models_torch.INITIALISERS)})", code="bad-weights")
     model = models_torch.build(architecture, classes)
-    models_torch.canonical_init_(model, torch.Generator().manual_seed(int(seed)))
+    models_torch.INITIALISERS[initialiser](model, torch.Generator().manual_seed(int(seed)))
     return {k: v.numpy() for k, v in models_torch.state(model).items()}
 
 
 def manifest_for(tensors: dict[str, np.ndarray], architecture: str, classes: int, seed: int,
-                 file_sha256: str) -> dict:
-    from deepgreen_audit.stacks.models_torch import canonical_init_
+                 file_sha256: str, initialiser: str = CANONICAL_INITIALISER) -> dict:
+    from deepgreen_audit.stacks.models_torch import INITIALISERS
 
     trainable = sum(a.size for k, a in tensors.items() if not k.endswith(("running_mean", "running_var")))
     return {
         "format": FORMAT, "architecture": architecture, "classes": classes, "seed": seed,
         "layout": "PyTorch: conv OIHW, dense [out, in]; names as torchvision",
-        "initialisers": " ".join((canonical_init_.__doc__ or "").split()),
+        "initialiser": initialiser,
+        "initialisers": " ".join((INITIALISERS[initialiser].__doc__ or "").split()),
         "file_sha256": file_sha256, "trainable_parameters": int(trainable),
         "tensors": [{"name": k, "dtype": str(a.dtype), "shape": list(a.shape),
                      "sha256": sha256_bytes(np.ascontiguousarray(a).tobytes())}
@@ -98,22 +116,28 @@ def safetensors_bytes(tensors: dict[str, np.ndarray], metadata: dict[str, str]) 
     return len(text).to_bytes(8, "little") + text + b"".join(parts)
 
 
-def canonical_export_bytes(architecture: str, classes: int, seed: int) -> tuple[dict[str, np.ndarray], bytes]:
-    """The canonical tensors and the exact bytes of their safetensors file."""
-    tensors = canonical_tensors(architecture, classes, seed)
-    return tensors, safetensors_bytes(tensors, metadata={"format": FORMAT, "architecture": architecture,
-                                                         "classes": str(classes), "seed": str(seed)})
+def canonical_export_bytes(architecture: str, classes: int, seed: int,
+                           initialiser: str = CANONICAL_INITIALISER) -> tuple[dict[str, np.ndarray], bytes]:
+    """The tensors and the exact bytes of their safetensors file (the canonical export's
+    metadata names no initialiser, so its bytes and hash are those it always had)."""
+    tensors = canonical_tensors(architecture, classes, seed, initialiser)
+    metadata = {"format": FORMAT, "architecture": architecture, "classes": str(classes),
+                "seed": str(seed)}
+    if initialiser != CANONICAL_INITIALISER:
+        metadata["initialiser"] = initialiser
+    return tensors, safetensors_bytes(tensors, metadata=metadata)
 
 
-def export(directory: Path, architecture: str, classes: int, seed: int, torchscript: bool = True) -> Export:
+def export(directory: Path, architecture: str, classes: int, seed: int, torchscript: bool = True,
+           initialiser: str = CANONICAL_INITIALISER) -> Export:
     """Write the export (and, for the LibTorch stacks, its TorchScript module); idempotent."""
-    target = Export.at(directory, architecture, classes, seed)
+    target = Export.at(directory, architecture, classes, seed, initialiser)
     if target.path.is_file() and target.manifest_path.is_file() \
             and (target.torchscript_path.is_file() or not torchscript):
         return verified(target.path)
-    tensors, blob = canonical_export_bytes(architecture, classes, seed)
+    tensors, blob = canonical_export_bytes(architecture, classes, seed, initialiser)
     file_sha = sha256_bytes(blob)
-    manifest = manifest_for(tensors, architecture, classes, seed, file_sha)
+    manifest = manifest_for(tensors, architecture, classes, seed, file_sha, initialiser)
     Path(directory).mkdir(parents=True, exist_ok=True)
     atomic.write_bytes(target.path, blob)
     atomic.write_text(target.manifest_path, json.dumps(manifest, indent=1) + "\n")
@@ -189,13 +213,14 @@ def load(path: Path) -> tuple[dict[str, np.ndarray], str]:
     return tensors, exp.sha256
 
 
-def ensure(data_dir: Path, architecture: str, classes: int, seed: int) -> tuple[dict[str, np.ndarray], str]:
+def ensure(data_dir: Path, architecture: str, classes: int, seed: int,
+           initialiser: str = CANONICAL_INITIALISER) -> tuple[dict[str, np.ndarray], str]:
     """The run's export: read from <data_dir>/weights/ when prepared, else drawn in memory
     (the same bytes `export` would write, so the same SHA-256; nothing is written)."""
-    exp = Export.at(weights_dir(data_dir), architecture, classes, seed)
+    exp = Export.at(weights_dir(data_dir), architecture, classes, seed, initialiser)
     if exp.path.is_file():
         return load(exp.path)
-    tensors, blob = canonical_export_bytes(architecture, classes, seed)
+    tensors, blob = canonical_export_bytes(architecture, classes, seed, initialiser)
     return tensors, sha256_bytes(blob)
 
 

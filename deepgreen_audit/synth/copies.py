@@ -178,6 +178,9 @@ class Copies:
             self.seeds.append(values)
 
     def run_id(self, i: int, k: int) -> str:
+        """Copy k's id of drawn run i (copy 0: the drawn id, an initialiser trial's too)."""
+        if k == 0:
+            return self.runs[i].row[0]
         return f"{self.config[i]}.r{int(self.runs[i].row[self.col['repetition']]) + k * self.repetitions}"
 
     def describe(self) -> dict:

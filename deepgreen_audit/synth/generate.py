@@ -35,6 +35,7 @@ from deepgreen_audit.spec import (
 )
 from deepgreen_audit.synth.model import (
     CODECARBON_CONFIG_PLACEHOLDER,
+    TRIAL_COLLAPSE_SHARE,
     SynthModel,
     data_fingerprint_sha256,
     expected_config,
@@ -42,6 +43,7 @@ from deepgreen_audit.synth.model import (
     precision_policy_changed,
     sha256_text,
 )
+from deepgreen_audit.trial import CANONICAL_INITIALISER, known_initialisers, run_id as trial_run_id
 from deepgreen_audit.units import J_PER_KWH
 
 CAMPAIGN = "synthetic"
@@ -51,7 +53,8 @@ PHASES = phases()
 SLURM_ARRAY_JOB = 7001
 
 # Independent random streams: default_rng([seed, stream, ...]).
-_S_SCHEDULE, _S_TIME, _S_POWER, _S_COUNTERS, _S_CODECARBON, _S_CURVES, _S_SAMPLES = range(1, 8)
+_S_SCHEDULE, _S_TIME, _S_POWER, _S_COUNTERS, _S_CODECARBON, _S_CURVES, _S_SAMPLES, _S_TRIAL = \
+    range(1, 9)
 
 
 def _rng(seed: int, *keys: int) -> np.random.Generator:
@@ -153,6 +156,10 @@ class Campaign:
     keep: np.ndarray = field(default_factory=lambda: np.ones((0, 0), dtype=bool))
     samples: list[dict[str, np.ndarray]] = field(default_factory=list)
     sim: SimState | None = None     # set by the simulation
+    #: an initialiser trial's initialisers (empty: every run from the canonical export) and the
+    #: initialiser of each run ("" outside a trial)
+    initialisers: tuple[str, ...] = ()
+    run_initialiser: list[str] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -172,7 +179,20 @@ class Campaign:
 
     def run_id(self, i: int) -> str:
         eco, arch, ds = self.configs[self.run_config[i]]
-        return f"{eco}.{arch}.{ds}.r{int(self.run_rep[i])}"
+        return trial_run_id(eco, arch, ds, int(self.run_rep[i]),
+                            self.run_initialiser[i] if self.initialisers else None)
+
+    def collapsed(self) -> np.ndarray:
+        """(n,) True for a trial run whose training collapses: exactly round(share x runs) of
+        each initialiser's runs (`synth.model.TRIAL_COLLAPSE_SHARE`), drawn; none outside
+        a trial."""
+        out = np.zeros(self.n, dtype=bool)
+        rng = _rng(self.seed, _S_TRIAL)
+        for initialiser in self.initialisers:
+            runs = [i for i in range(self.n) if self.run_initialiser[i] == initialiser]
+            share = float(TRIAL_COLLAPSE_SHARE.get(initialiser, 0.0))
+            out[rng.choice(runs, size=int(round(share * len(runs))), replace=False)] = True
+        return out
 
     def config_id(self, c: int) -> str:
         return ".".join(self.configs[c])
@@ -210,7 +230,8 @@ def _select(override, allowed: list[str], kind: str) -> list[str]:
 
 
 def _plan(seed: int, model: SynthModel, ecosystems, architectures, datasets, repetitions,
-          epochs, batch_size=None, input_resolution_px=None, device=None) -> Campaign:
+          epochs, batch_size=None, input_resolution_px=None, device=None,
+          initialisers=None) -> Campaign:
     spec = load_spec()
     rec = recipe(spec)
     full = dict(rec)
@@ -235,17 +256,22 @@ def _plan(seed: int, model: SynthModel, ecosystems, architectures, datasets, rep
     model.check_labels(ecos, archs, dss)
     configs = [(e, a, d) for e in ecos for a in archs for d in dss]
     n_cfg = len(configs)
+    inits = _trial_initialisers(initialisers)
+    # one arm a configuration (and, in an initialiser trial, an initialiser): each round is a
+    # shuffled pass over the arms
+    n_arms = n_cfg * max(1, len(inits))
 
     rng = _rng(seed, _S_SCHEDULE)
-    order: list[int] = []
+    arms: list[int] = []
     rep_of: list[int] = []
     for r in range(reps):
-        perm = rng.permutation(n_cfg)
-        if order and n_cfg > 1 and perm[0] == order[-1]:
-            j = int(rng.integers(1, n_cfg))
+        perm = rng.permutation(n_arms)
+        if arms and n_arms > 1 and perm[0] == arms[-1]:
+            j = int(rng.integers(1, n_arms))
             perm[0], perm[j] = perm[j], perm[0]
-        order.extend(int(p) for p in perm)
-        rep_of.extend([r + 1] * n_cfg)
+        arms.extend(int(p) for p in perm)
+        rep_of.extend([r + 1] * n_arms)
+    order = [a // max(1, len(inits)) for a in arms]
     n = len(order)
     run_seed = rng.choice(2**31 - 1, size=n, replace=False).astype(np.int64)
     lo, hi = model.pid_step
@@ -262,7 +288,20 @@ def _plan(seed: int, model: SynthModel, ecosystems, architectures, datasets, rep
         run_seed=run_seed, run_pid=run_pid,
         phys_arch=[configs[c][1] for c in order], eval_fixed_s=np.full(n, np.nan),
         work_factor={phase: model.work_factor(phase, rec, full) for phase in PHASES},
-        on_cpu=np.full(n, device == "cpu"), device=device)
+        on_cpu=np.full(n, device == "cpu"), device=device, initialisers=inits,
+        run_initialiser=[inits[a % len(inits)] if inits else "" for a in arms])
+
+
+def _trial_initialisers(initialisers) -> tuple[str, ...]:
+    """A trial's initialisers, each one S1_model.initialisers describes (none: no trial)."""
+    if initialisers is None:
+        return ()
+    chosen = [initialisers] if isinstance(initialisers, str) else list(dict.fromkeys(initialisers))
+    refuse_unknown(chosen, known_initialisers(load_spec()), "an initialiser of S1_model.initialisers",
+                   code="user-error")
+    if not chosen:
+        raise UserError("no initialiser selected")
+    return tuple(chosen)
 
 
 def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
@@ -562,6 +601,8 @@ def _draw_curves(c: Campaign, lay: _Layout) -> _Curves:
     e = np.arange(1, E + 1, dtype=float)
     acc = (chance[:, None] + (final - chance)[:, None] * (1 - np.exp(-e / m.accuracy_tau_epochs))
            + m.epoch_accuracy_sigma * z_acc_ep)
+    collapsed = c.collapsed()
+    acc[collapsed] = chance[collapsed, None] + m.epoch_accuracy_sigma * z_acc_ep[collapsed]
     acc = np.clip(np.rint(np.clip(acc, 0, 1) * n_ev[:, None]) / n_ev[:, None], 0.0, 1.0) + 0.0
     decay = np.exp(-e / m.loss_tau_epochs)
     l0 = np.log(classes)
@@ -571,6 +612,7 @@ def _draw_curves(c: Campaign, lay: _Layout) -> _Curves:
     loss = np.empty((n, B))
     loss[:, 0::2] = (lf_tr[:, None] + (l0 - lf_tr)[:, None] * decay) * run_loss
     loss[:, 1::2] = (lf_ev[:, None] + (l0 - lf_ev)[:, None] * decay) * run_loss
+    loss[collapsed] = (l0[:, None] * run_loss)[collapsed]
     # Quantised like the other columns: vectorised exp differs in the last bit between CPUs
     # (SIMD paths), and the shipped package must be the same bytes on every machine.
     loss = np.round(loss, 6) + 0.0
@@ -662,7 +704,9 @@ def _run_columns(c: Campaign, lay: _Layout, sim: SimState) -> dict[str, list]:
                           for i in range(n)],
         "tf32_enabled": [tf32_allowed()] * n,
         "initial_weights_sha256": [initial_weights_sha256(labels[i][1], c.classes[ds[i]],
-                                                          int(c.run_seed[i])) for i in range(n)],
+                                                          int(c.run_seed[i]),
+                                                          c.run_initialiser[i] or CANONICAL_INITIALISER)
+                                   for i in range(n)],
         "data_fingerprint_sha256": [data_fingerprint_sha256(d, res) for d in ds],
         "slurm_job_id": [f"{SLURM_ARRAY_JOB}_{i}" for i in range(n)],
         "slurm_consumed_energy_j": sim.run_energy_j.tolist(),
@@ -896,14 +940,33 @@ def _truth(c: Campaign, defect_entries: dict, n_samples: int) -> dict:
                               "ram_power_w": m.codecarbon_ram_power_w},
         "placeholders": {
             "initial_weights_sha256": "sha256 of 'deepgreen-synthetic initial weights: "
-                                      "architecture=<a>; classes=<C>; seed=<seed>'",
+                                      "architecture=<a>; classes=<C>; seed=<seed>'" + (
+                                          " (a non-canonical initialiser's: '...; seed=<seed>; "
+                                          "initialiser=<i>')" if c.initialisers else ""),
             "data_fingerprint_sha256": "sha256 of 'deepgreen-synthetic data: dataset=<d>; "
                                        "resolution=<px>px'",
             "codecarbon_config_sha256": "sha256 of deepgreen_audit.synth.model."
                                         "CODECARBON_CONFIG_PLACEHOLDER",
         },
         "defects": defect_entries,
+        **_trial_truth(c),
     }
+
+
+def _trial_truth(c: Campaign) -> dict:
+    """An initialiser trial's planted collapses: per initialiser, its runs and which collapsed."""
+    if not c.initialisers:
+        return {}
+    collapsed = c.collapsed()
+    arms = {}
+    for initialiser in c.initialisers:
+        runs = [i for i in range(c.n) if c.run_initialiser[i] == initialiser]
+        arms[initialiser] = {"runs": len(runs),
+                             "collapsed": sorted(c.run_id(i) for i in runs if collapsed[i])}
+    return {"trial": {"initialisers": list(c.initialisers), "arms": arms,
+                      "collapse_share": {i: TRIAL_COLLAPSE_SHARE.get(i, 0.0) for i in c.initialisers},
+                      "collapse": "accuracy at chance + epoch noise, loss at ln(classes), every "
+                                  "epoch (deepgreen_audit.synth.model.TRIAL_COLLAPSE_SHARE)"}}
 
 
 # --- tables --------------------------------------------------------------
@@ -979,8 +1042,8 @@ def _meta(seed: int, defects: list[str], truth_sha: str, scope: dict) -> dict:
 
 
 #: The overrides of `generate` a campaign declares as its scope, in the order a plan lists them.
-SCOPE_OVERRIDES = ("ecosystems", "architectures", "datasets", "repetitions", "epochs",
-                   "batch_size", "input_resolution_px", "device")
+SCOPE_OVERRIDES = ("ecosystems", "architectures", "datasets", "initialisers", "repetitions",
+                   "epochs", "batch_size", "input_resolution_px", "device")
 
 
 def generate(seed: int | None = None, model: SynthModel = SynthModel(), *,
@@ -989,13 +1052,16 @@ def generate(seed: int | None = None, model: SynthModel = SynthModel(), *,
              repetitions: int | None = None, epochs: int | None = None,
              batch_size: int | None = None, input_resolution_px: int | None = None,
              device: str | None = None, reason: str | None = None,
-             schedule: str | None = None) -> SynthResult:
+             schedule: str | None = None,
+             initialisers: Sequence[str] | None = None) -> SynthResult:
     """Generate a synthetic campaign, deterministically from `seed` (by default the
     specification's master seed, S6_replication.master_seed).
 
     The overrides select a sub-campaign (labels must be in the experiment
     specification; batch size and input resolution change the time per sample, see the
-    model); by default the full campaign of the specification is drawn.  A campaign drawn
+    model); by default the full campaign of the specification is drawn; `initialisers` makes it
+    an initialiser trial, each configuration run once per initialiser in every round
+    (`deepgreen_audit.trial`), with the collapses the model plants per initialiser.  A campaign drawn
     with overrides declares them as its scope in the descriptor (with `reason`, why), as a
     collected campaign declares its plan's (and `schedule`, a calibration's, spec.SCHEDULES: its
     runs repeat one configuration by design).  `defects` names planted defects of
@@ -1012,9 +1078,9 @@ def generate(seed: int | None = None, model: SynthModel = SynthModel(), *,
     refuse_unknown(defects, list(DEFECTS), "a defect the generator plants", code="user-error")
     wanted = [d for d in DEFECTS if d in set(defects)]
     c = _plan(seed, model, ecosystems, architectures, datasets, repetitions, epochs,
-              batch_size, input_resolution_px, device)
+              batch_size, input_resolution_px, device, initialisers)
     given = {"ecosystems": ecosystems, "architectures": architectures, "datasets": datasets,
-             "repetitions": repetitions, "epochs": epochs, "batch_size": batch_size,
+             "initialisers": initialisers, "repetitions": repetitions, "epochs": epochs, "batch_size": batch_size,
              "input_resolution_px": input_resolution_px, "device": device}
     scope = {k: list(v) if isinstance(v, (list, tuple)) else v
              for k, v in given.items() if v is not None}

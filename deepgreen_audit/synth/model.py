@@ -155,7 +155,11 @@ run_accuracy_sigma * z_r``::
                        + epoch_accuracy_sigma * z_re
 
 quantised to whole samples (k / N_eval[d]) and clipped to [0, 1]; it is
-written on eval rows only (empty on train rows).  Mean loss decreases
+written on eval rows only (empty on train rows).  In an initialiser trial (a scope
+that names ``initialisers``) exactly ``round(TRIAL_COLLAPSE_SHARE[i] x runs)``
+of initialiser i's runs, drawn, *collapse*: their accuracy stays at
+``c + epoch_accuracy_sigma * z_re`` and their loss at ``ln(classes)`` (times the
+run's factor) in every epoch; the truth names them (``trial``).  Mean loss decreases
 strictly with the epoch::
 
     loss(e) = (L_f + (ln(classes) - L_f) * exp(-e / loss_tau_epochs)) * exp(run_loss_sigma * z_r)
@@ -190,6 +194,8 @@ Placeholders (documented, not measurements)
 
 * ``initial_weights_sha256`` is SHA-256 of the text
   ``"deepgreen-synthetic initial weights: architecture=<a>; classes=<C>; seed=<seed>"``
+  (in an initialiser trial, ``"; initialiser=<i>"`` after it for every initialiser but the
+  canonical one)
   and ``data_fingerprint_sha256`` SHA-256 of
   ``"deepgreen-synthetic data: dataset=<d>; resolution=<px>px"``: they stand
   for the hashes a real run records of the canonical weight export it
@@ -231,6 +237,7 @@ from pathlib import Path
 from deepgreen_audit.errors import UserError, refuse_unknown
 from deepgreen_audit.package.checksums import sha256_bytes
 from deepgreen_audit.spec import load_spec, read_toml
+from deepgreen_audit.trial import CANONICAL_INITIALISER
 
 
 def _measurement(key: str):
@@ -573,10 +580,20 @@ def sha256_text(text: str) -> str:
     return sha256_bytes(text.encode("utf-8"))
 
 
-def initial_weights_sha256(architecture: str, classes: int, seed: int) -> str:
-    """Placeholder for the hash of the canonical initial-weight export (see model docs)."""
+#: An initialiser trial's share of each initialiser's runs whose training collapses: exactly
+#: round(share x runs) of them, drawn; the shares of the counts the study reports (0, 2 and 4
+#: of 6).  Outside the model's parameters, so a campaign that is no trial draws (and records in
+#: its truth) what it always did; a trial's truth records them.
+TRIAL_COLLAPSE_SHARE = {"he": 0.0, "glorot": 2 / 6, "xavier": 4 / 6}
+
+
+def initial_weights_sha256(architecture: str, classes: int, seed: int,
+                           initialiser: str = CANONICAL_INITIALISER) -> str:
+    """Placeholder for the hash of the initial-weight export (see model docs): the canonical
+    one's, or in an initialiser trial the export drawn with `initialiser`."""
+    trial = "" if initialiser == CANONICAL_INITIALISER else f"; initialiser={initialiser}"
     return sha256_text(f"deepgreen-synthetic initial weights: architecture={architecture}; "
-                        f"classes={classes}; seed={seed}")
+                        f"classes={classes}; seed={seed}{trial}")
 
 
 def data_fingerprint_sha256(dataset: str, resolution_px: int) -> str:

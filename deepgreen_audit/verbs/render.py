@@ -18,7 +18,7 @@ def _notice(package) -> None:
 def _render(args) -> None:
     from deepgreen_audit.package.dispatch import check_verb
     from deepgreen_audit.render import render
-    from deepgreen_audit.render.build import default_pilot
+    from deepgreen_audit.render.build import default_initialiser_trial, default_pilot
 
     check_verb(args.package, args.verb)
     _notice(args.package)
@@ -28,11 +28,14 @@ def _render(args) -> None:
     pilot = args.pilot or default_pilot()
     if pilot:
         _notice(pilot)
+    trial = args.initialiser_trial or default_initialiser_trial()
+    if trial:
+        _notice(trial)
     compare = getattr(args, "compare", None)
     if compare:
         _notice(compare)
     report = render(args.package, Path(args.out) if args.out else None, pilot=pilot,
-                    compare=compare, calibration=calibration)
+                    compare=compare, calibration=calibration, initialiser_trial=trial)
     parts = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
     print(f"wrote {', '.join(f for f in report.files if not f.startswith('.'))} "
           f"to {report.out} ({parts})", flush=True)
@@ -60,13 +63,14 @@ def cmd_paper(args) -> int:
                         f"macro; first: {typed[0]}", path=manuscript, row=typed[0].line)
     if args.out:
         from deepgreen_audit.package.dispatch import check_verb
-        from deepgreen_audit.render.build import default_pilot
+        from deepgreen_audit.render.build import default_initialiser_trial, default_pilot
 
         check_verb(args.package, args.verb)
         _notice(args.package)
         pdf = build_paper(args.package, Path(args.out), pilot=args.pilot or default_pilot(),
                           compare=getattr(args, "compare", None),
-                          calibration=calibration_of(args.calibration, args.package))
+                          calibration=calibration_of(args.calibration, args.package),
+                          initialiser_trial=args.initialiser_trial or default_initialiser_trial())
     else:
         if not args.no_data:
             _render(args)
@@ -100,6 +104,15 @@ def _calibration_option(parser) -> None:
                              "calibration was collected)")
 
 
+def _initialiser_trial_option(parser) -> None:
+    parser.add_argument("--initialiser-trial", metavar="PKG",
+                        help="the initialiser-trial package (collect/initialiser-trial.toml) the "
+                             "paragraph on initialisers and collapses is rendered from (default: "
+                             "the checkout's initialiser-trial/ when it exists; otherwise the "
+                             "paragraph says that no trial package was given), e.g. "
+                             "--initialiser-trial initialiser-trial/")
+
+
 def _compare_option(parser) -> None:
     parser.add_argument("--compare", metavar="BASELINE",
                         help="also compare PKG with the package BASELINE ('deepgreen compare "
@@ -129,6 +142,7 @@ def register(verb) -> None:
                         "paper/generated under the current folder)")
     _pilot_option(p)
     _calibration_option(p)
+    _initialiser_trial_option(p)
     _compare_option(p)
 
     p = verb("paper", cmd_paper, "render the package and build the PDF (latexmk)",
@@ -145,6 +159,7 @@ def register(verb) -> None:
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
     _pilot_option(p)
     _calibration_option(p)
+    _initialiser_trial_option(p)
     _compare_option(p)
     p.add_argument("--no-data", action="store_true",
                    help="compile only, from the files already in paper/generated")

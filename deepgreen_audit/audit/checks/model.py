@@ -28,13 +28,16 @@ def architectures(ctx: AuditContext) -> Outcome:
 @check("S1.initial-weights", "S1", table="runs")
 def initial_weights(ctx: AuditContext) -> Outcome:
     """Every run records the SHA-256 of the canonical initial-weight export it loaded, and
-    runs of different (architecture, classes) never share one export."""
+    runs of different (architecture, classes) never share one export; in an initialiser
+    trial, neither do runs of different initialisers (each drew its own export)."""
     runs = ctx.runs
     unhashed = runs.missing("initial_weights_sha256")
     classes = ctx.spec["S3_data"]["classes"]
+    arm = ctx.initialiser_of_run
     # a run without an architecture has no shape (and shares no export)
-    shape = np.array([None if arch is None else f"{arch}/{classes.get(ds)}"
-                      for arch, ds in zip(runs["architecture"], runs["dataset"])], dtype=object)
+    shape = np.array([None if arch is None else f"{arch}/{classes.get(ds)}/{arm[r]}"
+                      for r, arch, ds in zip(runs["run_id"], runs["architecture"], runs["dataset"])],
+                     dtype=object)
     exports = Groups(runs["initial_weights_sha256"])
     shared = exports.spread(exports.nunique(shape)) > 1
     problems = []
@@ -42,7 +45,7 @@ def initial_weights(ctx: AuditContext) -> Outcome:
         problems.append(f"{int(unhashed.sum())} run(s) record no initial-weight hash")
     if shared.any():
         problems.append(f"{int(shared.sum())} run(s) share one export across different "
-                        "(architecture, classes)")
+                        "(architecture, classes" + (", initialiser)" if ctx.initialisers else ")"))
     if problems:
         return Outcome.failed("; ".join(problems), rows=int(unhashed.sum() + shared.sum()),
                               unrecorded=int(unhashed.sum()),

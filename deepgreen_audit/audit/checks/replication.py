@@ -33,30 +33,39 @@ from deepgreen_audit.suite.registry import NotApplicable, Outcome, Skip, check
 
 @check("S6.completeness-runs", "S6", table="runs")
 def completeness_runs(ctx: AuditContext) -> Outcome:
-    """Every configuration (each ecosystem x architecture x dataset present in the package)
-    has every repetition 1..R of S6, once, completed; rows_affected counts missing,
-    duplicate, surplus and failed runs."""
+    """Every configuration (each ecosystem x architecture x dataset present in the package;
+    in an initialiser trial, x each initialiser its scope names) has every repetition 1..R of
+    S6, once, completed; rows_affected counts missing, duplicate, surplus and failed runs."""
     runs = ctx.runs
     reps = int(ctx.spec["S6_replication"]["repetitions"])
     levels = [sorted(set(runs[c])) for c in CONFIG_COLUMNS]
-    expected = {(*cfg, r) for cfg in itertools.product(*levels) for r in range(1, reps + 1)}
+    arms = list(ctx.initialisers or ("",))
+    expected = {(*cfg, arm, r) for cfg in itertools.product(*levels) for arm in arms
+                for r in range(1, reps + 1)}
+    arm_of = ctx.initialiser_of_run
     # a repetition is a float of the integer column: it hashes and compares as the integer
-    seen = Counter(zip(*(runs[c] for c in CONFIG_COLUMNS), runs["repetition"]))
+    seen = Counter(zip(*(runs[c] for c in CONFIG_COLUMNS), (arm_of[r] for r in runs["run_id"]),
+                       runs["repetition"]))
     missing_runs = expected - set(seen)
     duplicate = sum(n - 1 for n in seen.values() if n > 1)
     surplus = sum(n for k, n in seen.items() if k not in expected)
     failed = int((runs["status"] != "completed").sum())
     bad = len(missing_runs) + duplicate + surplus + failed
     n_cfg = int(np.prod([len(x) for x in levels]))
+    design = f"{n_cfg} configurations x " + (f"{len(arms)} initialisers x " if ctx.initialisers
+                                               else "") + f"{reps} repetitions"
     if bad:
-        names = [*CONFIG_COLUMNS, "repetition"]
+        names = [*CONFIG_COLUMNS, "initialiser", "repetition"]
         rows = sorted(missing_runs)
-        return Outcome.failed(f"{n_cfg} configurations x {reps} repetitions: {len(missing_runs)} "
-                              f"missing, {duplicate} duplicate, {surplus} beyond repetition "
-                              f"{reps}, {failed} failed", rows=bad,
-                              details=evidence(Frame.of(
-                                  {name: [row[i] for row in rows] for i, name in enumerate(names)})))
-    return Outcome.passed(f"{n_cfg} configurations x {reps} repetitions, all completed")
+        columns = {name: [row[i] for row in rows] for i, name in enumerate(names)}
+        if not ctx.initialisers:
+            del columns["initialiser"]
+        beyond = f"beyond repetition {reps}" + (" or the trial's initialisers"
+                                                 if ctx.initialisers else "")
+        return Outcome.failed(f"{design}: {len(missing_runs)} missing, {duplicate} duplicate, "
+                              f"{surplus} {beyond}, {failed} failed", rows=bad,
+                              details=evidence(Frame.of(columns)))
+    return Outcome.passed(f"{design}, all completed")
 
 
 @check("S6.completeness-blocks", "S6", table="blocks")
