@@ -222,6 +222,25 @@ RECIPE_SECTIONS = {
 }
 
 
+#: The values of S3_data.contrast_cell (the study's S7) a contrast package's runs must record,
+#: by the runs column that records each.
+CONTRAST_CELL_COLUMNS = {"dataset": "dataset", "input_resolution_px": "input_resolution_px",
+                         "batch_size": "batch_size"}
+
+
+def contrast_cell(spec: dict | None = None) -> dict:
+    """The study's declared contrast cell (S7): its dataset, input resolution and batch size."""
+    spec = spec or load_spec()
+    return dict(spec["S3_data"]["contrast_cell"])
+
+
+def declares_contrast_cell(scope: dict | None, spec: dict | None = None) -> bool:
+    """Whether a campaign's declared scope is the contrast cell's: it names the contrast
+    cell's dataset, which belongs to no other part of the design (collect/contrast.toml)."""
+    datasets = (scope or {}).get("datasets")
+    return isinstance(datasets, list) and contrast_cell(spec)["dataset"] in datasets
+
+
 def section_ids(spec: dict | None = None) -> list[str]:
     """The section keys S1_model ... S6_replication, in order."""
     spec = spec or load_spec()

@@ -1,4 +1,5 @@
-"""Audit checks, one module per group (integrity, S1 ... S6, sources, the manuscript)."""
+"""Audit checks, one module per group (integrity, S1 ... S6, S7 the contrast cell,
+sources, the manuscript)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from deepgreen_audit.suite.registry import Check, registered_checks
 def audit_checks() -> list[Check[AuditContext]]:
     """Every check of the suite `audit`, in the order its report lists them."""
     from deepgreen_audit.audit.checks import (
+        contrast,
         integrity,
         manuscript,
         measurement,
@@ -20,4 +22,4 @@ def audit_checks() -> list[Check[AuditContext]]:
     )
 
     return registered_checks("audit", (integrity, model, training, recipe, measurement,
-                                       replication, sources, manuscript), AuditContext)
+                                       replication, contrast, sources, manuscript), AuditContext)
