@@ -46,6 +46,7 @@ def test_render_writes_numbers_tables_and_figures(small, tmp_path):
     assert set(report.seconds) == {"read", "analysis", "audit", "numbers", "pilot", "tables",
                                    "figures"}
     assert "No measured pilot package" in (tmp_path / "gen" / "pilot.tex").read_text()
+    assert "No contrast package accompanies" in (tmp_path / "gen" / "contrast.tex").read_text()
     numbers = (tmp_path / "gen" / "numbers.tex").read_text()
     macros = re.findall(r"^\\newcommand\{\\([A-Za-z]+)\}\{(.*)\}$", numbers, re.M)
     assert len(macros) == len({m for m, _ in macros}) > 60

@@ -32,6 +32,7 @@ import numpy as np
 
 import deepgreen_audit
 from deepgreen_audit.analysis import Design, Results, analyse, load_tables
+from deepgreen_audit.analysis import contrast as contrast_cell
 from deepgreen_audit.analysis.pilot import analyse_pilot
 from deepgreen_audit.analysis.scope import narrowings
 from deepgreen_audit.audit.driver import audit
@@ -128,11 +129,20 @@ def default_pilot() -> Path | None:
     return path if path and path.is_file() else None
 
 
+def default_contrast() -> Path | None:
+    """The checkout's contrast package (S7), when it ships one (contrast/datapackage.json)."""
+    root = checkout()
+    path = root / "contrast" / "datapackage.json" if root else None
+    return path if path and path.is_file() else None
+
+
 def render(location, out: Path | None = None, design: Design | None = None,
-           template_dir: Path | None = None, pilot=None, compare=None) -> RenderReport:
+           template_dir: Path | None = None, pilot=None, compare=None,
+           contrast=None) -> RenderReport:
     """Render numbers.tex, the tables and the figures of the package at `location`, the
     pilot section from the pilot package at `pilot` (None: the section says there is none),
-    and, with `compare` (a baseline package), the comparison of the package with it
+    the contrast cell's paragraph from the contrast package at `contrast` (its numbers as
+    Contrast... macros; None: the paragraph says none was given), and, with `compare` (a baseline package), the comparison of the package with it
     (deepgreen_audit.compare: its macros in numbers.tex, comparison.tex, fig-comparison.pdf).
 
     Arithmetic that overflows or divides by zero gives inf or NaN silently: every value the
@@ -140,11 +150,11 @@ def render(location, out: Path | None = None, design: Design | None = None,
     numpy's warnings would only print beside that one-line error."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _render(location, out, design, template_dir, pilot, compare)
+        return _render(location, out, design, template_dir, pilot, compare, contrast)
 
 
 def _render(location, out: Path | None, design: Design | None, template_dir: Path | None,
-            pilot, compare=None) -> RenderReport:
+            pilot, compare=None, contrast=None) -> RenderReport:
     out = Path(out) if out is not None else default_out()
     _check_output_folder(out)
     env = make_environment(template_dir or project_file("paper", "templates"))
@@ -177,6 +187,14 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
         report.seconds["compare"] = time.perf_counter() - clock
     add_comparison_numbers(results, comparison)
 
+    contrast_header = contrasted = None
+    if contrast:
+        clock = time.perf_counter()
+        contrast_header = verified_package_header(Package.open(contrast))
+        contrasted = contrast_cell.analyse_contrast(contrast)
+        report.seconds["contrast"] = time.perf_counter() - clock
+    contrast_cell.add_numbers(results, contrasted)
+
     outputs: dict[str, bytes] = {".gitignore": GITIGNORE.encode()}
     clock = time.perf_counter()
     outputs["numbers.tex"] = numbers_tex(env, results, header).encode("utf-8")
@@ -189,6 +207,8 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     clock = time.perf_counter()
     outputs["pilot.tex"] = pilot_tex(env, pilot).encode("utf-8")
     report.seconds["pilot"] = time.perf_counter() - clock
+    outputs["contrast.tex"] = render_template(env, "contrast.tex.j2", {
+        **contrast_cell.paragraph_context(contrasted, results), "header": contrast_header}).encode("utf-8")
     outputs["comparison.tex"] = render_template(env, "comparison.tex.j2",
                                                 section_context(comparison)).encode("utf-8")
     if comparison is not None:
@@ -209,7 +229,8 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     report.seconds["figures"] = time.perf_counter() - clock
 
     inputs = package.input_paths() + (Package.open(pilot).input_paths() if pilot else []) \
-        + (Package.open(compare).input_paths() if compare else [])
+        + (Package.open(compare).input_paths() if compare else []) \
+        + (Package.open(contrast).input_paths() if contrast else [])
     with StagedDirectory(out, overwrite=True, inputs=inputs) as staged:
         for name, data in outputs.items():
             (staged.path / name).write_bytes(data)
@@ -300,7 +321,7 @@ def check_paper_out(out: Path) -> None:
                         "new folder", path=out, code="output-exists")
 
 
-def build_paper(location, out: Path, pilot=None, compare=None) -> Path:
+def build_paper(location, out: Path, pilot=None, compare=None, contrast=None) -> Path:
     """Render the package at `location` and build its PDF into the folder `out`: out/paper.pdf
     and out/generated/ (the numbers, tables and figures it was built from).  The manuscript
     is compiled in a scratch copy of paper/, so neither the checkout's paper/generated nor an
@@ -311,7 +332,7 @@ def build_paper(location, out: Path, pilot=None, compare=None) -> Path:
     with tempfile.TemporaryDirectory(prefix="deepgreen-paper.") as scratch:
         work = Path(scratch)
         shutil.copyfile(manuscript, work / "paper.tex")
-        render(location, work / "generated", pilot=pilot, compare=compare)
+        render(location, work / "generated", pilot=pilot, compare=compare, contrast=contrast)
         pdf = build_pdf(work)
         inputs = Package.open(location).input_paths()
         with StagedDirectory(out, overwrite=True, inputs=inputs) as staged:

@@ -18,18 +18,21 @@ def _notice(package) -> None:
 def _render(args) -> None:
     from deepgreen_audit.package.dispatch import check_verb
     from deepgreen_audit.render import render
-    from deepgreen_audit.render.build import default_pilot
+    from deepgreen_audit.render.build import default_contrast, default_pilot
 
     check_verb(args.package, args.verb)
     _notice(args.package)
     pilot = args.pilot or default_pilot()
     if pilot:
         _notice(pilot)
+    contrast = args.contrast or default_contrast()
+    if contrast:
+        _notice(contrast)
     compare = getattr(args, "compare", None)
     if compare:
         _notice(compare)
     report = render(args.package, Path(args.out) if args.out else None, pilot=pilot,
-                    compare=compare)
+                    compare=compare, contrast=contrast)
     parts = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
     print(f"wrote {', '.join(f for f in report.files if not f.startswith('.'))} "
           f"to {report.out} ({parts})", flush=True)
@@ -57,12 +60,13 @@ def cmd_paper(args) -> int:
                         f"macro; first: {typed[0]}", path=manuscript, row=typed[0].line)
     if args.out:
         from deepgreen_audit.package.dispatch import check_verb
-        from deepgreen_audit.render.build import default_pilot
+        from deepgreen_audit.render.build import default_contrast, default_pilot
 
         check_verb(args.package, args.verb)
         _notice(args.package)
         pdf = build_paper(args.package, Path(args.out), pilot=args.pilot or default_pilot(),
-                          compare=getattr(args, "compare", None))
+                          compare=getattr(args, "compare", None),
+                          contrast=args.contrast or default_contrast())
     else:
         if not args.no_data:
             _render(args)
@@ -76,6 +80,14 @@ def _pilot_option(parser) -> None:
                         help="the measured pilot package the pilot section is rendered from "
                              "(default: the checkout's pilot/ when it exists; otherwise the "
                              "section says that no pilot has been collected)")
+
+
+def _contrast_option(parser) -> None:
+    parser.add_argument("--contrast", metavar="PKG",
+                        help="the contrast package (S7, collect/contrast.toml) the contrast "
+                             "cell's paragraph is rendered from, beside the main campaign "
+                             "(default: the checkout's contrast/ when it exists; otherwise the "
+                             "paragraph says that no contrast package was given)")
 
 
 def _compare_option(parser) -> None:
@@ -106,6 +118,7 @@ def register(verb) -> None:
                         "paper/paper.tex inputs; when deepgreen is installed from a wheel, "
                         "paper/generated under the current folder)")
     _pilot_option(p)
+    _contrast_option(p)
     _compare_option(p)
 
     p = verb("paper", cmd_paper, "render the package and build the PDF (latexmk)",
@@ -121,6 +134,7 @@ def register(verb) -> None:
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
     _pilot_option(p)
+    _contrast_option(p)
     _compare_option(p)
     p.add_argument("--no-data", action="store_true",
                    help="compile only, from the files already in paper/generated")
