@@ -20,7 +20,7 @@ import numpy as np
 
 from deepgreen_audit.analysis.data import Design, load_tables
 from deepgreen_audit.analysis.results import Results, analyse
-from deepgreen_audit.analysis.values import Number, Range, Text
+from deepgreen_audit.analysis.values import Count, NotMeasured, Number, Range, Text
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.spec import CONTRAST_CELL_COLUMNS, contrast_cell, declares_contrast_cell, load_spec, scoped
 
@@ -108,9 +108,9 @@ def _of_contrast(value):
     """`value` described as the contrast package's."""
     if isinstance(value, Range):
         return Range(_of_contrast(value.low), _of_contrast(value.high), "contrast cell: " + value.description)
-    if isinstance(value, (Number, Text)) or dataclasses.is_dataclass(value):
+    if isinstance(value, (Number, Text, Count, NotMeasured)):
         return dataclasses.replace(value, description="contrast cell: " + value.description)
-    return value
+    raise TypeError(f"a value of {type(value).__name__} cannot be quoted from the contrast package")
 
 
 def paragraph_context(contrast: Contrast | None, main: Results) -> dict:

@@ -32,7 +32,7 @@ import numpy as np
 
 import deepgreen_audit
 from deepgreen_audit.analysis import Design, Results, analyse, load_tables
-from deepgreen_audit.analysis import contrast as contrast_cell
+from deepgreen_audit.analysis.contrast import add_numbers as add_contrast_numbers, analyse_contrast, paragraph_context
 from deepgreen_audit.analysis.pilot import analyse_pilot
 from deepgreen_audit.analysis.scope import narrowings
 from deepgreen_audit.audit.driver import audit
@@ -142,7 +142,8 @@ def render(location, out: Path | None = None, design: Design | None = None,
     """Render numbers.tex, the tables and the figures of the package at `location`, the
     pilot section from the pilot package at `pilot` (None: the section says there is none),
     the contrast cell's paragraph from the contrast package at `contrast` (its numbers as
-    Contrast... macros; None: the paragraph says none was given), and, with `compare` (a baseline package), the comparison of the package with it
+    Contrast... macros; None: the paragraph says none was given), and, with `compare` (a
+    baseline package), the comparison of the package with it
     (deepgreen_audit.compare: its macros in numbers.tex, comparison.tex, fig-comparison.pdf).
 
     Arithmetic that overflows or divides by zero gives inf or NaN silently: every value the
@@ -191,9 +192,9 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     if contrast:
         clock = time.perf_counter()
         contrast_header = verified_package_header(Package.open(contrast))
-        contrasted = contrast_cell.analyse_contrast(contrast)
+        contrasted = analyse_contrast(contrast)
         report.seconds["contrast"] = time.perf_counter() - clock
-    contrast_cell.add_numbers(results, contrasted)
+    add_contrast_numbers(results, contrasted)
 
     outputs: dict[str, bytes] = {".gitignore": GITIGNORE.encode()}
     clock = time.perf_counter()
@@ -208,7 +209,7 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     outputs["pilot.tex"] = pilot_tex(env, pilot).encode("utf-8")
     report.seconds["pilot"] = time.perf_counter() - clock
     outputs["contrast.tex"] = render_template(env, "contrast.tex.j2", {
-        **contrast_cell.paragraph_context(contrasted, results), "header": contrast_header}).encode("utf-8")
+        **paragraph_context(contrasted, results), "header": contrast_header}).encode("utf-8")
     outputs["comparison.tex"] = render_template(env, "comparison.tex.j2",
                                                 section_context(comparison)).encode("utf-8")
     if comparison is not None:
