@@ -381,8 +381,9 @@ def to_markdown(spec: dict | None = None) -> str:
              "do not edit by hand. -->", "",
              "The one machine-readable source is `collect/experiment.toml`. The stacks, the "
              "campaign plan, the synthetic generator and the audit read their values from it; "
-             "`deepgreen audit` enforces sections S1-S6 with the tolerances in `[audit]` "
-             "(see docs/audit.md for what each check means).", ""]
+             "`deepgreen audit` enforces sections S1-S6 with the tolerances in `[audit]`, and "
+             "S7, the contrast cell (`S3_data.contrast_cell`), on a package whose declared "
+             "scope names its dataset (see docs/audit.md for what each check means).", ""]
     lines += ["| section | title |", "|---|---|"]
     for key in section_ids(spec):
         lines.append(f"| {short_section(key)} | {spec[key].get('title', key)} |")

@@ -110,7 +110,11 @@ def register(verb) -> None:
               ("deepgreen synth --out baseline/ --precision-change python-tensorflow=0.32",
                "a baseline whose TensorFlow allowed TF32"),
               ("deepgreen render --compare baseline/ --out generated/",
-               "and the section comparing the shipped package with it")])
+               "and the section comparing the shipped package with it"),
+              ("deepgreen synth --plan collect/contrast.toml --out my-contrast/",
+               "a synthetic contrast cell (S7), as contrast/ ships one"),
+              ("deepgreen render --contrast my-contrast/ --out generated/",
+               "its paragraph beside the shipped package's numbers")])
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
     p.add_argument("--out", metavar="DIR",
