@@ -223,9 +223,8 @@ RECIPE_SECTIONS = {
 
 
 #: The values of S3_data.contrast_cell (the study's S7) a contrast package's runs must record,
-#: by the runs column that records each.
-CONTRAST_CELL_COLUMNS = {"dataset": "dataset", "input_resolution_px": "input_resolution_px",
-                         "batch_size": "batch_size"}
+#: each in the runs column of its name.
+CONTRAST_CELL_KEYS = ("dataset", "input_resolution_px", "batch_size")
 
 
 def contrast_cell(spec: dict | None = None) -> dict:

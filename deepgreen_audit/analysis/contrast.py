@@ -22,7 +22,7 @@ from deepgreen_audit.analysis.data import Design, load_tables
 from deepgreen_audit.analysis.results import Results, analyse
 from deepgreen_audit.analysis.values import Count, NotMeasured, Number, Range, Text
 from deepgreen_audit.package.descriptor import Package
-from deepgreen_audit.spec import CONTRAST_CELL_COLUMNS, contrast_cell, declares_contrast_cell, load_spec, scoped
+from deepgreen_audit.spec import CONTRAST_CELL_KEYS, contrast_cell, declares_contrast_cell, load_spec, scoped
 
 #: The prefix of the contrast package's macros in numbers.tex.
 PREFIX = "Contrast"
@@ -65,9 +65,9 @@ def analyse_contrast(location) -> Contrast:
     measured = package.descriptor.get("measured")
     results = analyse(tables, Design.from_spec(spec), spec, measured if isinstance(measured, dict) else None)
     cell = contrast_cell(spec)
-    runs = package.table("runs").select(list(CONTRAST_CELL_COLUMNS.values())).to_pandas()
-    recorded = {key: _values(runs[column]) for key, column in CONTRAST_CELL_COLUMNS.items()}
-    conforms = all(bool((runs[column] == cell[key]).all()) for key, column in CONTRAST_CELL_COLUMNS.items())
+    runs = package.table("runs").select(list(CONTRAST_CELL_KEYS)).to_pandas()
+    recorded = {key: _values(runs[key]) for key in CONTRAST_CELL_KEYS}
+    conforms = all(bool((runs[key] == cell[key]).all()) for key in CONTRAST_CELL_KEYS)
     descriptor = package.descriptor
     return Contrast(title=str(descriptor.get("title", descriptor.get("name", ""))),
                     synthetic=package.synthetic, is_cell=declares_contrast_cell(scope, spec) and conforms,

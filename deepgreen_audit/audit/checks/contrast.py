@@ -15,7 +15,7 @@ import numpy as np
 from deepgreen_audit.audit.context import AuditContext
 from deepgreen_audit.columnar.evidence import describe_counts, evidence
 from deepgreen_audit.columnar.frame import Frame, cell_text, factorize, seconds
-from deepgreen_audit.spec import CONTRAST_CELL_COLUMNS, contrast_cell, declared_device, declares_contrast_cell
+from deepgreen_audit.spec import CONTRAST_CELL_KEYS, contrast_cell, declared_device, declares_contrast_cell
 from deepgreen_audit.suite.registry import NotApplicable, Outcome, check
 
 #: The samples column the cell's utilisation findings read on each declared device.
@@ -59,20 +59,20 @@ def contrast_runs(ctx: AuditContext) -> Outcome:
     runs = ctx.runs
     bad = np.zeros(len(runs), dtype=bool)
     problems = []
-    for key, column in CONTRAST_CELL_COLUMNS.items():
+    for column in CONTRAST_CELL_KEYS:
         missing = runs.missing(column)
-        differs = ~missing & np.asarray(runs[column] != cell[key], dtype=bool)
+        differs = ~missing & np.asarray(runs[column] != cell[column], dtype=bool)
         if differs.any():
             whole = column in runs.integer
             problems.append(f"{column} differs in {int(differs.sum())} ("
                             + describe_counts([cell_text(v, whole) for v in runs[column][differs]])
-                            + f"; S7 {cell[key]})")
+                            + f"; S7 {cell[column]})")
         if missing.any():
             problems.append(f"{column} not recorded in {int(missing.sum())}")
         bad |= differs | missing
     if bad.any():
         return Outcome.failed("; ".join(problems), rows=int(bad.sum()), details=evidence(
-            runs.take(bad).select(["run_id", "ecosystem", *CONTRAST_CELL_COLUMNS.values()])))
+            runs.take(bad).select(["run_id", "ecosystem", *CONTRAST_CELL_KEYS])))
     return Outcome.passed(f"all {len(runs):,} runs ran {cell['dataset']} at "
                           f"{cell['input_resolution_px']} px in batches of {cell['batch_size']}")
 
