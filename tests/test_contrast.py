@@ -172,6 +172,7 @@ def test_the_paragraph_of_the_shipped_contrast_says_it_is_synthetic(conforming, 
     assert r"The contrast package (\ContrastTitle{}) is synthetic" in paragraph
     assert "The study's declared contrast cell (S7) is a campaign of its own" in paragraph
     assert r"against \GpuUtilTrainPct{} in the main campaign" in paragraph
+    assert r"(lowest:" in paragraph     # six ecosystems: the lowest and highest are named
     assert r"\SpreadTrain{} over all ecosystems and \ControlSpreadTrain{}" in paragraph
     numbers = (tmp_path / "gen" / "numbers.tex").read_text()
     assert r"\newcommand{\ContrastRunsTotal}{\num{60}~runs}" in numbers

@@ -125,8 +125,16 @@ def paragraph_context(contrast: Contrast | None, main: Results) -> dict:
     return {"contrast": {
         "synthetic": contrast.synthetic, "is_cell": contrast.is_cell,
         "utilisation": word, "device": {"Gpu": "GPU", "Cpu": "CPU"}.get(word or ""),
+        "extremes": word is not None and _extremes_differ(contrast.results, word),
         "main_utilisation": word is not None and main_word == word,
         "control": bool(mine.get("ControlGroup")),
         "main_control": bool(mine.get("ControlGroup") and theirs.get("ControlGroup")),
         "same_quantity": contrast.results.column == main.column,
         "flags": {name: bool(mine.get(name)) for name in FLAGS}}}
+
+
+def _extremes_differ(results: Results, word: str) -> bool:
+    """Whether the lowest and the highest median utilisation belong to different ecosystems
+    (with one ecosystem, or a tie, the paragraph names none)."""
+    low, high = (results.values.get(f"{word}UtilTrain{end}Ecosystem") for end in ("Min", "Max"))
+    return low is not None and high is not None and low.value != high.value
