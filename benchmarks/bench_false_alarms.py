@@ -31,7 +31,8 @@ def main() -> None:
             pkg = Path(tmp) / "pkg"
             write_synthetic(pkg, seed=seed)
             report = audit(pkg)
-        raised = [f for f in report.findings if f.status != "pass"]
+        # a check that does not apply to a full campaign (S7: the contrast cell's) is no alarm
+        raised = [f for f in report.findings if f.status != "pass" and f.basis != "not applicable"]
         campaigns_with_alarm += bool(raised)
         alarms.update(f"{f.id} ({f.status})" for f in raised)
         print(f"seed {seed:>4}: {report.counts['pass']} pass, {report.counts['fail']} fail, "

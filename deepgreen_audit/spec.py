@@ -245,6 +245,24 @@ RECIPE_SECTIONS = {
 }
 
 
+#: The values of S3_data.contrast_cell (the study's S7) a contrast package's runs must record,
+#: each in the runs column of its name.
+CONTRAST_CELL_KEYS = ("dataset", "input_resolution_px", "batch_size")
+
+
+def contrast_cell(spec: dict | None = None) -> dict:
+    """The study's declared contrast cell (S7): its dataset, input resolution and batch size."""
+    spec = spec or load_spec()
+    return dict(spec["S3_data"]["contrast_cell"])
+
+
+def declares_contrast_cell(scope: dict | None, spec: dict | None = None) -> bool:
+    """Whether a campaign's declared scope is the contrast cell's: it names the contrast
+    cell's dataset, which belongs to no other part of the design (collect/contrast.toml)."""
+    datasets = (scope or {}).get("datasets")
+    return isinstance(datasets, list) and contrast_cell(spec)["dataset"] in datasets
+
+
 def section_ids(spec: dict | None = None) -> list[str]:
     """The section keys S1_model ... S6_replication, in order."""
     spec = spec or load_spec()
@@ -385,8 +403,9 @@ def to_markdown(spec: dict | None = None) -> str:
              "do not edit by hand. -->", "",
              "The one machine-readable source is `collect/experiment.toml`. The stacks, the "
              "campaign plan, the synthetic generator and the audit read their values from it; "
-             "`deepgreen audit` enforces sections S1-S6 with the tolerances in `[audit]` "
-             "(see docs/audit.md for what each check means).", ""]
+             "`deepgreen audit` enforces sections S1-S6 with the tolerances in `[audit]`, and "
+             "S7, the contrast cell (`S3_data.contrast_cell`), on a package whose declared "
+             "scope names its dataset (see docs/audit.md for what each check means).", ""]
     lines += ["| section | title |", "|---|---|"]
     for key in section_ids(spec):
         lines.append(f"| {short_section(key)} | {spec[key].get('title', key)} |")

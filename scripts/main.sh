@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up, then run the main job on the shipped package (./datapackage.json, tables in replication/):
 # validate its integrity, audit it against the experiment specification, regenerate
-# paper/generated/ (numbers.tex, tables, figures) and build paper/build/paper.pdf (with the
-# initialiser trial's paragraph from initialiser-trial/, which `deepgreen paper` reads by default).
+# paper/generated/ (numbers.tex, tables, figures) and build paper/build/paper.pdf; the contrast
+# cell's package (contrast/), the between-window calibration (calibration/) and the initialiser
+# trial (initialiser-trial/) are validated and audited too, and the paper renders their paragraphs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -19,6 +20,12 @@ if [ -f pilot/datapackage.json ]; then
   $DG validate pilot
   # its failed checks are the pilot's findings (exit 1), not the job's failure; 2 or 70 is
   $DG audit pilot || [ $? -eq 1 ]
+fi
+if [ -f contrast/datapackage.json ]; then
+  echo
+  echo "== the contrast cell (contrast/, S7): validate, and audit against S7 and its declared scope"
+  $DG validate contrast
+  $DG audit contrast --strict
 fi
 if [ -f calibration/datapackage.json ]; then
   echo

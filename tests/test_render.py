@@ -49,6 +49,7 @@ def test_render_writes_numbers_tables_and_figures(small, tmp_path):
     assert "No between-window calibration was collected" in \
         (tmp_path / "gen" / "calibration.tex").read_text()
     assert "No initialiser-trial package was given" in (tmp_path / "gen" / "trial.tex").read_text()
+    assert "No contrast package accompanies" in (tmp_path / "gen" / "contrast.tex").read_text()
     numbers = (tmp_path / "gen" / "numbers.tex").read_text()
     macros = re.findall(r"^\\newcommand\{\\([A-Za-z]+)\}\{(.*)\}$", numbers, re.M)
     assert len(macros) == len({m for m, _ in macros}) > 60

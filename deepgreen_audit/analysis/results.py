@@ -79,6 +79,10 @@ class Results:
             raise ValueError(f"macro {name} defined twice")
         self.values[name] = value
 
+    def adopt(self, name: str, value) -> None:
+        """A value computed by another package's analysis (the contrast cell's), quoted here."""
+        self._put(name, value)
+
     def number(self, name: str, value: float, decimals: int, description: str,
                unit: str | None = None) -> None:
         _require(name, value, description)

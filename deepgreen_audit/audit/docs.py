@@ -62,7 +62,8 @@ deepgreen_audit/columnar/frame.py; the audit imports no pandas), the specificati
 
 SECTION_TITLES = {"integrity": "Integrity", "S1": "S1 Model", "S2": "S2 Optimisation",
                   "S3": "S3 Data pipeline", "S4": "S4 Backend", "S5": "S5 Measurement",
-                  "S6": "S6 Replication", "source": "Sources and built artefacts"}
+                  "S6": "S6 Replication", "S7": "S7 Contrast cell (S3_data.contrast_cell)",
+                  "source": "Sources and built artefacts"}
 
 
 def to_markdown() -> str:

@@ -33,6 +33,7 @@ import numpy as np
 import deepgreen_audit
 from deepgreen_audit.analysis import Design, Results, analyse, load_tables
 from deepgreen_audit.analysis.calibration import analyse_calibration, template_context
+from deepgreen_audit.analysis.contrast import add_numbers as add_contrast_numbers, analyse_contrast, paragraph_context
 from deepgreen_audit.analysis.pilot import analyse_pilot
 from deepgreen_audit.analysis.scope import narrowings
 from deepgreen_audit.analysis.trial import analyse_trial
@@ -145,17 +146,25 @@ def default_initialiser_trial() -> Path | None:
     return path if path and path.is_file() else None
 
 
+def default_contrast() -> Path | None:
+    """The checkout's contrast package (S7), when it ships one (contrast/datapackage.json)."""
+    root = checkout()
+    path = root / "contrast" / "datapackage.json" if root else None
+    return path if path and path.is_file() else None
+
+
 def render(location, out: Path | None = None, design: Design | None = None,
            template_dir: Path | None = None, pilot=None, compare=None,
-           calibration=None, initialiser_trial=None) -> RenderReport:
+           calibration=None, initialiser_trial=None, contrast=None) -> RenderReport:
     """Render numbers.tex, the tables and the figures of the package at `location`, the
     pilot section from the pilot package at `pilot` (None: the section says there is none),
-    the limitation on runs outside the interleaved window bounded by the calibration package at
-    `calibration` (None: the paragraph says none was collected),
-    and, with `compare` (a baseline package), the comparison of the package with it
-    (deepgreen_audit.compare: its macros in numbers.tex, comparison.tex, fig-comparison.pdf),
-    and the initialiser trial's paragraph from the trial package at `initialiser_trial` (None:
-    the paragraph says none was given).
+    the contrast cell's paragraph from the contrast package at `contrast` (its numbers as
+    Contrast... macros; None: the paragraph says none was given), the limitation on runs
+    outside the interleaved window bounded by the calibration package at `calibration` (None:
+    the paragraph says none was collected), and, with `compare` (a baseline package), the
+    comparison of the package with it (deepgreen_audit.compare: its macros in numbers.tex,
+    comparison.tex, fig-comparison.pdf), and the initialiser trial's paragraph from the trial
+    package at `initialiser_trial` (None: the paragraph says none was given).
 
     Arithmetic that overflows or divides by zero gives inf or NaN silently: every value the
     templates print is refused by name when it is not finite (`environment.finalize`), so
@@ -163,11 +172,12 @@ def render(location, out: Path | None = None, design: Design | None = None,
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return _render(location, out, design, template_dir, pilot, compare, calibration,
-                       initialiser_trial)
+                       initialiser_trial, contrast)
 
 
 def _render(location, out: Path | None, design: Design | None, template_dir: Path | None,
-            pilot, compare=None, calibration=None, initialiser_trial=None) -> RenderReport:
+            pilot, compare=None, calibration=None, initialiser_trial=None,
+            contrast=None) -> RenderReport:
     out = Path(out) if out is not None else default_out()
     _check_output_folder(out)
     env = make_environment(template_dir or project_file("paper", "templates"))
@@ -201,6 +211,14 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
         report.seconds["compare"] = time.perf_counter() - clock
     add_comparison_numbers(results, comparison)
 
+    contrast_header = contrasted = None
+    if contrast:
+        clock = time.perf_counter()
+        contrast_header = verified_package_header(Package.open(contrast))
+        contrasted = analyse_contrast(contrast)
+        report.seconds["contrast"] = time.perf_counter() - clock
+    add_contrast_numbers(results, contrasted)
+
     outputs: dict[str, bytes] = {".gitignore": GITIGNORE.encode()}
     clock = time.perf_counter()
     outputs["numbers.tex"] = numbers_tex(env, results, header).encode("utf-8")
@@ -219,6 +237,8 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     clock = time.perf_counter()
     outputs["trial.tex"] = trial_tex(env, initialiser_trial).encode("utf-8")
     report.seconds["trial"] = time.perf_counter() - clock
+    outputs["contrast.tex"] = render_template(env, "contrast.tex.j2", {
+        **paragraph_context(contrasted, results), "header": contrast_header}).encode("utf-8")
     outputs["comparison.tex"] = render_template(env, "comparison.tex.j2",
                                                 section_context(comparison)).encode("utf-8")
     if comparison is not None:
@@ -241,7 +261,8 @@ def _render(location, out: Path | None, design: Design | None, template_dir: Pat
     inputs = package.input_paths() + (Package.open(pilot).input_paths() if pilot else []) \
         + (Package.open(compare).input_paths() if compare else []) \
         + (Package.open(calibration).input_paths() if calibration else []) \
-        + (Package.open(initialiser_trial).input_paths() if initialiser_trial else [])
+        + (Package.open(initialiser_trial).input_paths() if initialiser_trial else []) \
+        + (Package.open(contrast).input_paths() if contrast else [])
     with StagedDirectory(out, overwrite=True, inputs=inputs) as staged:
         for name, data in outputs.items():
             (staged.path / name).write_bytes(data)
@@ -362,7 +383,7 @@ def check_paper_out(out: Path) -> None:
 
 
 def build_paper(location, out: Path, pilot=None, compare=None, calibration=None,
-                initialiser_trial=None) -> Path:
+                initialiser_trial=None, contrast=None) -> Path:
     """Render the package at `location` and build its PDF into the folder `out`: out/paper.pdf
     and out/generated/ (the numbers, tables and figures it was built from).  The manuscript
     is compiled in a scratch copy of paper/, so neither the checkout's paper/generated nor an
@@ -374,7 +395,7 @@ def build_paper(location, out: Path, pilot=None, compare=None, calibration=None,
         work = Path(scratch)
         shutil.copyfile(manuscript, work / "paper.tex")
         render(location, work / "generated", pilot=pilot, compare=compare, calibration=calibration,
-               initialiser_trial=initialiser_trial)
+               initialiser_trial=initialiser_trial, contrast=contrast)
         pdf = build_pdf(work)
         inputs = Package.open(location).input_paths()
         with StagedDirectory(out, overwrite=True, inputs=inputs) as staged:

@@ -1,7 +1,8 @@
 """The defect-class table: the audit's check registry as a catalogue, with this package's verdict.
 
 Each *defect class* is a section of the audit suite (`deepgreen_audit.suite.registry.SUITES`):
-package integrity, the six sections S1-S6 of the experiment specification, and the
+package integrity, the six sections S1-S6 of the experiment specification, S7 (the contrast
+cell, a part of S3), and the
 sources and manuscript.  For each, the table lists the registered checks that find its
 defects and whether the audit of the rendered package found any (a check that failed or
 warned), skipped any, or found none.  The audit runs inside `render`, on the very package
@@ -20,6 +21,9 @@ from deepgreen_audit.suite.registry import SUITES
 
 #: Titles of the audit sections that are not sections of the specification.
 SECTION_TITLES = {"integrity": "Package integrity", "source": "Sources and manuscript"}
+#: Titles of the audit sections that are parts of a specification section (S7: the contrast
+#: cell, S3_data.contrast_cell), labelled like a section.
+PART_TITLES = {"S7": "Contrast cell"}
 #: The check whose verdict the paper quotes beside Slurm's campaign-level energy.
 SLURM_CHECK = "S5.slurm-energy"
 #: How the text reads a finding's status.
@@ -31,7 +35,7 @@ def section_title(section: str, spec: dict) -> str:
     for key, value in spec.items():
         if short_section(key) == section and isinstance(value, dict):
             return str(value.get("title", section))
-    return SECTION_TITLES.get(section, section)
+    return SECTION_TITLES.get(section, PART_TITLES.get(section, section))
 
 
 def section_label(section: str) -> str:

@@ -40,7 +40,7 @@ from deepgreen_audit.report import NOT_APPLICABLE, NOT_VERIFIED, SEVERITIES, Fin
 
 #: The suites, each with the sections its checks can belong to.
 SUITES: dict[str, tuple[str, ...]] = {
-    "audit": ("integrity", "S1", "S2", "S3", "S4", "S5", "S6", "source"),
+    "audit": ("integrity", "S1", "S2", "S3", "S4", "S5", "S6", "S7", "source"),
     "parity": ("S1", "S2", "S3", "S6"),
     "api-audit": ("S5",),
     "preflight": ("host", "counter", "version", "stack"),

@@ -18,7 +18,7 @@ def _notice(package) -> None:
 def _render(args) -> None:
     from deepgreen_audit.package.dispatch import check_verb
     from deepgreen_audit.render import render
-    from deepgreen_audit.render.build import default_initialiser_trial, default_pilot
+    from deepgreen_audit.render.build import default_contrast, default_initialiser_trial, default_pilot
 
     check_verb(args.package, args.verb)
     _notice(args.package)
@@ -31,11 +31,15 @@ def _render(args) -> None:
     trial = args.initialiser_trial or default_initialiser_trial()
     if trial:
         _notice(trial)
+    contrast = args.contrast or default_contrast()
+    if contrast:
+        _notice(contrast)
     compare = getattr(args, "compare", None)
     if compare:
         _notice(compare)
     report = render(args.package, Path(args.out) if args.out else None, pilot=pilot,
-                    compare=compare, calibration=calibration, initialiser_trial=trial)
+                    compare=compare, calibration=calibration, initialiser_trial=trial,
+                    contrast=contrast)
     parts = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
     print(f"wrote {', '.join(f for f in report.files if not f.startswith('.'))} "
           f"to {report.out} ({parts})", flush=True)
@@ -63,14 +67,15 @@ def cmd_paper(args) -> int:
                         f"macro; first: {typed[0]}", path=manuscript, row=typed[0].line)
     if args.out:
         from deepgreen_audit.package.dispatch import check_verb
-        from deepgreen_audit.render.build import default_initialiser_trial, default_pilot
+        from deepgreen_audit.render.build import default_contrast, default_initialiser_trial, default_pilot
 
         check_verb(args.package, args.verb)
         _notice(args.package)
         pdf = build_paper(args.package, Path(args.out), pilot=args.pilot or default_pilot(),
                           compare=getattr(args, "compare", None),
                           calibration=calibration_of(args.calibration, args.package),
-                          initialiser_trial=args.initialiser_trial or default_initialiser_trial())
+                          initialiser_trial=args.initialiser_trial or default_initialiser_trial(),
+                          contrast=args.contrast or default_contrast())
     else:
         if not args.no_data:
             _render(args)
@@ -113,6 +118,14 @@ def _initialiser_trial_option(parser) -> None:
                              "--initialiser-trial initialiser-trial/")
 
 
+def _contrast_option(parser) -> None:
+    parser.add_argument("--contrast", metavar="PKG",
+                        help="the contrast package (S7, collect/contrast.toml) the contrast "
+                             "cell's paragraph is rendered from, beside the main campaign "
+                             "(default: the checkout's contrast/ when it exists; otherwise the "
+                             "paragraph says that no contrast package was given)")
+
+
 def _compare_option(parser) -> None:
     parser.add_argument("--compare", metavar="BASELINE",
                         help="also compare PKG with the package BASELINE ('deepgreen compare "
@@ -133,7 +146,11 @@ def register(verb) -> None:
               ("deepgreen synth --out baseline/ --precision-change python-tensorflow=0.32",
                "a baseline whose TensorFlow allowed TF32"),
               ("deepgreen render --compare baseline/ --out generated/",
-               "and the section comparing the shipped package with it")])
+               "and the section comparing the shipped package with it"),
+              ("deepgreen synth --plan collect/contrast.toml --out my-contrast/",
+               "a synthetic contrast cell (S7), as contrast/ ships one"),
+              ("deepgreen render --contrast my-contrast/ --out generated/",
+               "its paragraph beside the shipped package's numbers")])
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
     p.add_argument("--out", metavar="DIR",
@@ -143,6 +160,7 @@ def register(verb) -> None:
     _pilot_option(p)
     _calibration_option(p)
     _initialiser_trial_option(p)
+    _contrast_option(p)
     _compare_option(p)
 
     p = verb("paper", cmd_paper, "render the package and build the PDF (latexmk)",
@@ -160,6 +178,7 @@ def register(verb) -> None:
     _pilot_option(p)
     _calibration_option(p)
     _initialiser_trial_option(p)
+    _contrast_option(p)
     _compare_option(p)
     p.add_argument("--no-data", action="store_true",
                    help="compile only, from the files already in paper/generated")

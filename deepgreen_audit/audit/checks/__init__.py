@@ -1,4 +1,5 @@
-"""Audit checks, one module per group (integrity, S1 ... S6, sources, the manuscript)."""
+"""Audit checks, one module per group (integrity, S1 ... S6, S7 the contrast cell,
+sources, the manuscript)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ def audit_checks() -> list[Check[AuditContext]]:
     """Every check of the suite `audit`, in the order its report lists them."""
     from deepgreen_audit.audit.checks import (
         calibration,
+        contrast,
         integrity,
         manuscript,
         measurement,
@@ -21,4 +23,5 @@ def audit_checks() -> list[Check[AuditContext]]:
     )
 
     return registered_checks("audit", (integrity, model, training, recipe, measurement,
-                                       replication, calibration, sources, manuscript), AuditContext)
+                                       replication, calibration, contrast, sources, manuscript),
+                           AuditContext)
