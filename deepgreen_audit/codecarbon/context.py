@@ -223,8 +223,9 @@ class LogContext:
 
     def _load_model_reading(self, row, power_w: float, energy_kwh: float,
                             how: str) -> tuple[str, str]:
-        """A 3.x CPU power that varies, judged by the run's energy over its duration (the power
-        column is 3.x's unweighted mean of its readings, start()'s near-empty one included): at
+        """A 3.x CPU power that varies, judged by the run's energy over its duration (from 3.1.2
+        the power column is the unweighted mean of its readings, start()'s near-empty one
+        included; before, the last reading): at
         the load model's floor or ceiling for a guessed TDP it is the model, outside the two
         a counter; between, the log cannot tell (`how` gains the reason)."""
         if row["major"] is None or row["major"] < 3:

@@ -352,8 +352,10 @@ def guessed_tdp(cpu_model, cpu_count) -> tuple[float, str] | None:
 
 def load_model_reading(mean_w: float, power_w: float, cpu_model, cpu_count,
                        tolerance: float) -> LoadModelReading | None:
-    """A run's CPU energy over its duration (`mean_w`) and its power column (`power_w`, 3.x's
-    unweighted mean of its readings), PUE divided out, against CodeCarbon 3.x's load model with
+    """A run's CPU energy over its duration (`mean_w`) and its power column (`power_w`: from
+    3.1.2 the unweighted mean of its readings, before that its last reading; a reading either
+    way), PUE divided out, against CodeCarbon 3.x's load model (3.0: linear in the load, from
+    3.1 cubic; both between the same floor and ceiling) with
     a guessed TDP, whose every reading lies between its floor (0.1 x TDP, idle) and ceiling
     (the TDP, every logical CPU busy).  A power column outside the two is a counter's; an energy
     at the floor or the ceiling within `tolerance`, beside a power column within the two, only
