@@ -242,7 +242,14 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(tiny_package, tmp_path, monk
 
 def test_a_read_only_target_is_one_line_and_leaves_nothing(tree, tmp_path, monkeypatch, capsys):
     out = tmp_path / "pkg-out"
-    monkeypatch.setattr(atomic.tempfile, "mkdtemp", _fail_with(errno.EROFS))
+    make_folder = os.mkdir
+
+    def staging_refused(path, *args, **kwargs):   # the file system refuses the staging folder
+        if str(path).endswith(atomic.STAGED_SUFFIX):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        return make_folder(path, *args, **kwargs)
+
+    monkeypatch.setattr(atomic.os, "mkdir", staging_refused)
     assert main(["flatten", str(tree), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "Read-only file system" in err.splitlines()[-1]

@@ -325,9 +325,14 @@ class StagedDirectory:
         try:
             clean_leftovers(self.target)
             check_output(self.target, self.overwrite)
-            staged = tempfile.mkdtemp(prefix=f".{self.target.name}.", suffix=STAGED_SUFFIX,
-                                      dir=self.target.parent)
-            os.chmod(staged, 0o777 & ~_umask())  # mkdtemp's 0700 would outlive the rename
+            while staged is None:
+                # named before it is made: a signal that lands as it appears finds it named,
+                # so the clean-up below removes it (mkdtemp names it only on its return)
+                staged = _staging_name(self.target)
+                try:
+                    os.mkdir(staged)   # 0777 less the umask, as any folder the writer makes
+                except FileExistsError:
+                    staged = None      # another writer's: try another name
             self.path = Path(staged)
         except BaseException as exc:
             if staged is not None:
@@ -371,6 +376,11 @@ class StagedDirectory:
             raise write_error(self.target, exc) from None
         if old is not None:
             _remove(old)
+
+
+def _staging_name(target: Path) -> str:
+    """A name beside `target` to build it under: `.<name>.<random>.staged`."""
+    return os.path.join(target.parent, f".{target.name}.{os.urandom(4).hex()}{STAGED_SUFFIX}")
 
 
 def _remove(path: Path) -> None:
