@@ -15,31 +15,29 @@ def _notice(package) -> None:
         print(notice, flush=True)
 
 
+def _companions(args) -> dict[str, Path | str | None]:
+    """The packages rendered beside PKG (render's and build_paper's keyword arguments): each
+    one given, else the checkout's default, each announced as PKG is (a synthetic one says so)."""
+    from deepgreen_audit.render.build import default_contrast, default_initialiser_trial, default_pilot
+
+    found = {"pilot": args.pilot or default_pilot(),
+             "calibration": calibration_of(args.calibration, args.package),
+             "initialiser_trial": args.initialiser_trial or default_initialiser_trial(),
+             "contrast": args.contrast or default_contrast(),
+             "compare": args.compare}
+    for package in found.values():
+        if package:
+            _notice(package)
+    return found
+
+
 def _render(args) -> None:
     from deepgreen_audit.package.dispatch import check_verb
     from deepgreen_audit.render import render
-    from deepgreen_audit.render.build import default_contrast, default_initialiser_trial, default_pilot
 
     check_verb(args.package, args.verb)
     _notice(args.package)
-    calibration = calibration_of(args.calibration, args.package)
-    if calibration:
-        _notice(calibration)
-    pilot = args.pilot or default_pilot()
-    if pilot:
-        _notice(pilot)
-    trial = args.initialiser_trial or default_initialiser_trial()
-    if trial:
-        _notice(trial)
-    contrast = args.contrast or default_contrast()
-    if contrast:
-        _notice(contrast)
-    compare = getattr(args, "compare", None)
-    if compare:
-        _notice(compare)
-    report = render(args.package, Path(args.out) if args.out else None, pilot=pilot,
-                    compare=compare, calibration=calibration, initialiser_trial=trial,
-                    contrast=contrast)
+    report = render(args.package, Path(args.out) if args.out else None, **_companions(args))
     parts = ", ".join(f"{k} {v:.2f} s" for k, v in report.seconds.items())
     print(f"wrote {', '.join(f for f in report.files if not f.startswith('.'))} "
           f"to {report.out} ({parts})", flush=True)
@@ -67,28 +65,16 @@ def cmd_paper(args) -> int:
                         f"macro; first: {typed[0]}", path=manuscript, row=typed[0].line)
     if args.out:
         from deepgreen_audit.package.dispatch import check_verb
-        from deepgreen_audit.render.build import default_contrast, default_initialiser_trial, default_pilot
 
         check_verb(args.package, args.verb)
         _notice(args.package)
-        pdf = build_paper(args.package, Path(args.out), pilot=args.pilot or default_pilot(),
-                          compare=getattr(args, "compare", None),
-                          calibration=calibration_of(args.calibration, args.package),
-                          initialiser_trial=args.initialiser_trial or default_initialiser_trial(),
-                          contrast=args.contrast or default_contrast())
+        pdf = build_paper(args.package, Path(args.out), **_companions(args))
     else:
         if not args.no_data:
             _render(args)
         pdf = build_pdf(paper_dir())
     print(f"wrote {pdf}", flush=True)
     return 0
-
-
-def _pilot_option(parser) -> None:
-    parser.add_argument("--pilot", metavar="PKG",
-                        help="the measured pilot package the pilot section is rendered from "
-                             "(default: the checkout's pilot/ when it exists; otherwise the "
-                             "section says that no pilot has been collected)")
 
 
 def calibration_of(given: str | None, package) -> Path | None:
@@ -100,33 +86,29 @@ def calibration_of(given: str | None, package) -> Path | None:
     return given_calibration(given, package) if given else default_calibration(package)
 
 
-def _calibration_option(parser) -> None:
+def _companion_options(parser) -> None:
+    """The options naming the packages rendered beside PKG (`_companions`)."""
+    parser.add_argument("--pilot", metavar="PKG",
+                        help="the measured pilot package the pilot section is rendered from "
+                             "(default: the checkout's pilot/ when it exists; otherwise the "
+                             "section says that no pilot has been collected)")
     parser.add_argument("--calibration", metavar="CAL",
                         help="the between-window calibration package (collect/calibration.toml) "
                              "that bounds the runs outside PKG's interleaved window in the "
                              "Limitations (default: the checkout's calibration/ when PKG is the "
                              "shipped package and it exists; otherwise the paragraph says that no "
                              "calibration was collected)")
-
-
-def _initialiser_trial_option(parser) -> None:
     parser.add_argument("--initialiser-trial", metavar="PKG",
                         help="the initialiser-trial package (collect/initialiser-trial.toml) the "
                              "paragraph on initialisers and collapses is rendered from (default: "
                              "the checkout's initialiser-trial/ when it exists; otherwise the "
                              "paragraph says that no trial package was given), e.g. "
                              "--initialiser-trial initialiser-trial/")
-
-
-def _contrast_option(parser) -> None:
     parser.add_argument("--contrast", metavar="PKG",
                         help="the contrast package (S7, collect/contrast.toml) the contrast "
                              "cell's paragraph is rendered from, beside the main campaign "
                              "(default: the checkout's contrast/ when it exists; otherwise the "
                              "paragraph says that no contrast package was given)")
-
-
-def _compare_option(parser) -> None:
     parser.add_argument("--compare", metavar="BASELINE",
                         help="also compare PKG with the package BASELINE ('deepgreen compare "
                              "BASELINE PKG') and render the paper's comparison section from it "
@@ -148,7 +130,7 @@ def register(verb) -> None:
               ("deepgreen render --compare baseline/ --out generated/",
                "and the section comparing the shipped package with it"),
               ("deepgreen synth --plan collect/contrast.toml --out my-contrast/",
-               "a synthetic contrast cell (S7), as contrast/ ships one"),
+               "a synthetic contrast cell (S7), as set-up draws into contrast/"),
               ("deepgreen render --contrast my-contrast/ --out generated/",
                "its paragraph beside the shipped package's numbers")])
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
@@ -157,11 +139,7 @@ def register(verb) -> None:
                    help="folder to write (default: the checkout's paper/generated, which "
                         "paper/paper.tex inputs; when deepgreen is installed from a wheel, "
                         "paper/generated under the current folder)")
-    _pilot_option(p)
-    _calibration_option(p)
-    _initialiser_trial_option(p)
-    _contrast_option(p)
-    _compare_option(p)
+    _companion_options(p)
 
     p = verb("paper", cmd_paper, "render the package and build the PDF (latexmk)",
              "Check that the results text of paper/paper.tex types no number, run 'render' on "
@@ -175,11 +153,7 @@ def register(verb) -> None:
                "the shipped package's PDF in a folder of its own: my-paper/paper.pdf")])
     p.add_argument("package", nargs="?", default="datapackage.json", metavar="PKG",
                    help="package folder or its datapackage.json (default: ./datapackage.json)")
-    _pilot_option(p)
-    _calibration_option(p)
-    _initialiser_trial_option(p)
-    _contrast_option(p)
-    _compare_option(p)
+    _companion_options(p)
     p.add_argument("--no-data", action="store_true",
                    help="compile only, from the files already in paper/generated")
     p.add_argument("--out", metavar="DIR",
