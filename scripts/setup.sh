@@ -106,6 +106,14 @@ if [ "$ACCELERATOR" = "cuda" ]; then
   .venv/bin/python -m deepgreen_audit.collect.environments --install
 fi
 
+# The synthetic contrast cell (S7): drawn here from collect/contrast.toml and its seed (byte for
+# byte the same package each time, in about a second) rather than tracked, as its 1 Hz samples
+# are 23 MB.  A contrast/ already there (a measured one flattened into it) is never replaced.
+if [ ! -e contrast/datapackage.json ]; then
+  echo "setup: drawing the synthetic contrast cell into contrast/ (deepgreen synth --plan collect/contrast.toml)"
+  .venv/bin/deepgreen synth --plan collect/contrast.toml --out contrast > /dev/null
+fi
+
 # The stacks that are compiled before they run; incremental, and a stack whose build tools
 # are missing is skipped with a note naming them.
 if [ "${DEEPGREEN_SKIP_STACK_BUILDS:-0}" != "1" ]; then
