@@ -18,6 +18,7 @@ from deepgreen_audit.audit import audit
 from deepgreen_audit.collect.plan import write_scoped_plan
 from deepgreen_audit.package.schema import TABLES
 from deepgreen_audit.render.build import default_contrast, render
+from deepgreen_audit.safe import latex_text
 from deepgreen_audit.spec import contrast_cell, declares_contrast_cell, load_spec
 from deepgreen_audit.synth import write_synthetic
 from package_edits import rehash
@@ -177,3 +178,35 @@ def test_the_paragraph_of_the_shipped_contrast_says_it_is_synthetic(conforming, 
     numbers = (tmp_path / "gen" / "numbers.tex").read_text()
     assert r"\newcommand{\ContrastRunsTotal}{\num{60}~runs}" in numbers
     assert r"\newcommand{\ContrastResolutionPx}{224}" in numbers
+
+
+#: Text a descriptor's title may carry that would act on a TeX run or a terminal if it reached
+#: the paper unescaped: a command, math, a comment, a group, an escape sequence, a bidi override.
+HOSTILE_TITLES = ("\\input{/etc/passwd} $x^2$ % rest", "{\\catcode`\\@=11} #1 & _ ~ ^",
+                  "\x1b]0;owned\x07 \u202etxt.exe =HYPERLINK(\"x\")",
+                  "a comment's end\n\\input{/etc/passwd}\r\\catcode")
+
+
+@pytest.mark.parametrize("title", HOSTILE_TITLES)
+def test_a_companion_packages_title_reaches_the_paper_escaped(conforming, tmp_path, title):
+    """The contrast and initialiser-trial packages' titles are text from data: they reach
+    numbers.tex and the paragraphs as escaped TeX, never as a command, math or a control."""
+    contrast, trial = tmp_path / "contrast", tmp_path / "trial"
+    shutil.copytree(conforming, contrast)
+    shutil.copytree(ROOT / "initialiser-trial", trial)
+    for package in (contrast, trial):
+        descriptor = json.loads((package / "datapackage.json").read_text(encoding="utf-8"))
+        descriptor["title"] = title
+        (package / "datapackage.json").write_text(json.dumps(descriptor), encoding="utf-8")
+    render(conforming, tmp_path / "gen", contrast=contrast, initialiser_trial=trial)
+    numbers = (tmp_path / "gen" / "numbers.tex").read_text(encoding="utf-8")
+    assert f"\\newcommand{{\\ContrastTitle}}{{{latex_text(title)}}}" in numbers
+    trial_tex = (tmp_path / "gen" / "trial.tex").read_text(encoding="utf-8")
+    assert latex_text(title) in trial_tex
+    for name in ("numbers.tex", "contrast.tex", "trial.tex"):
+        text = (tmp_path / "gen" / name).read_text(encoding="utf-8")
+        # a header's comment may quote the title (each on one line: no break ends the comment)
+        body = "\n".join(line for line in text.splitlines() if not line.startswith("%"))
+        assert "\\input{/etc/passwd}" not in body and "$x^2$" not in body, name
+        assert "\\catcode" not in body, name
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", text), name
