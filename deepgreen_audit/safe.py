@@ -225,8 +225,8 @@ def json_ready(obj: Any) -> Any:
                 if reason_key not in obj:
                     out[reason_key] = not_defined_reason(value)
         return out
-    if isinstance(obj, (list, tuple)):
-        return [json_ready(v) for v in obj]
+    if isinstance(obj, Sequence) and not isinstance(obj, (str, bytes, bytearray)):
+        return [json_ready(v) for v in obj]  # a list, a tuple, or rows made when read
     return json_number(obj)
 
 

@@ -21,6 +21,7 @@ from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.schema import TABLES, load_schema
 from deepgreen_audit.package.tables import TextTable, rows_from_columns
 from deepgreen_audit.package.writer import write_package
+from deepgreen_audit.safe import json_text
 from deepgreen_audit.spec import load_spec
 from deepgreen_audit.synth import write_synthetic
 
@@ -151,7 +152,7 @@ def test_new_defects_are_found_where_they_land(seed, defect, check_id, key, tmp_
     truth = json.loads((pkg / "synth-truth.json").read_text())["defects"][defect]
     finding = run(pkg, check_id)
     assert finding.status == "fail"
-    named = json.dumps(finding.details["evidence"])
+    named = json_text(finding.details["evidence"])
     assert truth[key] in named, (truth[key], finding.message)
 
 

@@ -15,6 +15,7 @@ from deepgreen_audit.cli import main
 from deepgreen_audit.codecarbon.audit import audit_log, render_log_page
 from deepgreen_audit.codecarbon.importer import import_logs
 from deepgreen_audit.errors import UserError
+from deepgreen_audit.safe import json_text
 
 HEADERS = {
     "1.x": "timestamp,experiment_id,project_name,duration,emissions,energy_consumed,country_name,"
@@ -407,7 +408,7 @@ def test_duplicated_out_of_order_and_non_finite_rows(tmp_path, layout):
     assert f.status == "fail" and "line 6" in f.message
     cells = report.finding("integrity.cells")
     assert cells.status == "fail" and "line 4" in cells.message
-    assert "not a finite number" in json.dumps(cells.details)
+    assert "not a finite number" in json_text(cells.details)
 
 
 def test_verdicts_in_plain_words(tmp_path):

@@ -11,10 +11,12 @@ import math
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from deepgreen_audit.codecarbon import checks as cc_checks
 from deepgreen_audit.codecarbon.context import LogContext
 from deepgreen_audit.codecarbon.verdict import log_verdicts, run_verdicts, worst_findings
+from deepgreen_audit.columnar.frame import ColumnRows
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.kinds import CODECARBON_LOG
 from deepgreen_audit.report import Finding, Report
@@ -35,10 +37,12 @@ def _in_log_terms(finding):
     """A reused campaign check's finding about the log's table, its evidence under the log's
     keys (its message already speaks of rows: `LogContext.words`)."""
     details = finding.details
-    if details and details.get("evidence"):
+    rows = (details or {}).get("evidence")
+    if isinstance(rows, ColumnRows):
+        details = {**details, "evidence": rows.renamed(_RENAMED, drop=["codecarbon_version"])}
+    elif rows:
         details = {**details, "evidence": [{_RENAMED.get(k, k): v for k, v in row.items()
-                                            if k != "codecarbon_version"}
-                                           for row in details["evidence"]]}
+                                            if k != "codecarbon_version"} for row in rows]}
     return dataclasses.replace(finding, details=details, resource="codecarbon_log")
 
 
@@ -93,20 +97,20 @@ def audit_log(location, *, spec: dict[str, Any] | None = None,
     worst_of_log, worst_of_run = worst_findings(report.findings, ctx)
     for log in logs:
         log["worst_finding"] = worst_of_log.get(log["source_file"])
-    run_rows = runs.drop(columns=["energy_kwh"], errors="ignore").to_dict(orient="records")
-    for run in run_rows:
-        run["worst_finding"] = worst_of_run.get((run["source_file"], run["run_key"]))
-    report.stats["verdicts"] = {"logs": logs, "runs": run_rows}
-    runs_of: dict[str, list[dict[str, Any]]] = {}
-    for run in report.stats["verdicts"]["runs"]:
-        runs_of.setdefault(run["source_file"], []).append(run)
+    runs = runs.drop(columns=["energy_kwh"], errors="ignore")
+    runs["worst_finding"] = pd.Series([worst_of_run.get(key) for key in
+                                       zip(runs["source_file"], runs["run_key"])], dtype=object)
+    # rows made when read: a long log has a run per row
+    report.stats["verdicts"] = {"logs": logs, "runs": ColumnRows(
+        {name: runs[name].to_numpy() for name in runs.columns}, len(runs), plain=False)}
+    positions_of = runs.groupby("source_file", sort=False).indices
     for log in logs:
         worst = f" [worst finding: {log['worst_finding']}]" if log["worst_finding"] else ""
         report.notes.append(f"{log['source_file']}: {log['words']}{worst}")
-        part = runs_of.get(log["source_file"], [])
-        for run in part[:RUNS_SHOWN]:
-            report.notes.append(f"  line {run['source_line']} ({_measurement(run['run_key'])}): "
-                                f"{run['words']}")
+        part = positions_of.get(log["source_file"], [])
+        for k in part[:RUNS_SHOWN]:
+            report.notes.append(f"  line {runs['source_line'].iat[k]} "
+                                f"({_measurement(runs['run_key'].iat[k])}): {runs['words'].iat[k]}")
         if len(part) > RUNS_SHOWN:
             report.notes.append(f"  ... {len(part) - RUNS_SHOWN} more run(s) in --json and --html")
     return report, ctx

@@ -19,7 +19,7 @@ import pandas as pd
 
 from deepgreen_audit.audit.checks import measurement
 from deepgreen_audit.codecarbon import hardware
-from deepgreen_audit.codecarbon.context import MODELLED, NOT_TRACKED, UNVERIFIED, LogContext
+from deepgreen_audit.codecarbon.context import MODELLED, NOT_TRACKED, UNVERIFIED, LogContext, frame_of
 from deepgreen_audit.columnar.evidence import evidence
 from deepgreen_audit.safe import number_text
 from deepgreen_audit.suite.registry import Check, NotApplicable, Outcome, Skip, check, check_for, registered_checks
@@ -123,7 +123,7 @@ def cells(ctx: LogContext) -> Outcome:
                              "empty": ", ".join(missing) or None,
                              "not_a_value": bad if isinstance(bad, str) else None})
     if problems:
-        frame = pd.DataFrame(problems)
+        frame = frame_of(problems)
         return Outcome.failed(f"{len(frame)} row(s) with empty or non-finite measurement cells "
                               f"({_where(frame)})", rows=len(frame), details=evidence(frame))
     return Outcome.passed(f"all {len(r):,} rows hold finite values in every measurement cell")
@@ -178,7 +178,7 @@ def duplicated_rows(ctx: LogContext) -> Outcome:
             "follows (a run's last row is stop()'s, or the last flush of a run killed after "
             "it: the log cannot tell which)" if flushes else "")
     if found:
-        frame = pd.DataFrame(found).drop_duplicates()
+        frame = frame_of(found).drop_duplicates()
         return Outcome.failed(f"{len(frame)} row(s) duplicated or out of order ({_where(frame)})"
                               + note, rows=len(frame), details=evidence(frame))
     return Outcome.passed(f"no duplicated or out-of-order rows in {len(r):,}" + note)
@@ -284,7 +284,7 @@ def cpu_power_max(ctx: LogContext) -> Outcome:
         tail += ("; Apple silicon measured by powermetrics, not held to a TDP: "
                  + ", ".join(sorted(measured)[:4]))
     if found:
-        frame = pd.DataFrame(found)
+        frame = frame_of(found)
         worst = frame.loc[frame["power_w"].idxmax()]
         return Outcome.failed(f"{frame[['source_file', 'source_line']].drop_duplicates().shape[0]} row(s) "
                               f"report more CPU power than the CPU can draw (up to {_g(worst['power_w'])} W "
@@ -333,7 +333,7 @@ def gpu_power_limit(ctx: LogContext) -> Outcome:
     tail = (f"; not in the board-limit table, not checked: {', '.join(sorted(unknown)[:4])}"
             if unknown else "")
     if found:
-        frame = pd.DataFrame(found)
+        frame = frame_of(found)
         worst = frame.loc[frame["power_w"].idxmax()]
         n = frame[["source_file", "source_line"]].drop_duplicates().shape[0]
         return Outcome.failed(f"{n} row(s) report GPU power above the board limit (up to "
@@ -442,7 +442,7 @@ def task_totals(ctx: LogContext) -> Outcome:
                           "tasks_energy_kwh": float(run["energy_kwh"])})
     if not found:
         return Outcome.passed(f"{len(run_rows)} run row(s) cover their tasks' durations and energies")
-    frame = pd.DataFrame(found)
+    frame = frame_of(found)
     last = sum(abs(f["duration_s"] - f["last_task_duration_s"]) <= t.power_duration_window_slack_s
                for f in found)
     return Outcome.failed(
@@ -509,7 +509,7 @@ def magnitudes(ctx: LogContext) -> Outcome:
             found.append({"source_file": rec[i]["source_file"], "source_line": int(rec[i]["source_line"]),
                           "problem": problem})
     if found:
-        frame = pd.DataFrame(found)
+        frame = frame_of(found)
         return Outcome.failed(f"{len(frame)} row(s) with impossible magnitudes ({_where(frame)}): "
                               + frame["problem"].iloc[0], rows=len(frame), details=evidence(frame))
     return Outcome.passed(f"{len(r):,} rows: energies, durations and emissions possible in their units")
@@ -574,7 +574,7 @@ def constancy(ctx: LogContext) -> Outcome:
                                    f"{v} ({n} row(s))" for v, n in counts.items()),
                                "lines": ", ".join(str(int(x)) for x in lines[at][known][:12])})
     if groups:
-        frame = pd.DataFrame(groups)
+        frame = frame_of(groups)
         text = "; ".join(f"{g['source_file']} {g['scope']}: {g['what']} {g['values']}"
                          for g in groups[:4])
         return Outcome.failed(f"{len(frame)} setting(s) change within a project, experiment or log: "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
@@ -59,6 +60,21 @@ def _with_pue(row, power: float, models_of) -> list[str]:
     return [f"{model}, x PUE {pue:g}" for model in models_of(power / pue)]
 
 
+def frame_of(data: list[dict] | dict[str, list], columns: list[str] | None = None) -> pd.DataFrame:
+    """A pandas frame of rows (dicts) or columns (lists) whose texts stay the Python objects
+    given (object dtype): pandas' own strings make a new object each time a cell is read, and
+    a long log's evidence reads every cell.  Numbers and booleans are inferred as pandas does."""
+    if isinstance(data, list):
+        names = columns or list(dict.fromkeys(k for row in data for k in row))
+        data = {name: [row.get(name) for row in data] for name in names}
+    names = columns or list(data)
+
+    def column(values: list) -> pd.Series:
+        texts = any(isinstance(v, str) for v in values)
+        return pd.Series(values, dtype=object if texts else None)
+    return pd.DataFrame({name: column(data[name]) for name in names}, columns=names)
+
+
 class Row:
     """One row of a log: its cells by column name, read from columns shared by every row."""
 
@@ -76,16 +92,34 @@ class Row:
         return default if column is None else column[self._position]
 
 
+class Records:
+    """Each row's cells by name, by the row's label in `rows` (its position: a RangeIndex)."""
+
+    __slots__ = ("_columns", "_length")
+
+    def __init__(self, columns: dict[str, Any], length: int):
+        self._columns = columns
+        self._length = length
+
+    def __getitem__(self, label: int) -> Row:
+        if not 0 <= label < self._length:
+            raise KeyError(label)
+        return Row(self._columns, label)
+
+
 def _cells(column: pd.Series):
-    """A column's cells as the checks read them: floats as a numpy array (whose items are
-    floats), anything else as Python values with one object per distinct value."""
-    if column.dtype == np.float64:
+    """A column's cells as the checks read them: floats and texts as numpy arrays (whose items
+    are floats, or the texts' shared objects), anything else as Python values."""
+    if column.dtype == np.float64 or column.dtype == object:
         return column.to_numpy()
-    values = column.tolist()
-    if column.dtype.kind in "OSU" or str(column.dtype) in ("str", "string"):
-        shared: dict = {}
-        return [shared.setdefault(v, v) if isinstance(v, str) else v for v in values]
-    return values
+    return column.tolist()
+
+
+def _each_distinct(texts: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
+    """`test` of each text, computed once per distinct text (a long log repeats a few)."""
+    found: dict[str, bool] = {}
+    return np.array([found[t] if t in found else found.setdefault(t, test(t)) for t in texts],
+                    dtype=bool)
 
 
 #: The words that mark a CPU row the load model decides (context._load_model_reading).
@@ -101,12 +135,12 @@ def _same_cpu_source(components: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFra
     if cpu.empty:
         return components
     keys = rows.loc[cpu["index"], ["source_file", "cpu_model", "cpu_count", "codecarbon_version"]]
-    machine = np.array([repr(key) for key in keys.itertuples(index=False)], dtype=object)
-    how = cpu["how"].astype(str)
-    decided = how.str.startswith(_LOAD_MODEL_DECIDED).to_numpy()
-    counter = how.str.contains("outside what CodeCarbon's load model gives", regex=False).to_numpy()
+    machine = keys.groupby(list(keys.columns), dropna=False, sort=False).ngroup().to_numpy()
+    how = cpu["how"].to_numpy(dtype=object)
+    decided = _each_distinct(how, lambda h: h.startswith(_LOAD_MODEL_DECIDED))
+    counter = _each_distinct(how, lambda h: "outside what CodeCarbon's load model gives" in h)
     between = ((cpu["status"] == UNVERIFIED).to_numpy()
-               & how.str.contains("between the load model's floor", regex=False).to_numpy())
+               & _each_distinct(how, lambda h: "between the load model's floor" in h))
     for key in set(machine[between]):
         same = machine == key
         if counter[same].any() or not decided[same].any():
@@ -140,11 +174,16 @@ class LogContext:
         self.integrity = integrity
         typed = (typed_tables or {}).get(TABLE) or package.table(TABLE)
         self._typed = typed
-        rows = typed.to_pandas(types_mapper=_NULLABLE.get)
+        #: the table's columns as numpy, shared by `rows` and `blocks`
+        self._columns = Frame.from_arrow(typed)
+        text = {f.name for f in typed.schema if pa.types.is_string(f.type)}
+        others = typed.drop_columns(list(text)).to_pandas(types_mapper=_NULLABLE.get)
         # Python strings, not pandas' Arrow-backed `str`: the checks read cells one by one, which
-        # costs an Arrow scalar each time (a third of the audit's time on a thousand logs)
-        text = [c for c, dtype in rows.dtypes.items() if isinstance(dtype, pd.StringDtype)]
-        rows[text] = rows[text].astype(object)
+        # costs an Arrow scalar each time (a third of the audit's time on a thousand logs); one
+        # object per distinct text, as a long log repeats its host's in every row
+        rows = pd.DataFrame({name: pd.Series(self._columns[name], dtype=object, copy=False,
+                                             index=others.index)
+                             if name in text else others[name] for name in typed.column_names})
         rows["final_row"] = rows["final_row"].astype(bool)
         rows["major"] = [major(v) if isinstance(v, str) else
                          (1 if lay == "1.x" else (2 if lay.startswith("2") else 3))
@@ -182,14 +221,13 @@ class LogContext:
 
 
     @cached_property
-    def records(self) -> dict[int, Row]:
+    def records(self) -> Records:
         """Each row's cells by name, by its label in `rows`: what the checks that read a row's
         cells one by one read (a frame's `.at` costs tens of microseconds a cell).  The cells
         are held column by column, a text once however many rows repeat it, so a long log's
-        rows cost a few bytes each, not a dict each."""
+        rows cost nothing more than its columns."""
         r = self.rows
-        columns = {str(name): _cells(r[name]) for name in r.columns}
-        return {label: Row(columns, position) for position, label in enumerate(r.index)}
+        return Records({str(name): _cells(r[name]) for name in r.columns}, len(r))
 
     @property
     def finals(self) -> pd.DataFrame:
@@ -219,7 +257,7 @@ class LogContext:
                                     ("status", status), ("how", words.setdefault(how, how)),
                                     ("constant", constant)):
                     out[name].append(value)
-        return _same_cpu_source(pd.DataFrame(out, columns=COMPONENT_COLUMNS), r)
+        return _same_cpu_source(frame_of(out, COMPONENT_COLUMNS), r)
 
     def _load_model_reading(self, row, power_w: float, energy_kwh: float,
                             how: str) -> tuple[str, str]:
@@ -321,7 +359,7 @@ class LogContext:
         """The rows under the names the campaign audit's S5 checks read: a row is a 'block',
         its log the 'ecosystem', its line the 'epoch' (the reused checks' evidence is renamed
         back by the driver)."""
-        r = Frame.from_arrow(self._typed)
+        r = self._columns
         source, kwh = r["source_file"], r["energy_consumed_kwh"]
         columns = {
             "run_id": joined(source, ":", r["run_key"]), "ecosystem": source,

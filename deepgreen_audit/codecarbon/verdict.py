@@ -13,7 +13,17 @@ import math
 
 import pandas as pd
 
-from deepgreen_audit.codecarbon.context import ABSENT, MEASURED, MODELLED, NOT_TRACKED, UNKNOWN, UNVERIFIED, LogContext
+from deepgreen_audit.codecarbon.context import (
+    ABSENT,
+    MEASURED,
+    MODELLED,
+    NOT_TRACKED,
+    UNKNOWN,
+    UNVERIFIED,
+    LogContext,
+    frame_of,
+)
+from deepgreen_audit.columnar.evidence import evidence_column
 
 MEASURED_V, PARTLY_V, MODELLED_V, UNKNOWN_V = "measured", "partly modelled", "modelled", "not known"
 
@@ -35,26 +45,29 @@ def _energy_weighted(shares: pd.Series, energy: pd.Series) -> float:
     return float((shares * weights).sum() / weights.sum()) if weights.sum() > 0 else float("nan")
 
 
-def _component_words(c) -> str:
-    name = c.component.upper()
-    s = _pct(c.share) if c.total > 0 else "?"
-    if c.status == NOT_TRACKED:
+def _component_words(component: str, share: float, total: float, status: str, how: str) -> str:
+    name = component.upper()
+    s = _pct(share) if total > 0 else "?"
+    if status == NOT_TRACKED:
         return f"{name} not tracked (0 W): the total leaves it out"
-    if c.status == MODELLED:
-        return f"{name} modelled ({c.how}), {s} of the energy"
-    if c.status == UNVERIFIED:
+    if status == MODELLED:
+        return f"{name} modelled ({how}), {s} of the energy"
+    if status == UNVERIFIED:
         return f"{name} measured or load-modelled, the log cannot tell ({s})"
     return f"{name} measured ({s})"
 
 
-def run_verdicts(ctx: LogContext) -> pd.DataFrame:
-    """One row per run (its final row): verdict, modelled share of the energy, and the words."""
-    columns = ["source_file", "run_key", "source_line", "verdict", "modelled_share", "words",
+RUN_COLUMNS = ["source_file", "run_key", "source_line", "verdict", "modelled_share", "words",
                "energy_kwh"]
+
+
+def run_verdicts(ctx: LogContext) -> pd.DataFrame:
+    """One row per run (its final row): verdict, modelled share of the energy, and the words
+    (one text object for the runs that share it: a long log's runs mostly do)."""
     comps = ctx.components
     used = comps[comps["final_row"].astype(bool) & (comps["status"] != ABSENT)].copy()
     if used.empty:
-        return pd.DataFrame([], columns=columns)
+        return pd.DataFrame([], columns=RUN_COLUMNS)
     keys = ["source_file", "run_key"]
     used["e"] = used["energy_kwh"].fillna(0.0).clip(lower=0.0)
     used["total"] = used.groupby(keys, sort=False)["e"].transform("sum")
@@ -64,37 +77,41 @@ def run_verdicts(ctx: LogContext) -> pd.DataFrame:
                          ("is_measured", MEASURED), ("is_untracked", NOT_TRACKED),
                          ("is_unknown", UNKNOWN)):
         used[flag] = used["status"] == status
-    words: dict[tuple, list[str]] = {}
-    for c in used.itertuples():
-        words.setdefault((c.source_file, c.run_key), []).append(_component_words(c))
+    texts: dict[str, str] = {}
+    words_of: dict[tuple, list[str]] = {}
+    for key in zip(used["source_file"], used["run_key"], used["component"], used["share"],
+                   used["total"], used["status"], used["how"]):
+        said = _component_words(*key[2:])
+        words_of.setdefault(key[:2], []).append(texts.setdefault(said, said))
     g = used.groupby(keys, sort=False)
     runs = g.agg(source_line=("source_line", "first"), total=("e", "sum"),
                  modelled_e=("modelled_e", "sum"), modelled=("is_modelled", "any"),
                  unverified=("is_unverified", "any"), measured=("is_measured", "any"),
                  untracked=("is_untracked", "any"), unknown=("is_unknown", "all")).reset_index()
-    runs["text"] = ["; ".join(words[(f, k)]) for f, k in zip(runs["source_file"], runs["run_key"])]
-    out = []
+    out: dict[str, list] = {name: [] for name in RUN_COLUMNS}
+    unknown_words = ("not known: CodeCarbon 1.x logs only the total, not how each component's "
+                     "power was obtained")
     for r in runs.itertuples():
         if r.unknown:
-            out.append({"source_file": r.source_file, "run_key": r.run_key,
-                        "source_line": int(r.source_line), "verdict": UNKNOWN_V,
-                        "modelled_share": float("nan"), "energy_kwh": float("nan"),
-                        "words": "not known: CodeCarbon 1.x logs only the total, not how each "
-                                 "component's power was obtained"})
-            continue
-        share = r.modelled_e / r.total if r.total > 0 else float("nan")
-        if r.modelled and not (r.measured or r.unverified):
-            verdict = MODELLED_V
-        elif r.modelled or r.unverified or r.untracked:
-            verdict = PARTLY_V
+            verdict, share, energy, words = UNKNOWN_V, float("nan"), float("nan"), unknown_words
         else:
-            verdict = MEASURED_V
-        words = verdict + (f": {_pct(share)} of the energy modelled" if verdict != MEASURED_V
-                           and math.isfinite(share) else "") + "; " + r.text
-        out.append({"source_file": r.source_file, "run_key": r.run_key,
-                    "source_line": int(r.source_line), "verdict": verdict,
-                    "modelled_share": float(share), "words": words, "energy_kwh": float(r.total)})
-    return pd.DataFrame(out, columns=columns)
+            share = r.modelled_e / r.total if r.total > 0 else float("nan")
+            if r.modelled and not (r.measured or r.unverified):
+                verdict = MODELLED_V
+            elif r.modelled or r.unverified or r.untracked:
+                verdict = PARTLY_V
+            else:
+                verdict = MEASURED_V
+            words = verdict + (f": {_pct(share)} of the energy modelled" if verdict != MEASURED_V
+                               and math.isfinite(share) else "") + "; " + "; ".join(
+                                   words_of[(r.source_file, r.run_key)])
+            energy = float(r.total)
+        for name, value in (("source_file", r.source_file), ("run_key", r.run_key),
+                            ("source_line", int(r.source_line)), ("verdict", verdict),
+                            ("modelled_share", float(share)),
+                            ("words", texts.setdefault(words, words)), ("energy_kwh", energy)):
+            out[name].append(value)
+    return frame_of(out, RUN_COLUMNS)
 
 
 def worst_findings(findings, ctx: LogContext) -> tuple[dict[str, str], dict[tuple[str, str], str]]:
@@ -108,8 +125,9 @@ def worst_findings(findings, ctx: LogContext) -> tuple[dict[str, str], dict[tupl
         for finding in findings:
             if finding.status != status:
                 continue
-            for row in (finding.details or {}).get("evidence") or []:
-                source_file, line = row.get("source_file"), row.get("source_line")
+            rows = (finding.details or {}).get("evidence") or []
+            for source_file, line in zip(evidence_column(rows, "source_file"),
+                                         evidence_column(rows, "source_line")):
                 if not isinstance(source_file, str):
                     continue
                 of_log.setdefault(source_file, finding.id)

@@ -5,10 +5,11 @@ summed block energy.  Below every audited kind (`audit`, `codecarbon`) and every
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import numpy as np
 
-from deepgreen_audit.columnar.frame import Frame, Groups, counts, plain_column, rows_of
+from deepgreen_audit.columnar.frame import ColumnRows, Frame, Groups, counts, plain_column, rows_of
 from deepgreen_audit.safe import csv_text
 
 
@@ -40,7 +41,11 @@ def evidence(frame) -> dict:
     first report.JSON_EVIDENCE_ROWS and the count (`evidence_total`), `audit --evidence DIR`
     writes them all as CSV (`evidence_csv_text`), the HTML page shows the first rows and links
     the rest as CSV."""
-    rows = frame.records(digits=6) if isinstance(frame, Frame) else json_records(frame, digits=6)
+    if isinstance(frame, Frame):
+        rows = ColumnRows({name: frame[name] for name in frame.columns}, len(frame), 6,
+                          frame.integer)
+    else:
+        rows = ColumnRows({str(name): _numpy(frame[name]) for name in frame.columns}, len(frame), 6)
     return {"evidence": rows, "evidence_total": len(rows)}
 
 
@@ -81,12 +86,26 @@ def per_run_evidence(ctx, blocks: Frame, figures: dict | None = None) -> dict:
     return evidence(Frame.of(columns).sort(groups.size, descending=True))
 
 
-def evidence_csv_text(rows: list[dict]) -> str:
+def evidence_keys(rows: Sequence[dict]) -> list[str]:
+    """Every key any evidence row has, in first-seen order."""
+    if isinstance(rows, ColumnRows):
+        return rows.keys
+    return list(dict.fromkeys(k for row in rows for k in row))
+
+
+def evidence_column(rows: Sequence[dict], key: str) -> list:
+    """Each evidence row's value under `key` (None where a row lacks it)."""
+    if isinstance(rows, ColumnRows):
+        return rows.column(key)
+    return [row.get(key) for row in rows]
+
+
+def evidence_csv_text(rows: Sequence[dict]) -> str:
     """A finding's evidence rows as CSV: every key any row has, a column, in first-seen order;
     each column typed as a table's column (so the file is the one pandas wrote before), every
     text cell held inert for a spreadsheet (safe.csv_text)."""
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    cells = [_csv_column([row.get(c) for row in rows]) for c in columns]
+    columns = evidence_keys(rows)
+    cells = [_csv_column(evidence_column(rows, c)) for c in columns]
     return csv_text(columns, zip(*cells))
 
 

@@ -9,7 +9,8 @@ One representation per schema type, so every check reads a column alike:
 
 - integer and number: float64, NaN where the cell is empty (integers are exact up to 2^53;
   the `integer` columns are written back as integers in evidence);
-- string: object, a Python str or None;
+- string: object, a Python str or None, one object per distinct text (a long log repeats
+  its host's texts in every row);
 - boolean: object, True, False or None;
 - datetime: datetime64[us] (UTC), NaT where empty.
 
@@ -19,12 +20,13 @@ A column is converted from its arrow table the first time a check reads it.
 from __future__ import annotations
 
 import math
+import operator
 import sys
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
@@ -47,8 +49,10 @@ def _numpy(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
         return np.asarray(compute.cast(column, pa.timestamp("us")).to_numpy(), dtype="datetime64[us]")
     if pa.types.is_integer(kind) or pa.types.is_floating(kind):
         return np.asarray(compute.fill_null(compute.cast(column, pa.float64()), math.nan).to_numpy())
-    if pa.types.is_boolean(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind) \
-            or pa.types.is_null(kind):
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        whole = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        return _numpy(compute.dictionary_encode(whole))  # one str object per distinct text
+    if pa.types.is_boolean(kind) or pa.types.is_null(kind):
         return np.asarray(column.to_numpy(zero_copy_only=False), dtype=object)
     raise TypeError(f"no numpy column for arrow type {kind}")
 
@@ -248,6 +252,83 @@ def rows_of(columns: dict[str, list], length: int) -> list[dict]:
     if not names:
         return [{} for _ in range(length)]
     return [dict(zip(names, cells)) for cells in zip(*columns.values())]
+
+
+class ColumnRows(Sequence[dict]):
+    """Rows as dicts, held as columns and made only when read: a finding's evidence and a
+    long log's run verdicts are a hundred thousand rows, which as dicts would cost more memory
+    than the log itself, while the reports read their first rows and only `audit --evidence
+    DIR` or `--json` read them all.  A row's values are plain JSON values (`plain_value`,
+    floats to `digits`), or with `plain=False` the columns' own Python values (a NaN stays a
+    float, for `safe.json_ready` to give its reason)."""
+
+    #: rows made at a time when all are read
+    _CHUNK = 4096
+
+    def __init__(self, columns: Mapping[str, np.ndarray], length: int, digits: int | None = None,
+                 integer: Iterable[str] = (), plain: bool = True):
+        self._columns = dict(columns)
+        self._length = length
+        self._digits = digits
+        self._integer = frozenset(integer)
+        self._plain = plain
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, k: int) -> dict: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[dict]: ...
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return self._rows(*k.indices(self._length))
+        position = operator.index(k) + (self._length if k < 0 else 0)
+        if not 0 <= position < self._length:
+            raise IndexError(k)
+        return self._rows(position, position + 1, 1)[0]
+
+    def __iter__(self) -> Iterator[dict]:
+        for start in range(0, self._length, self._CHUNK):
+            yield from self._rows(start, min(start + self._CHUNK, self._length), 1)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and len(other) == self._length and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ColumnRows({self._length} rows: {', '.join(self._columns)})"
+
+    @property
+    def keys(self) -> list[str]:
+        """Each row's keys, in order (every row has them all)."""
+        return list(self._columns)
+
+    def column(self, name: str) -> list:
+        """Column `name`'s plain values (None in every row where no row has the key)."""
+        if name not in self._columns:
+            return [None] * self._length
+        return self._cells(name, slice(None))
+
+    def renamed(self, names: Mapping[str, str], drop: Iterable[str] = ()) -> ColumnRows:
+        """The same rows with keys renamed (`names`, old: new) and `drop` left out."""
+        dropped = set(drop)
+        return ColumnRows({names.get(k, k): v for k, v in self._columns.items() if k not in dropped},
+                          self._length, self._digits,
+                          {names.get(k, k) for k in self._integer if k not in dropped}, self._plain)
+
+    def _cells(self, name: str, part: slice) -> list:
+        values = self._columns[name][part]
+        if self._plain:
+            return plain_column(values, self._digits, name in self._integer)
+        return values.tolist()
+
+    def _rows(self, start: int, stop: int, step: int) -> list[dict]:
+        part = slice(start, stop, step)
+        return rows_of({name: self._cells(name, part) for name in self._columns},
+                       len(range(start, stop, step)))
 
 
 def utc(value: np.datetime64) -> datetime:

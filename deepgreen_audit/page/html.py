@@ -26,7 +26,7 @@ import math
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
-from deepgreen_audit.columnar.evidence import evidence_csv_text
+from deepgreen_audit.columnar.evidence import evidence_csv_text, evidence_keys
 from deepgreen_audit.errors import path_text
 from deepgreen_audit.report import CODES, NOT_APPLICABLE, Finding, Report
 from deepgreen_audit.safe import html_text, number_text, xml_document
@@ -122,7 +122,7 @@ def _evidence_table(finding: Finding) -> str:
     rows = (finding.details or {}).get("evidence") or []
     if not rows:
         return ""
-    columns = list(dict.fromkeys(k for row in rows for k in row))
+    columns = evidence_keys(rows)
     shown = rows[:SHOWN_EVIDENCE_ROWS]
     body = "".join("<tr>" + "".join(f"<td>{_cell(row.get(c))}</td>" for c in columns) + "</tr>"
                    for row in shown)

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pyarrow as pa
+
 from deepgreen_audit.report import Finding, Report
 from deepgreen_audit.suite.registry import Check, run_check
 
@@ -47,6 +49,9 @@ def run_suite(location: str | Path | None, checks: Sequence[Check[Context]],
     integrity, typed_tables = (validate_tables(location) if tables is None
                                else validate_tables(location, tables))
     validated_in_s = time.perf_counter() - started  # integrity.validate's time: it reads the result
+    # the validation's own buffers are freed; arrow's allocator keeps such pages for reuse, and a
+    # long log's audit needs them for Python objects, not arrow's
+    pa.default_memory_pool().release_unused()
     report = Report(integrity.subject, "audit", synthetic=integrity.synthetic,
                     notice=integrity.notice)
     if not integrity.valid:
