@@ -12,6 +12,7 @@ specification's ``[audit]`` values, the same ones the campaign audit uses.
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -141,13 +142,17 @@ def duplicated_rows(ctx: LogContext) -> Outcome:
     rec = ctx.records
     found = []
     key = ["source_file", "duration_s", "energy_consumed_kwh", "emissions_kg"]
-    measured = r.dropna(subset=key[1:])
+    measured = r[[*key, "source_line"]].dropna(subset=key[1:])
     first_line = measured.groupby(key)["source_line"].transform("first")
-    dup = measured[measured.duplicated(key, keep="first")]
-    for i in dup.index:
-        found.append({"source_file": rec[i]["source_file"], "source_line": int(rec[i]["source_line"]),
-                      "problem": f"repeats line {int(first_line[i])}'s duration, energy and "
-                                 "emissions"})
+    repeats = measured.duplicated(key, keep="first").to_numpy()
+    problems: dict[int, str] = {}  # one text per repeated line: a long log repeats a few often
+    for source_file, line, first in zip(measured["source_file"].to_numpy()[repeats],
+                                        measured["source_line"].to_numpy()[repeats],
+                                        first_line.to_numpy()[repeats]):
+        if first not in problems:
+            problems[first] = f"repeats line {int(first)}'s duration, energy and emissions"
+        found.append({"source_file": source_file, "source_line": int(line),
+                      "problem": problems[first]})
     # each log's timestamps, and each run's cumulative rows, against the rows above them;
     # listed log by log (in file order), its timestamps first, then its runs in order of appearance
     files = r["source_file"]
@@ -528,6 +533,29 @@ EMPTY_IS_A_VALUE = ("country_iso_code", "region", "cloud_provider", "cloud_regio
 HARDWARE = ("cpu_model", "gpu_model", "cpu_count", "gpu_count", "ram_total_size_gb")
 
 
+def _texts(column: pd.Series, lower: bool, empty: str | None) -> np.ndarray:
+    """Each cell as its text (None where empty, or `empty`), computed once per distinct value."""
+    values = column.to_numpy(dtype=object)
+    seen: dict = {}
+
+    def text(v):
+        if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+            return empty
+        found = seen.get(v)
+        if found is None:
+            found = seen[v] = (str(v).lower() if lower else str(v))
+        return found
+    out = np.empty(len(values), dtype=object)
+    out[:] = [text(v) for v in values]
+    return out
+
+
+def _codes(texts: np.ndarray) -> np.ndarray:
+    """One number per distinct text, NaN where there is none (groupby's nunique skips it)."""
+    codes, _ = pd.factorize(texts, use_na_sentinel=True)
+    return np.where(codes < 0, np.nan, codes.astype(float))
+
+
 @cc_check("S6.cc-constancy", "S6", severity="warning",
           remedy=("fix what CodeCarbon may guess per run: `OfflineEmissionsTracker(country_iso_code=..., "
             "region=...)` for one location, one `tracking_mode`, one pinned codecarbon version and "
@@ -539,22 +567,25 @@ def constancy(ctx: LogContext) -> Outcome:
     runs measured on other hardware or software, or located elsewhere (another carbon
     intensity), are not comparable. RAM size counts as changed beyond 1 %. An empty cell is not
     a value, except a location's beside a filled one (CodeCarbon found no location there)."""
-    r = ctx.rows[["source_file", "source_line", "project_name", "experiment_id", *HELD_FIXED]].copy()
-    r["region"] = r["region"].str.lower()
-    r["whole log"] = "all rows"
-    for c in HELD_FIXED:  # each value as its text (4 and 4.0 alike), empty as empty
-        r[c] = r[c].fillna("(empty)") if c in EMPTY_IS_A_VALUE else r[c]
-        if c != "ram_total_size_gb":
-            values = r[c].astype(object)
-            r[c] = values.where(values.isna(), values.astype(str))
+    rows = ctx.rows
+    # each value as its text, empty as empty (None), or as "(empty)" where that is a value;
+    # the groups compare integer codes, one per distinct text, not the texts
+    texts = {c: _texts(rows[c], lower=c == "region", empty="(empty)" if c in EMPTY_IS_A_VALUE
+                       else None) for c in HELD_FIXED if c != "ram_total_size_gb"}
+    r = pd.DataFrame({"source_file": rows["source_file"], "project_name": rows["project_name"],
+                      "experiment_id": rows["experiment_id"], "whole log": "all rows",
+                      "ram_total_size_gb": rows["ram_total_size_gb"],
+                      **{c: _codes(values) for c, values in texts.items()}})
+    texts["ram_total_size_gb"] = rows["ram_total_size_gb"].to_numpy(dtype=object)
+    all_lines = rows["source_line"].to_numpy()
     groups = []
     for label, column, held in (("project", "project_name", tuple(HELD_FIXED)),
                                 ("experiment", "experiment_id", tuple(HELD_FIXED)),
                                 ("log", "whole log", HARDWARE)):
         scope = r if column != "experiment_id" else r[r[column] != hardware.DEFAULT_EXPERIMENT_ID]
         by = scope.groupby(["source_file", column], sort=True)
-        texts = [c for c in held if c != "ram_total_size_gb"]
-        changed = by[texts].nunique() > 1
+        coded = [c for c in held if c != "ram_total_size_gb"]
+        changed = by[coded].nunique() > 1
         if "ram_total_size_gb" in held:
             ram = by["ram_total_size_gb"]
             changed["ram_total_size_gb"] = ram.max() > ram.min() * (1 + hardware.RAM_SIZE_RELATIVE_CHANGE)
@@ -562,17 +593,17 @@ def constancy(ctx: LogContext) -> Outcome:
             several = (by["project_name"].nunique(dropna=False) > 1) | (by["experiment_id"].nunique() > 1)
             changed = changed[several]
         positions = by.indices
-        lines = scope["source_line"].to_numpy()
+        rows_of_scope = scope.index.to_numpy()  # rows' labels are their positions
         for (source_file, name), flags in changed[changed.any(axis=1)].iterrows():
-            at = positions[(source_file, name)]
+            at = rows_of_scope[positions[(source_file, name)]]
             for c in (c for c in held if flags[c]):
-                values = scope[c].to_numpy()[at]
+                values = texts[c][at]
                 known = ~pd.isna(values)
                 counts = pd.Series(values[known]).astype(str).value_counts()
                 groups.append({"source_file": source_file, "scope": f"{label} {name}",
                                "column": c, "what": HELD_FIXED[c], "values": "; ".join(
                                    f"{v} ({n} row(s))" for v, n in counts.items()),
-                               "lines": ", ".join(str(int(x)) for x in lines[at][known][:12])})
+                               "lines": ", ".join(str(int(x)) for x in all_lines[at][known][:12])})
     if groups:
         frame = frame_of(groups)
         text = "; ".join(f"{g['source_file']} {g['scope']}: {g['what']} {g['values']}"

@@ -115,11 +115,13 @@ def _cells(column: pd.Series):
     return column.tolist()
 
 
-def _each_distinct(texts: np.ndarray, test: Callable[[str], bool]) -> np.ndarray:
-    """`test` of each text, computed once per distinct text (a long log repeats a few)."""
-    found: dict[str, bool] = {}
-    return np.array([found[t] if t in found else found.setdefault(t, test(t)) for t in texts],
-                    dtype=bool)
+def _each_distinct(values, of: Callable[[Any], Any], dtype: type = bool) -> np.ndarray:
+    """`of` each value, computed once per distinct value, one result object for the values
+    alike (a long log repeats a few)."""
+    found: dict = {}
+    out: np.ndarray = np.empty(len(values), dtype=dtype)
+    out[:] = [found[v] if v in found else found.setdefault(v, of(v)) for v in values]
+    return out
 
 
 #: The words that mark a CPU row the load model decides (context._load_model_reading).
@@ -156,6 +158,11 @@ def _same_cpu_source(components: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFra
     return components
 
 
+#: The columns the import keeps for the package's readers that no check reads: left out of
+#: `rows`, which is most of a long log's audit's memory.
+UNREAD = ("water_consumed_l", "wue", "country_name", "longitude", "latitude", "on_cloud",
+          "cpu_utilization_percent", "gpu_utilization_percent", "ram_utilization_percent",
+          "ram_used_gb", "extra_columns")
 COMPONENT_COLUMNS = ["index", "source_file", "source_line", "run_key", "final_row", "component",
                      "power_w", "energy_kwh", "status", "how", "constant"]
 
@@ -173,17 +180,18 @@ class LogContext:
         self.words = LOG_WORDS
         self.integrity = integrity
         typed = (typed_tables or {}).get(TABLE) or package.table(TABLE)
-        self._typed = typed
-        #: the table's columns as numpy, shared by `rows` and `blocks`
-        self._columns = Frame.from_arrow(typed)
+        # the table is read once, into `rows`, which every check reads from then on
+        columns = Frame.from_arrow(typed)
         text = {f.name for f in typed.schema if pa.types.is_string(f.type)}
-        others = typed.drop_columns(list(text)).to_pandas(types_mapper=_NULLABLE.get)
+        read = [name for name in typed.column_names if name not in UNREAD]
+        others = typed.select([n for n in read if n not in text]).to_pandas(
+            types_mapper=_NULLABLE.get)
         # Python strings, not pandas' Arrow-backed `str`: the checks read cells one by one, which
         # costs an Arrow scalar each time (a third of the audit's time on a thousand logs); one
         # object per distinct text, as a long log repeats its host's in every row
-        rows = pd.DataFrame({name: pd.Series(self._columns[name], dtype=object, copy=False,
+        rows = pd.DataFrame({name: pd.Series(columns[name], dtype=object, copy=False,
                                              index=others.index)
-                             if name in text else others[name] for name in typed.column_names})
+                             if name in text else others[name] for name in read})
         rows["final_row"] = rows["final_row"].astype(bool)
         rows["major"] = [major(v) if isinstance(v, str) else
                          (1 if lay == "1.x" else (2 if lay.startswith("2") else 3))
@@ -359,30 +367,38 @@ class LogContext:
         """The rows under the names the campaign audit's S5 checks read: a row is a 'block',
         its log the 'ecosystem', its line the 'epoch' (the reused checks' evidence is renamed
         back by the driver)."""
-        r = self._columns
-        source, kwh = r["source_file"], r["energy_consumed_kwh"]
+        rows = self.rows
+
+        def r(name: str) -> np.ndarray:
+            column = rows[name]
+            if pd.api.types.is_numeric_dtype(column.dtype):
+                return column.to_numpy(dtype=float, na_value=np.nan)
+            return column.to_numpy(dtype=object)
+        source, kwh = r("source_file"), r("energy_consumed_kwh")
         columns = {
-            "run_id": joined(source, ":", r["run_key"]), "ecosystem": source,
-            "epoch": r["source_line"], "phase": np.where(r["final_row"].astype(bool), "final",
-                                                         "flush").astype(object),
-            **{name: np.full(len(r), np.nan) for name in ("energy_j", "gpu_energy_j", "cpu_energy_j")},
-            "duration_s": r["duration_s"], "codecarbon_duration_s": r["duration_s"],
+            "run_id": joined(source, ":", r("run_key")), "ecosystem": source,
+            "epoch": r("source_line"), "phase": np.where(rows["final_row"].to_numpy(dtype=bool),
+                                                         "final", "flush").astype(object),
+            **{name: np.full(len(rows), np.nan) for name in ("energy_j", "gpu_energy_j",
+                                                             "cpu_energy_j")},
+            "duration_s": r("duration_s"), "codecarbon_duration_s": r("duration_s"),
             "codecarbon_energy_kwh": kwh, "codecarbon_energy_j": _joules(kwh),
-            "codecarbon_emissions_kg": r["emissions_kg"],
-            "codecarbon_emissions_rate_kg_per_s": r["emissions_rate_kg_per_s"],
+            "codecarbon_emissions_kg": r("emissions_kg"),
+            "codecarbon_emissions_rate_kg_per_s": r("emissions_rate_kg_per_s"),
             # one intensity per location of one log: logs of other years and versions use
             # other intensity data for the same place
-            "codecarbon_country_iso_code": joined(source, ":", np.array(
-                ["?" if c is None else c for c in r["country_iso_code"]], dtype=object)),
-            "codecarbon_region": np.array([None if v is None else v.lower() for v in r["region"]],
-                                          dtype=object),
-            "codecarbon_version": np.array(
-                [lay + " (no version column)" if v is None else v
-                 for v, lay in zip(r["codecarbon_version"], r["layout"])], dtype=object),
+            "codecarbon_country_iso_code": _each_distinct(
+                list(zip(source, r("country_iso_code"))),
+                lambda pair: f"{pair[0]}:{'?' if pair[1] is None else pair[1]}", object),
+            "codecarbon_region": _each_distinct(
+                r("region"), lambda v: None if v is None else v.lower(), object),
+            "codecarbon_version": _each_distinct(
+                list(zip(r("codecarbon_version"), r("layout"))),
+                lambda pair: pair[1] + " (no version column)" if pair[0] is None else pair[0], object),
         }
         for comp in COMPONENTS:
-            columns[f"codecarbon_{comp}_energy_kwh"] = r[f"{comp}_energy_kwh"]
-            columns[f"codecarbon_{comp}_power_w"] = r[f"{comp}_power_w"]
+            columns[f"codecarbon_{comp}_energy_kwh"] = r(f"{comp}_energy_kwh")
+            columns[f"codecarbon_{comp}_power_w"] = r(f"{comp}_power_w")
         return Frame.of(columns, integer=["epoch"])
 
     @property

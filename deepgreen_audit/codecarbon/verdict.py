@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from deepgreen_audit.codecarbon.context import (
@@ -65,50 +66,58 @@ def run_verdicts(ctx: LogContext) -> pd.DataFrame:
     """One row per run (its final row): verdict, modelled share of the energy, and the words
     (one text object for the runs that share it: a long log's runs mostly do)."""
     comps = ctx.components
-    used = comps[comps["final_row"].astype(bool) & (comps["status"] != ABSENT)].copy()
-    if used.empty:
+    used = (comps["final_row"].to_numpy(dtype=bool) & (comps["status"] != ABSENT).to_numpy())
+    if not used.any():
         return pd.DataFrame([], columns=RUN_COLUMNS)
-    keys = ["source_file", "run_key"]
-    used["e"] = used["energy_kwh"].fillna(0.0).clip(lower=0.0)
-    used["total"] = used.groupby(keys, sort=False)["e"].transform("sum")
-    used["share"] = (used["e"] / used["total"]).where(used["total"] > 0, 0.0)
-    used["modelled_e"] = used["e"].where(used["status"] == MODELLED, 0.0)
-    for flag, status in (("is_modelled", MODELLED), ("is_unverified", UNVERIFIED),
-                         ("is_measured", MEASURED), ("is_untracked", NOT_TRACKED),
-                         ("is_unknown", UNKNOWN)):
-        used[flag] = used["status"] == status
+    column = {name: comps[name].to_numpy()[used] for name in
+              ("source_file", "run_key", "source_line", "component", "status", "how")}
+    # each run a number, in order of appearance (as groupby's sort=False)
+    files, _ = pd.factorize(column["source_file"])
+    keys, key_values = pd.factorize(column["run_key"])
+    run, _ = pd.factorize(files.astype(np.int64) * (len(key_values) + 1) + keys)
+    e = np.clip(np.nan_to_num(comps["energy_kwh"].to_numpy(dtype=float)[used], nan=0.0), 0.0, None)
+    status = column["status"]
+    numbers = pd.DataFrame({"run": run, "e": e, "modelled_e": np.where(status == MODELLED, e, 0.0),
+                            **{flag: status == value for flag, value in (
+                                ("modelled", MODELLED), ("unverified", UNVERIFIED),
+                                ("measured", MEASURED), ("untracked", NOT_TRACKED),
+                                ("unknown", UNKNOWN))}})
+    g = numbers.groupby("run", sort=False)
+    total = g["e"].transform("sum").to_numpy()
+    share = np.where(total > 0, np.divide(e, total, out=np.zeros_like(e), where=total > 0), 0.0)
+    runs = g.agg(total=("e", "sum"), modelled_e=("modelled_e", "sum"), modelled=("modelled", "any"),
+                 unverified=("unverified", "any"), measured=("measured", "any"),
+                 untracked=("untracked", "any"), unknown=("unknown", "all"))
     texts: dict[str, str] = {}
-    words_of: dict[tuple, list[str]] = {}
-    for key in zip(used["source_file"], used["run_key"], used["component"], used["share"],
-                   used["total"], used["status"], used["how"]):
-        said = _component_words(*key[2:])
-        words_of.setdefault(key[:2], []).append(texts.setdefault(said, said))
-    g = used.groupby(keys, sort=False)
-    runs = g.agg(source_line=("source_line", "first"), total=("e", "sum"),
-                 modelled_e=("modelled_e", "sum"), modelled=("is_modelled", "any"),
-                 unverified=("is_unverified", "any"), measured=("is_measured", "any"),
-                 untracked=("is_untracked", "any"), unknown=("is_unknown", "all")).reset_index()
+    words_of: list[list[str]] = [[] for _ in range(len(runs))]
+    first_of = np.full(len(runs), -1)
+    for k, said in enumerate(zip(column["component"], share, total, status, column["how"])):
+        text = _component_words(*said)
+        words_of[run[k]].append(texts.setdefault(text, text))
+        if first_of[run[k]] < 0:
+            first_of[run[k]] = k
     out: dict[str, list] = {name: [] for name in RUN_COLUMNS}
     unknown_words = ("not known: CodeCarbon 1.x logs only the total, not how each component's "
                      "power was obtained")
-    for r in runs.itertuples():
+    for n, r in enumerate(runs.itertuples()):
         if r.unknown:
-            verdict, share, energy, words = UNKNOWN_V, float("nan"), float("nan"), unknown_words
+            verdict, fraction, energy, words = UNKNOWN_V, float("nan"), float("nan"), unknown_words
         else:
-            share = r.modelled_e / r.total if r.total > 0 else float("nan")
+            fraction = r.modelled_e / r.total if r.total > 0 else float("nan")
             if r.modelled and not (r.measured or r.unverified):
                 verdict = MODELLED_V
             elif r.modelled or r.unverified or r.untracked:
                 verdict = PARTLY_V
             else:
                 verdict = MEASURED_V
-            words = verdict + (f": {_pct(share)} of the energy modelled" if verdict != MEASURED_V
-                               and math.isfinite(share) else "") + "; " + "; ".join(
-                                   words_of[(r.source_file, r.run_key)])
+            words = verdict + (f": {_pct(fraction)} of the energy modelled" if verdict != MEASURED_V
+                               and math.isfinite(fraction) else "") + "; " + "; ".join(words_of[n])
             energy = float(r.total)
-        for name, value in (("source_file", r.source_file), ("run_key", r.run_key),
-                            ("source_line", int(r.source_line)), ("verdict", verdict),
-                            ("modelled_share", float(share)),
+        k = first_of[n]
+        for name, value in (("source_file", column["source_file"][k]),
+                            ("run_key", column["run_key"][k]),
+                            ("source_line", int(column["source_line"][k])), ("verdict", verdict),
+                            ("modelled_share", float(fraction)),
                             ("words", texts.setdefault(words, words)), ("energy_kwh", energy)):
             out[name].append(value)
     return frame_of(out, RUN_COLUMNS)

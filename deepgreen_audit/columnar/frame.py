@@ -267,7 +267,10 @@ class ColumnRows(Sequence[dict]):
 
     def __init__(self, columns: Mapping[str, np.ndarray], length: int, digits: int | None = None,
                  integer: Iterable[str] = (), plain: bool = True):
-        self._columns = dict(columns)
+        # a column that is a view of a larger array (a pandas frame's block of every column of
+        # one type) is copied: the rows would otherwise keep the whole block alive
+        self._columns = {name: values.copy() if isinstance(values, np.ndarray) and values.base
+                         is not None else values for name, values in columns.items()}
         self._length = length
         self._digits = digits
         self._integer = frozenset(integer)
