@@ -12,6 +12,7 @@ import pytest
 
 from conftest import shared_data
 from deepgreen_audit.cli import main
+from deepgreen_audit.codecarbon import hardware
 from deepgreen_audit.codecarbon.audit import audit_log, render_log_page
 from deepgreen_audit.codecarbon.importer import import_logs
 from deepgreen_audit.errors import UserError
@@ -228,6 +229,54 @@ def test_3x_load_model_with_a_guessed_tdp_is_judged_by_energy_over_duration(tmp_
     cpu = ctx.components[ctx.components["component"] == "cpu"]
     assert set(cpu["status"]) == {"modelled"}
     assert "same CPU and version" in cpu.iloc[0]["how"] and "line 4" in cpu.iloc[0]["how"]
+
+
+def test_the_load_model_is_the_one_of_the_logs_release_and_tracking_mode():
+    """Read from CodeCarbon's tags (external/hardware.py): 2.8.5-3.0 model load linearly with a
+    floor in both modes, 3.1 and later cubically in machine mode and as the process's share of
+    the TDP, with no floor, in process mode."""
+    linear, cubic = hardware.load_model((3, 0, 4), "machine"), hardware.load_model((3, 2, 6), "machine")
+    assert "max(TDP x load, 0.1 x TDP)" in linear.formula and linear.floor_share == 0.1
+    assert hardware.load_model((2, 8, 5), "process") == linear
+    assert "0.9 x load^3" in cubic.formula and "max(" not in cubic.formula and cubic.floor_share == 0.1
+    process = hardware.load_model((3, 1, 0), "process")
+    assert "no floor" in process.formula and process.floor_share == 0.0
+    unread = hardware.load_model(None, "machine")
+    assert "0.9 x load^3" in unread.formula and "max(TDP x load" in unread.formula
+
+
+@pytest.mark.parametrize(("version", "mode", "floor_decides", "formula"), [
+    ("3.0.7", "machine", True, "max(TDP x load, 0.1 x TDP)"),
+    ("3.0.7", "process", True, "max(TDP x load, 0.1 x TDP)"),
+    ("3.2.6", "machine", True, "0.9 x load^3"),
+    ("3.2.6", "process", False, "no floor")])
+def test_a_runs_cpu_is_judged_by_its_releases_load_model(tmp_path, version, mode, floor_decides,
+                                                         formula):
+    """An energy at 0.1 x the guessed TDP is the model's floor only where the release and mode
+    have one (3.1's process mode has none: a nearly idle process); the ceiling decides in each;
+    the words quote the release's own formula."""
+    kw = {"codecarbon_version": version, "tracking_mode": mode}
+    _, ctx = audited(tmp_path, "3.x", [_cpu_row(0, energy_w=3.2, power_w=3.3, **kw)])
+    cpu = ctx.components.query("component == 'cpu'").iloc[0]
+    assert (cpu["status"] == "modelled") is floor_decides, cpu["how"]
+    assert formula in cpu["how"] or floor_decides, cpu["how"]
+    if not floor_decides:
+        assert "between the load model's floor (0 W)" in cpu["how"]
+    _, ctx = audited(tmp_path / "ceiling", "3.x", [_cpu_row(0, energy_w=31.9, power_w=30.0, **kw)])
+    cpu = ctx.components.query("component == 'cpu'").iloc[0]
+    assert cpu["status"] == "modelled" and "at its ceiling" in cpu["how"]
+    _, ctx = audited(tmp_path / "between", "3.x", [_cpu_row(0, energy_w=12.0, power_w=11.0, **kw)])
+    cpu = ctx.components.query("component == 'cpu'").iloc[0]
+    assert cpu["status"] == "measured or modelled" and formula in cpu["how"], cpu["how"]
+
+
+def test_a_cpu_power_that_varies_before_2_8_5_is_a_counters(tmp_path):
+    """CodeCarbon's load model came in 2.8.5 (force_mode_cpu_load): before it a varying CPU
+    power can only be read from a counter."""
+    for version, status_of_cpu in (("2.8.0", "measured"), ("2.8.5", "measured or modelled")):
+        rows = [row("2.x", i, codecarbon_version=version) for i in range(2)]
+        _, ctx = audited(tmp_path / version, "2.x", rows)
+        assert set(ctx.components.query("component == 'cpu'")["status"]) == {status_of_cpu}
 
 
 def test_3x_energy_outside_the_model_beside_a_power_within_it_decides_nothing(tmp_path):

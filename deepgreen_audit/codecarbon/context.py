@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from deepgreen_audit.audit.rows import LOG_WORDS
 from deepgreen_audit.codecarbon import hardware
-from deepgreen_audit.codecarbon.layout import COMPONENTS, major, version_tuple
+from deepgreen_audit.codecarbon.layout import COMPONENTS, major, release
 from deepgreen_audit.columnar.frame import Frame, joined
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import paths
@@ -28,8 +28,6 @@ from deepgreen_audit.units import J_PER_KWH
 TABLE = "codecarbon_log"
 _NULLABLE = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
 
-#: The first CodeCarbon with a CPU load model (force_mode_cpu_load, 2.8; the fallback from 3.0).
-LOAD_MODEL_SINCE = (2, 8)
 #: The status of a component's power in one row.
 MEASURED, MODELLED, UNVERIFIED, NOT_TRACKED, ABSENT, UNKNOWN = (
     "measured", "modelled", "measured or modelled", "not tracked", "absent", "not logged")
@@ -271,9 +269,9 @@ class LogContext:
                             how: str) -> tuple[str, str]:
         """A 3.x CPU power that varies, judged by the run's energy over its duration (from 3.1.2
         the power column is the unweighted mean of its readings, start()'s near-empty one
-        included; before, the last reading): at
-        the load model's floor or ceiling for a guessed TDP it is the model, outside the two
-        a counter; between, the log cannot tell (`how` gains the reason)."""
+        included; before, the last reading): at the load model's floor (where the log's
+        release and tracking mode have one) or ceiling for a guessed TDP it is the model,
+        outside the two a counter; between, the log cannot tell (`how` gains the reason)."""
         if row["major"] is None or row["major"] < 3:
             return UNVERIFIED, how
         duration, pue = _f(row["duration_s"]), _f(row.get("pue"))
@@ -282,7 +280,8 @@ class LogContext:
             return UNVERIFIED, how
         reading = hardware.load_model_reading(
             energy_kwh * J_PER_KWH / duration / factor, power_w / factor, row["cpu_model"],
-            _f(row["cpu_count"]), float(self.tolerances.load_model_bound_relative_tolerance))
+            _f(row["cpu_count"]), float(self.tolerances.load_model_bound_relative_tolerance),
+            hardware.load_model(release(row["codecarbon_version"]), row["tracking_mode"]))
         if reading is None:
             return UNVERIFIED, how
         pue_note = f", PUE {factor:g} divided out" if factor > 1 else ""
@@ -339,13 +338,14 @@ class LogContext:
                 return MODELLED, f"one constant {power:g} W in several runs (a measured power " \
                                  "never repeats to every digit); no CodeCarbon model of this CPU " \
                                  "in its table gives it", steady
-            version = version_tuple(row["codecarbon_version"])
-            if (m is not None and m >= 3) or (version is not None and version >= LOAD_MODEL_SINCE):
-                return UNVERIFIED, "varies: a power counter (RAPL, powermetrics) or CodeCarbon's " \
-                                   "load model (TDP x (0.1 + 0.9 x load^3), from 2.8; the " \
-                                   "fallback in 3.x); the log does not say which", False
+            version = release(row["codecarbon_version"])
+            if (m is not None and m >= 3) or (version is not None
+                                              and version >= hardware.LOAD_MODEL_SINCE):
+                model = hardware.load_model(version, row["tracking_mode"])
+                return UNVERIFIED, ("varies: a power counter (RAPL, powermetrics) or CodeCarbon's "
+                                    f"load model ({model.formula}); the log does not say which"), False
             return MEASURED, "varies: a power counter (RAPL, Power Gadget, powermetrics); " \
-                             "CodeCarbon before 2.8 has no load model", False
+                             "CodeCarbon before 2.8.5 has no load model", False
         if comp == "ram":
             models = _with_pue(row, power, lambda p: hardware.ram_models(
                 p, row["ram_total_size_gb"], row["cpu_model"], row["os"], m, row["tracking_mode"]))

@@ -14,9 +14,11 @@ Sources
 * CodeCarbon's CPU power models (codecarbon/external/hardware.py, core/resource_tracker.py,
   core/cpu.py of 2.x and 3.x): without a power counter CodeCarbon 2.x uses a constant
   ``0.5 x TDP`` (``CONSUMPTION_PERCENTAGE_CONSTANT``), and ``0.5 x 85 W`` = 42.5 W when the
-  CPU is not in its table (``POWER_CONSTANT``, the generic TDP); 3.x models load as
-  ``TDP x (0.1 + 0.9 x load^3)`` with ``TDP`` the table's TDP times the sockets (so a floor of
-  ``0.1 x TDP x sockets``), estimates an unknown CPU's TDP as 4 W per logical CPU
+  CPU is not in its table (``POWER_CONSTANT``, the generic TDP); from 2.8.5 (an option) and
+  3.0 (the fallback) it models load (`load_model`): ``max(TDP x load, 0.1 x TDP)`` up to 3.0,
+  from 3.1 ``TDP x (0.1 + 0.9 x load^3)`` in machine mode and ``TDP x load`` in process mode,
+  with ``TDP`` the table's TDP times the sockets (so a floor of ``0.1 x TDP x sockets``, none
+  in 3.1's process mode); 3.x estimates an unknown CPU's TDP as 4 W per logical CPU
   (``DEFAULT_POWER_PER_CORE``), and CodeCarbon 3.0's constant fallback multiplied the TDP by
   the logical CPUs (``0.5 x TDP x cpu_count``: 360 W for a 45 W, 16-thread laptop CPU).
 * RAM (codecarbon/external/ram.py): 2.x models ``3 W per 8 GB`` of the machine's memory
@@ -350,22 +352,57 @@ def guessed_tdp(cpu_model, cpu_count) -> tuple[float, str] | None:
                  f"{tdp:g} W ({name} is not in its table)")
 
 
+#: The first CodeCarbon with a CPU load model (`force_mode_cpu_load`, 2.8.5; from 3.0 its
+#: fallback without a counter), and the first whose machine-mode model is cubic and whose
+#: process-mode model has no floor (external/hardware.py, read from the release tags).
+LOAD_MODEL_SINCE = (2, 8, 5)
+CUBIC_LOAD_MODEL_SINCE = (3, 1)
+
+
+@dataclass(frozen=True)
+class LoadModel:
+    """CodeCarbon's CPU load model in one release and tracking mode: its formula in words and
+    its floor as a share of the TDP (the ceiling is the TDP in each)."""
+
+    formula: str
+    floor_share: float
+
+
+@lru_cache(maxsize=256)
+def load_model(release: tuple[int, ...] | None, tracking_mode) -> LoadModel:
+    """The load model of CodeCarbon `release` (None: a 3.x log whose version is unreadable) in
+    `tracking_mode`: 2.8.5-3.0 ``max(TDP x load, 0.1 x TDP)`` in both modes; from 3.1 machine
+    mode ``TDP x (0.1 + 0.9 x load^3)``, process mode ``TDP x load`` (the process's share of
+    the logical CPUs), with no floor."""
+    process = tracking_mode == "process"
+    cubic = "TDP x (0.1 + 0.9 x load^3) from 3.1"
+    linear = "max(TDP x load, 0.1 x TDP) in 2.8.5-3.0"
+    if release is None:
+        return LoadModel(f"{cubic}, {linear}" + (", TDP x the process's load with no floor in "
+                                                 "process mode from 3.1" if process else ""),
+                         0.0 if process else LOAD_FLOOR_SHARE)
+    if release >= CUBIC_LOAD_MODEL_SINCE:
+        if process:
+            return LoadModel("TDP x the process's load, with no floor, in process mode from 3.1", 0.0)
+        return LoadModel(cubic, LOAD_FLOOR_SHARE)
+    return LoadModel(linear, LOAD_FLOOR_SHARE)
+
+
 def load_model_reading(mean_w: float, power_w: float, cpu_model, cpu_count,
-                       tolerance: float) -> LoadModelReading | None:
+                       tolerance: float, model: LoadModel) -> LoadModelReading | None:
     """A run's CPU energy over its duration (`mean_w`) and its power column (`power_w`: from
     3.1.2 the unweighted mean of its readings, before that its last reading; a reading either
-    way), PUE divided out, against CodeCarbon 3.x's load model (3.0: linear in the load, from
-    3.1 cubic; both between the same floor and ceiling) with
-    a guessed TDP, whose every reading lies between its floor (0.1 x TDP, idle) and ceiling
-    (the TDP, every logical CPU busy).  A power column outside the two is a counter's; an energy
-    at the floor or the ceiling within `tolerance`, beside a power column within the two, only
-    the model gives; anything else the log cannot tell (an energy outside the two beside a
-    power within is another window's energy, not a reading)."""
+    way), PUE divided out, against CodeCarbon's load `model` of the log's release and mode with
+    a guessed TDP, whose every reading lies between its floor (0.1 x TDP, idle, where the model
+    has one) and ceiling (the TDP, every logical CPU busy).  A power column outside the two is
+    a counter's; an energy at the floor or the ceiling within `tolerance`, beside a power
+    column within the two, only the model gives; anything else the log cannot tell (an energy
+    outside the two beside a power within is another window's energy, not a reading)."""
     guess = guessed_tdp(cpu_model, cpu_count)
     if guess is None or not (math.isfinite(mean_w) and math.isfinite(power_w)) or power_w <= 0:
         return None
     tdp, named = guess
-    floor = LOAD_FLOOR_SHARE * tdp
+    floor = model.floor_share * tdp
 
     def within(value: float) -> bool:
         return floor * (1 - tolerance) <= value <= tdp * (1 + tolerance)
@@ -374,7 +411,7 @@ def load_model_reading(mean_w: float, power_w: float, cpu_model, cpu_count,
         return LoadModelReading("outside", tdp, f"its readings lie outside what CodeCarbon's load "
                                                 f"model gives with {named} ({floor:.4g}-{tdp:.4g} "
                                                 "W): read from a counter (RAPL, powermetrics)")
-    if abs(mean_w - floor) <= tolerance * floor:
+    if floor > 0 and abs(mean_w - floor) <= tolerance * floor:
         return LoadModelReading("floor", tdp, f"load model at its floor: 0.1 x {named}, an idle "
                                               "machine (energy / duration)")
     if abs(mean_w - tdp) <= tolerance * tdp:

@@ -23,6 +23,10 @@ ram_total_size GB, water_consumed L, wue L/kWh.  The package's column names carr
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+from packaging.version import InvalidVersion, Version
+
 #: CodeCarbon's column -> the package's column (codecarbon_log.json).
 COLUMNS = {
     "timestamp": "timestamp", "project_name": "project_name", "run_id": "run_id",
@@ -73,12 +77,15 @@ def major(version) -> int | None:
         return None
 
 
-def version_tuple(version) -> tuple[int, int] | None:
-    """(major, minor) of a CodeCarbon version text; None when unreadable."""
+@lru_cache(maxsize=4096)
+def release(version) -> tuple[int, ...] | None:
+    """The release numbers of a CodeCarbon version text ('3.1.2rc1' -> (3, 1, 2)), as PEP 440
+    reads it; None when unreadable."""
+    if not isinstance(version, str):
+        return None
     try:
-        parts = str(version).strip().split(".")
-        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
-    except (ValueError, AttributeError):
+        return Version(version.strip()).release
+    except InvalidVersion:
         return None
 
 
