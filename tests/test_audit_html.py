@@ -224,3 +224,46 @@ def test_not_recorded_only_when_every_failing_row_is_only_unrecorded():
     crashed = Finding(id="S1.x", status="fail", message="the check crashed")
     assert group_of(crashed) == "contradicted"
     assert group_of(Finding(id="S1.x", status="warn", message="m", basis="not recorded")) == "not recorded"
+
+
+def test_in_chromium_the_verdict_tables_sort_without_a_script(tmp_path):
+    """The corpus view of real logs: a click on a 'sort by' label shows the runs in that order
+    (CSS alone; the page runs no script), the most modelled first until then."""
+    if not CHROMIUM.is_file():
+        pytest.skip("Chromium is not installed")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra")
+    from deepgreen_audit.codecarbon.audit import audit_log, render_log_page
+    from deepgreen_audit.codecarbon.importer import import_logs
+
+    shared = Path(__file__).resolve().parents[2] / "shared" / "codecarbon-logs"
+    if not shared.is_dir():
+        pytest.skip(f"{shared} is not here (../shared beside the checkout)")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in ("001.csv", "002.csv", "006.csv", "043.csv"):
+        shutil.copyfile(shared / name, logs / name)
+    import_logs([logs], tmp_path / "pkg")
+    report, ctx = audit_log(tmp_path / "pkg")
+    path = tmp_path / "page.html"
+    path.write_text(render_log_page(report, ctx), encoding="utf-8")
+    requests, problems = [], []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.on("request", lambda r: requests.append(r.url))
+        page.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
+        page.goto(path.as_uri())
+        page.locator("details:has(.sortable [name=runs-order]) > summary").click()
+
+        def shown(name: str, column: int) -> list[str]:
+            return page.locator(f".sortable:has([name={name}-order]) .ordered:visible tr td:nth-child({column})").all_inner_texts()
+        first = [float(s.rstrip("%")) for s in shown("runs", 4)]
+        page.locator("label[for=runs-order-1]").click()        # by log
+        by_log = list(zip(shown("runs", 1), map(int, shown("runs", 2))))
+        page.locator("label[for=logs-order-4]").click()        # the logs, the most runs first
+        runs_of_logs = [int(n.replace(",", "")) for n in shown("logs", 2)]
+        browser.close()
+    assert len(first) == len(report.stats["verdicts"]["runs"]) and first == sorted(first, reverse=True)
+    assert by_log == sorted(by_log) and len(by_log) == len(first)
+    assert runs_of_logs == sorted(runs_of_logs, reverse=True) and len(runs_of_logs) == 4
+    assert [r for r in requests if not r.startswith(("file:", "data:"))] == [] and problems == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -490,7 +491,7 @@ def test_audit_verb_writes_html_junit_json(tmp_path, capsys):
     page = (tmp_path / "a.html").read_text()
     verdict = page.index("Verdict: was this energy measured?")
     assert page.index('<nav class="verdict">') < verdict < page.index("Contradicted by the data") \
-        < page.index("Each run's energy") < page.index('<section class="check')
+        < page.index("Each log's and each run's energy") < page.index('<section class="check')
     assert "S5.cc-cpu-power-max" in (tmp_path / "a.xml").read_text()
     assert main(["restore", str(pkg), "--out", str(tmp_path / "runs")]) == 2
 
@@ -728,14 +729,37 @@ def test_a_corpus_of_logs_reads_log_by_log_and_run_by_run(tmp_path, capsys):
     assert len(runs) == 8 and all("worst_finding" in r and "modelled_share" in r for r in runs)
     assert next(r for r in runs if r["source_file"] == "b.csv" and r["source_line"] == 3)[
         "worst_finding"] == "S5.cc-power-duration"
-    assert main(["audit", str(tmp_path / "pkg")]) == 1
-    out = " ".join(capsys.readouterr().out.split())        # the text report wraps its lines
+    assert main(["audit", str(tmp_path / "pkg"), "--evidence", str(tmp_path / "ev")]) == 1
+    printed = capsys.readouterr().out
+    out = " ".join(printed.split())        # the text report wraps its lines
     assert "b.csv: " in out and "[worst finding: S5.cc-power-duration]" in out
+    # the corpus view: a table of the logs and one of the runs, a line each, aligned
+    lines = printed.splitlines()
+    assert re.match(r"^ +log +runs +verdict +modelled +worst finding$", lines[2]), lines[2]
+    assert re.match(r"^ +b\.csv +4 +partly modelled +\d+% +S5\.cc-power-duration$", lines[4]), lines[4]
+    run_head = next(k for k, line in enumerate(lines) if line.startswith("  each run"))
+    assert re.match(r"^ +log +line +run +verdict +modelled +worst finding$", lines[run_head + 1])
+    assert re.match(r"^ +b\.csv +3 +\S+ +partly modelled +\d+% +S5\.cc-power-duration$",
+                    lines[run_head + 7]), lines[run_head + 7]
+    # --evidence DIR: every log's and run's verdict as CSV
+    evidence = {name: list(csv_module.DictReader(io.StringIO(
+        (tmp_path / "ev" / name).read_text(encoding="utf-8")))) for name in ("log-verdicts.csv",
+                                                                            "run-verdicts.csv")}
+    assert [r["source_file"] for r in evidence["log-verdicts.csv"]] == ["a.csv", "b.csv"]
+    assert len(evidence["run-verdicts.csv"]) == 8
+    assert next(r for r in evidence["run-verdicts.csv"] if r["source_file"] == "b.csv"
+                and r["source_line"] == "3")["worst_finding"] == "S5.cc-power-duration"
     page = render_log_page(report, ctx)
     uri = page.split('download="run-verdicts.csv" href="data:text/csv;charset=utf-8;base64,')[1].split('"')[0]
     table = list(csv_module.DictReader(io.StringIO(base64.b64decode(uri).decode())))
     shares = [float(r["modelled_share"]) for r in table]
     assert len(table) == 8 and shares == sorted(shares, reverse=True)
+    # the page's tables sort without a script: one copy per order, the most modelled first
+    for name, orders in (("logs", 5), ("runs", 4)):
+        assert page.count(f'name="{name}-order"') == orders
+    by_log = page.split('class="scroll ordered order-1"')[2].split("</table>")[0]
+    assert re.findall(r"<tr><td>([ab])\.csv</td><td>(\d+)</td>", by_log) == [
+        ("a", str(n)) for n in range(2, 6)] + [("b", str(n)) for n in range(2, 6)]
 
 
 def test_hostile_text_in_a_log_acts_on_no_reader(tmp_path, capsys):

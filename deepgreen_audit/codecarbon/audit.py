@@ -63,7 +63,67 @@ def _rate_unit(ctx: LogContext) -> str:
     return ""
 
 
-def _measurement(run_key: str) -> str:
+#: The widest a log's name is in the text report's tables (longer ones are cut in the middle;
+#: each is whole in the lines that follow the tables).
+LOG_NAME_COLUMN = 26
+
+
+def corpus_tables(logs: list[dict[str, Any]], runs: list[dict[str, Any]], all_runs: int) -> list[str]:
+    """The text report's corpus view: a table of the logs, then one of the runs listed (the
+    first RUNS_SHOWN of each log), each row its verdict, the share of its energy modelled and
+    its worst finding; a line each, so that a reviewer reads a paper's hundred logs at a
+    glance (every run is in --json, --html and --evidence DIR)."""
+    if not logs:
+        return []
+    lines = [f"each log ({len(logs)}): its verdict, the share of its energy modelled, its worst finding"]
+    lines += _table(["log", "runs", "verdict", "modelled", "worst finding"],
+                    [[_cut(log["source_file"]), f"{log['runs']:,}", log["verdict"],
+                      _share_cell(log["modelled_share"]), log.get("worst_finding") or "-"]
+                     for log in logs],
+                    right={1, 3})
+    if runs:
+        listed = "" if len(runs) == all_runs else (
+            f"; the first {RUNS_SHOWN} of each log, {len(runs):,} of {all_runs:,}")
+        lines.append(f"each run{listed}:")
+        lines += _table(["log", "line", "run", "verdict", "modelled", "worst finding"],
+                        [[_cut(run["source_file"]), str(run["source_line"]), _run_id(run["run_key"]),
+                          run["verdict"], _share_cell(run["modelled_share"]),
+                          run.get("worst_finding") or "-"] for run in runs], right={1, 4})
+    return lines
+
+
+def _table(headings: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    """Aligned text columns, two spaces apart; the columns in `right` aligned right."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headings, *rows)]
+
+    def line(cells) -> str:
+        return "  ".join(str(c).rjust(w) if k in right else str(c).ljust(w)
+                         for k, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    return ["  " + line(headings)] + ["  " + line(row) for row in rows]
+
+
+def _share_cell(share) -> str:
+    """A modelled share in a table: a percentage, or '-' where there is none (no energy, or a
+    1.x log that does not say)."""
+    return _share(share) if isinstance(share, (int, float)) and math.isfinite(share) else "-"
+
+
+def _cut(name: str) -> str:
+    """A log's name within LOG_NAME_COLUMN characters, cut in the middle."""
+    name = str(name)
+    if len(name) <= LOG_NAME_COLUMN:
+        return name
+    half = (LOG_NAME_COLUMN - 3) // 2
+    return name[:half] + "..." + name[-(LOG_NAME_COLUMN - 3 - half):]
+
+
+def _run_id(run_key: str) -> str:
+    """A run's id, its first 8 characters, and its task ('8e811eec/train')."""
+    run, _, task = str(run_key).partition("/")
+    return run[:8] + (f"/{_cut(task)[:12]}" if task else "")
+
+
+def measurement(run_key: str) -> str:
     """'run 8e811eec-91ab' or 'task train of run 8e811eec-91ab', for one line of the notes."""
     run, _, task = run_key.partition("/")
     return f"task {task} of run {run[:13]}" if task else f"run {run[:13]}"
@@ -104,13 +164,16 @@ def audit_log(location, *, spec: dict[str, Any] | None = None,
     report.stats["verdicts"] = {"logs": logs, "runs": ColumnRows(
         {name: runs[name].to_numpy() for name in runs.columns}, len(runs), plain=False)}
     positions_of = runs.groupby("source_file", sort=False).indices
+    shown = [k for log in logs for k in positions_of.get(log["source_file"], [])[:RUNS_SHOWN]]
+    report.notes += corpus_tables(logs, [{name: runs[name].iat[k] for name in runs.columns}
+                                         for k in shown], len(runs))
     for log in logs:
         worst = f" [worst finding: {log['worst_finding']}]" if log["worst_finding"] else ""
         report.notes.append(f"{log['source_file']}: {log['words']}{worst}")
         part = positions_of.get(log["source_file"], [])
         for k in part[:RUNS_SHOWN]:
             report.notes.append(f"  line {runs['source_line'].iat[k]} "
-                                f"({_measurement(runs['run_key'].iat[k])}): {runs['words'].iat[k]}")
+                                f"({measurement(runs['run_key'].iat[k])}): {runs['words'].iat[k]}")
         if len(part) > RUNS_SHOWN:
             report.notes.append(f"  ... {len(part) - RUNS_SHOWN} more run(s) in --json and --html")
     return report, ctx
@@ -122,7 +185,7 @@ def verdict_html(report: Report, ctx: LogContext | None) -> tuple[str, str]:
     """The page's own parts: each log's verdict, which opens the page's verdict (the findings
     follow it there), and, before the checks, a figure of each run's energy by component,
     coloured measured / modelled, and every run's verdict (folded: one row per run)."""
-    from deepgreen_audit.page.html import csv_data_uri
+    from deepgreen_audit.page.html import csv_data_uri, sortable_table
 
     verdicts = report.stats.get("verdicts")
     if not verdicts:
@@ -136,38 +199,94 @@ def verdict_html(report: Report, ctx: LogContext | None) -> tuple[str, str]:
         f'{_worst_link(log.get("worst_finding"))}</li>'
         for log in verdicts["logs"])
     top = [f'<h2>Verdict: was this energy measured?</h2><ul class="logs">{lines}</ul>']
-    parts = ["<h2>Each run's energy</h2>"]
+    parts = ["<h2>Each log's and each run's energy</h2>"]
     figure = _energy_figure(ctx)
     if figure:
         parts.append(f'<img class="figure" alt="energy of each run by component, measured or '
                      f'modelled" src="{figure}">')
-    # most modelled first (a page without scripts sorts nothing: the CSV opens in a spreadsheet)
-    listed = sorted(verdicts["runs"][:RUNS_ON_PAGE], key=_most_modelled_first)
-    rows = "".join(f"<tr><td>{html_text(str(r['source_file']))}</td><td>{r['source_line']}</td>"
-                   f"<td>{html_text(str(r['run_key']))}</td>"
-                   f"<td>{_share(r['modelled_share'])}</td><td style=\"color:"
-                   f"{colours.get(r['verdict'], '#202124')}\">{html_text(r['words'])}</td>"
-                   f"<td>{_worst_link(r.get('worst_finding'))}</td></tr>"
-                   for r in listed)
+    logs = verdicts["logs"]
+    log_rows = [f"<tr><td>{html_text(str(log['source_file']))}</td><td>{log['runs']:,}</td>"
+                f"<td style=\"color:{colours.get(log['verdict'], '#202124')}\">"
+                f"{html_text(log['verdict'])}</td><td>{_share_cell(log['modelled_share'])}</td>"
+                f"<td>{_worst_link(log.get('worst_finding'))}</td></tr>" for log in logs]
+    log_table = [{k: log.get(k) for k in LOG_VERDICT_COLUMNS} for log in logs]
+    parts.append(f'<details open><summary>the verdict of each of the {len(logs):,} log(s)</summary>'
+                 '<p class="more"><a class="csv" download="log-verdicts.csv" '
+                 f'href="{csv_data_uri(log_table)}">log-verdicts.csv</a> has these rows</p>'
+                 + sortable_table("logs", ["log", "runs", "verdict", "modelled", "worst finding"],
+                                  log_rows, _orders(logs, by_runs=True)) + "</details>")
+    listed = list(verdicts["runs"][:RUNS_ON_PAGE])
+    rows = [f"<tr><td>{html_text(str(r['source_file']))}</td><td>{r['source_line']}</td>"
+            f"<td>{html_text(str(r['run_key']))}</td><td>{_share_cell(r['modelled_share'])}</td>"
+            f"<td style=\"color:{colours.get(r['verdict'], '#202124')}\">{html_text(r['words'])}</td>"
+            f"<td>{_worst_link(r.get('worst_finding'))}</td></tr>" for r in listed]
     total = len(verdicts["runs"])
     first = "" if total == len(listed) else (
-        f", the first {len(listed):,} here (all in the JSON report: stats.verdicts.runs)")
-    table = [{k: r.get(k) for k in ("source_file", "source_line", "run_key", "verdict",
-                                    "modelled_share", "worst_finding", "words")} for r in listed]
-    parts.append(f'<details><summary>the verdict of each of the {total:,} run(s){first}, the most '
-                 'modelled first</summary><p class="more"><a class="csv" download="run-verdicts.csv" '
+        f", the first {len(listed):,} here (all in the JSON report, stats.verdicts.runs, and in "
+        "--evidence DIR's run-verdicts.csv)")
+    orders = _orders(listed)
+    # the CSV in the table's first order (a spreadsheet sorts it any other way)
+    table = [{k: listed[i].get(k) for k in RUN_VERDICT_COLUMNS} for i in orders[0][1]]
+    parts.append(f'<details><summary>the verdict of each of the {total:,} run(s){first}</summary>'
+                 '<p class="more"><a class="csv" download="run-verdicts.csv" '
                  f'href="{csv_data_uri(table)}">run-verdicts.csv</a> has these rows</p>'
-                 '<div class="scroll"><table><tr><th>log</th><th>line</th><th>run</th>'
-                 '<th>modelled</th><th>verdict</th><th>worst finding</th></tr>'
-                 f'{rows}</table></div></details>')
+                 + sortable_table("runs", ["log", "line", "run", "modelled", "verdict",
+                                           "worst finding"], rows, orders)
+                 + "</details>")
     return "".join(top), "".join(parts)
 
 
-def _most_modelled_first(run: dict[str, Any]) -> tuple[bool, float, str, int]:
-    share = run.get("modelled_share")
+#: The columns of a log's and of a run's verdict in the CSVs (the page's and --evidence DIR's).
+LOG_VERDICT_COLUMNS = ("source_file", "runs", "verdict", "modelled_share", "worst_finding", "words")
+RUN_VERDICT_COLUMNS = ("source_file", "source_line", "run_key", "verdict", "modelled_share",
+                       "worst_finding", "words")
+def verdict_csvs(report: Report) -> dict[str, str]:
+    """`audit --evidence DIR`'s verdict files: every log's and every run's verdict as CSV
+    (log-verdicts.csv, run-verdicts.csv), in the logs' and the rows' order; none for a report
+    without verdicts (a package that did not validate)."""
+    from deepgreen_audit.columnar.evidence import evidence_csv_text
+
+    verdicts = report.stats.get("verdicts")
+    if not verdicts:
+        return {}
+    runs = verdicts["runs"]
+    if isinstance(runs, ColumnRows):
+        runs = runs.renamed({}, drop=[k for k in runs.keys if k not in RUN_VERDICT_COLUMNS])
+    else:
+        runs = [{k: r.get(k) for k in RUN_VERDICT_COLUMNS} for r in runs]
+    return {"log-verdicts.csv": evidence_csv_text([{k: log.get(k) for k in LOG_VERDICT_COLUMNS}
+                                                   for log in verdicts["logs"]]),
+            "run-verdicts.csv": evidence_csv_text(runs)}
+
+
+#: The verdicts from the most to the least modelled, the order a table sorts them in.
+_VERDICT_ORDER = {"modelled": 0, "partly modelled": 1, "not known": 2, "measured": 3}
+
+
+def _orders(rows: list[dict[str, Any]], by_runs: bool = False) -> list[tuple[str, list[int]]]:
+    """The orders a verdict table offers, each as its rows' positions: the most modelled first
+    (shown first), by log (and line), by verdict, by worst finding, and, for logs, the most
+    runs first."""
+    def positions(key) -> list[int]:
+        return sorted(range(len(rows)), key=lambda k: key(rows[k]))
+
+    def place(row) -> tuple[str, int]:
+        return str(row["source_file"]), int(row.get("source_line") or 0)
+    orders = [("most modelled", positions(lambda r: (_most_modelled_first(r), place(r)))),
+              ("log", positions(place)),
+              ("verdict", positions(lambda r: (_VERDICT_ORDER.get(r["verdict"], 4),
+                                               _most_modelled_first(r), place(r)))),
+              ("worst finding", positions(lambda r: (r.get("worst_finding") is None,
+                                                     str(r.get("worst_finding")), place(r))))]
+    if by_runs:
+        orders.append(("most runs", positions(lambda r: (-int(r["runs"]), place(r)))))
+    return orders
+
+
+def _most_modelled_first(row: dict[str, Any]) -> tuple[bool, float]:
+    share = row.get("modelled_share")
     known = isinstance(share, (int, float)) and math.isfinite(share)
-    return (not known, -float(share) if known and share is not None else 0.0,
-            str(run["source_file"]), int(run["source_line"]))
+    return not known, -float(share) if known and share is not None else 0.0
 
 
 def _share(share) -> str:

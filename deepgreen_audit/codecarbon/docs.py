@@ -14,7 +14,7 @@ import csv
 import tempfile
 from pathlib import Path
 
-from deepgreen_audit.codecarbon.audit import audit_log
+from deepgreen_audit.codecarbon.audit import RUNS_SHOWN, audit_log, measurement
 from deepgreen_audit.codecarbon.importer import import_logs
 from deepgreen_audit.errors import UserError
 from deepgreen_audit.package import atomic
@@ -70,7 +70,11 @@ def to_markdown(folder: Path) -> str:
         lines.append(f"| {path.name} | {repo} | {src.get('codecarbon_versions', '')} | "
                      f"{src.get('rows', '')} | {verdict['words']} |")
         body = [f"## {path.name}", "", f"**Verdict:** {verdict['words']}.", ""]
-        body += [f"- {note.strip()}" for note in report.notes[1:]]
+        runs = report.stats["verdicts"]["runs"]
+        body += [f"- line {run['source_line']} ({measurement(run['run_key'])}): {run['words']}"
+                 for run in runs[:RUNS_SHOWN]]
+        if len(runs) > RUNS_SHOWN:
+            body.append(f"- ... {len(runs) - RUNS_SHOWN} more run(s) in --json and --html")
         body += ["", "| check | status | finding |", "|---|---|---|"]
         for f in report.findings:
             message = f.message.replace("|", "\\|").replace("\n", " ")

@@ -96,7 +96,15 @@ section.pass p,section.skip p{margin:2px 0}
 summary{cursor:pointer;color:#1a73e8;font-size:13px}
 img{max-width:100%;height:auto;display:block;margin:6px 0}
 .more{color:#5f6368;font-size:12px}
-"""
+.sortable .sort-by{color:#5f6368;font-size:12px;margin-right:4px}
+.sortable input{position:absolute;opacity:0;width:1px;height:1px}
+.sortable label{display:inline-block;font-size:12px;padding:1px 8px;margin:0 4px 2px 0;cursor:pointer;
+ border:1px solid #dadce0;border-radius:10px;color:#1a73e8}
+.sortable input:checked+label{background:#1a73e8;color:#fff;border-color:#1a73e8}
+.sortable input:focus-visible+label{outline:2px solid #202124}
+.sortable .ordered{display:none}
+""" + "".join(f".sortable input.order-{k}:checked~.order-{k}{{display:block}}\n"
+              for k in range(8))
 
 
 _esc = html_text  # every text from the data on the page (a log's cells and name) goes through it
@@ -108,6 +116,27 @@ def _cell(value) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         return _esc(number_text(value, "g"))
     return _esc(value)
+
+
+def sortable_table(name: str, headings: list[str], rows: list[str],
+                   orders: list[tuple[str, list[int]]]) -> str:
+    """A table the reader sorts without a script (the page runs none): a radio button per
+    order, each showing the rows (`rows`, each a `<tr>` already escaped) in that order, CSS
+    showing the checked one; `orders` are (label, the rows' positions in that order), the
+    first shown at first.  The rows are written once per order: a page lists at most a few
+    thousand."""
+    if len(orders) > 8:
+        raise ValueError("a sortable table offers at most 8 orders (STYLE's rules)")
+    head = "<tr>" + "".join(f"<th>{_esc(h)}</th>" for h in headings) + "</tr>"
+    parts = ['<div class="sortable"><span class="sort-by">sort by:</span>']
+    for k, (label, _) in enumerate(orders):
+        parts.append(f'<input type="radio" name="{_esc(name)}-order" id="{_esc(name)}-order-{k}" '
+                     f'class="order-{k}"{" checked" if k == 0 else ""}>'
+                     f'<label for="{_esc(name)}-order-{k}">{_esc(label)}</label>')
+    for k, (_, positions) in enumerate(orders):
+        parts.append(f'<div class="scroll ordered order-{k}"><table>{head}'
+                     + "".join(rows[i] for i in positions) + "</table></div>")
+    return "".join(parts) + "</div>"
 
 
 def csv_data_uri(rows: list[dict]) -> str:

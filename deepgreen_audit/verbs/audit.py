@@ -198,6 +198,13 @@ def write_evidence(folder: str | None, report) -> list[str | None] | None:
     if any(written):
         print(f"wrote {sum(1 for w in written if w)} evidence CSV(s) into {path_text(folder)}",
               file=sys.stderr)
+    if report.stats.get("verdicts"):  # a CodeCarbon-log package: every log's and run's verdict
+        from deepgreen_audit.codecarbon.audit import verdict_csvs
+
+        for name, text in verdict_csvs(report).items():
+            atomic.write_text(Path(folder) / name, text)
+        print(f"wrote log-verdicts.csv and run-verdicts.csv into {path_text(folder)}",
+              file=sys.stderr)
     return written
 
 
@@ -286,7 +293,9 @@ def register(verb) -> None:
                    help="also write each finding's complete evidence as DIR/<id>-evidence.csv "
                         "(DIR new or empty, or --overwrite); the JSON report carries the first "
                         f"{JSON_EVIDENCE_ROWS} rows of each and names its CSV "
-                        "(details.evidence_csv, evidence_total)")
+                        "(details.evidence_csv, evidence_total); for CodeCarbon logs also "
+                        "DIR/log-verdicts.csv and DIR/run-verdicts.csv, every log's and run's "
+                        "verdict, modelled share and worst finding")
     p.add_argument("--html", metavar="FILE",
                    help="also write the report as one self-contained HTML page (identity, summary, "
                         "every check; each failing or warning finding with its evidence table and "
