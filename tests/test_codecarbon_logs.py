@@ -291,6 +291,32 @@ def test_3x_energy_outside_the_model_beside_a_power_within_it_decides_nothing(tm
     assert set(ctx.components.query("component == 'cpu'")["status"]) == {"measured or modelled"}
 
 
+REAL_321 = Path(__file__).parent / "data" / "codecarbon-3.2.1"
+
+
+def test_a_window_short_of_the_duration_is_codecarbons_own_and_not_judged(tmp_path):
+    """A real log of CodeCarbon 3.2.1 (tests/data/codecarbon-3.2.1): each interval it reads RAM
+    first, then the CPU's load for 0.5 s, and RAM's window leaves that out, so its 20 W
+    constant covers 51 % of a 46 s run at a 1 s interval and 75 % at 2 s.  The log does not
+    record the interval: such a shortfall is said and not judged; an energy worth more than
+    the duration is another window's and fails."""
+    import_logs([REAL_321], tmp_path / "pkg")
+    report, ctx = audit_log(tmp_path / "pkg")
+    ram = ctx.components.query("component == 'ram'")
+    ratios = (ram["energy_kwh"] * 3.6e6 / (ram["power_w"] * ctx.rows["duration_s"].to_numpy())).round(2)
+    assert list(ratios) == [0.51, 0.75]
+    f = report.finding("S5.cc-power-duration")
+    # the 2 s run's 11.5 s shortfall is within the start-up and last-interval gap (20 s)
+    assert f.status == "pass" and "1 cover less than their duration, which the log cannot judge" in f.message
+    assert "reads RAM, then the CPU" in f.message and "line 2" in f.message
+    rows = clean("3.x", n=2, duration=600.0)
+    rows[1]["ram_energy"] *= 1.5                      # 300 s more than the run: another window
+    _retotal(rows[1])
+    report, _ = audited(tmp_path / "over", "3.x", rows)
+    f = report.finding("S5.cc-power-duration")
+    assert f.status == "fail" and "covers more than" in f.message and "line 3" in f.message
+
+
 @pytest.mark.parametrize("layout", ["2.x-early", "2.x", "3.x"])
 def test_ram_model_of_each_version_and_power_x_duration(tmp_path, layout):
     report, _ = audited(tmp_path, layout, clean(layout))
