@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import io
 import json
 import math
 import os
+import re
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -83,24 +84,54 @@ def discover(paths: list[Path]) -> tuple[list[Path], Path]:
     return files, root
 
 
-def read_log(path: Path, name: str) -> tuple[dict, list[dict]]:
-    """One log: its source facts and its rows (column -> text, plus line)."""
+#: A log's row as read: its line, its header (shared by the rows under it) and its cells.
+RawRow = tuple[int, tuple[str, ...], list[str]]
+
+
+def read_log(path: Path, name: str) -> tuple[dict, list[RawRow]]:
+    """One log: its source facts and its rows, each with its line and the header it is read
+    with (rows are read one at a time: a long log is never held twice)."""
     data = paths.read_bytes(path)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise UserError(f"is not CodeCarbon output: not UTF-8 text (byte {exc.start})",
                         path=path, code="not-codecarbon") from None
+    records = records_with_lines(csv.reader(_lines(text)))
     try:
-        records = list(records_with_lines(csv.reader(io.StringIO(text, newline=""))))
+        first = next(records, None)
+        out, headers, rejected = _rows_of(path, first, records)
     except csv.Error as exc:
         raise UserError(f"is not CodeCarbon output: not CSV ({exc})", path=path,
                         code="not-codecarbon") from None
-    rows = [row for _, row in records]
-    if not rows or not any(cell.strip() for cell in rows[0]):
+    assert first is not None  # _rows_of refuses a log without a header
+    crlf = b"\r\n" in data
+    source = {"source_file": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+              "header": [h.strip() for h in first[1]], "layout": layout_of([h.strip() for h in first[1]]),
+              "rows": len(out), "later_headers": headers, "rejected_rows": rejected,
+              "line_endings": "CRLF" if crlf else ("CR" if b"\r" in data else "LF"),
+              "final_newline": data.endswith(b"\n") or data.endswith(b"\r"),
+              "byte_order_mark": data.startswith(b"\xef\xbb\xbf")}
+    return source, out
+
+
+#: A line and its ending (CRLF, CR or LF), as a file opened with newline="" reads it.
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def _lines(text: str) -> Iterator[str]:
+    """The lines of `text` one at a time, each with its ending, as the csv module reads a file
+    opened with newline="" (io.StringIO would hold a copy of a long log four bytes a character)."""
+    return (match.group() for match in _LINE.finditer(text))
+
+
+def _rows_of(path: Path, first, records) -> tuple[list[RawRow], list[dict], list[dict]]:
+    """A log's rows under its header (`first`, the first record), the later headers and the
+    rows whose cells do not match their header."""
+    if first is None or not any(cell.strip() for cell in first[1]):
         raise UserError("is not CodeCarbon output: empty, no header row", path=path, row=1,
                         code="not-codecarbon")
-    header = [h.strip() for h in rows[0]]
+    header = tuple(h.strip() for h in first[1])
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         hint = ("; it looks ';'-separated, as a spreadsheet re-saves a CSV: give the file "
@@ -112,36 +143,28 @@ def read_log(path: Path, name: str) -> tuple[dict, list[dict]]:
     if repeated:
         raise UserError(f"repeats the column(s) {', '.join(repeated)} in its header", path=path,
                         row=1, code="not-codecarbon")
-    out, headers, rejected = [], [], []
+    out: list[RawRow] = []
+    headers: list[dict] = []
+    rejected: list[dict] = []
     last_line = 1
-    for number, row in records[1:]:  # (the line a record starts on: a cell may span lines)
+    for number, row in records:  # (the line a record starts on: a cell may span lines)
         if not row or (len(row) == 1 and not row[0].strip()):
             continue  # a blank line (an editor's final newline twice) holds no row
         last_line = number
         names = [cell.strip() for cell in row]
         if all(c in names for c in REQUIRED):
             # another header: logs of two CodeCarbon versions pasted one after the other
-            header = names
-            headers.append({"line": number, "header": header})
+            header = tuple(names)
+            headers.append({"line": number, "header": list(header)})
             continue
         if len(row) != len(header):
             rejected.append({"line": number, "cells": len(row), "header_cells": len(header),
                              "text": ",".join(row)[:REJECTED_TEXT_CHARS]})
             continue
-        cells: dict[str, Any] = dict(zip(header, row))
-        cells["__line__"] = number
-        cells["__layout__"] = layout_of(header)
-        out.append(cells)
+        out.append((number, header, row))
     for r in rejected:
         r["last_row"] = r["line"] == last_line
-    crlf = b"\r\n" in data
-    source = {"source_file": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-              "header": [h.strip() for h in rows[0]], "layout": layout_of([h.strip() for h in rows[0]]),
-              "rows": len(out), "later_headers": headers, "rejected_rows": rejected,
-              "line_endings": "CRLF" if crlf else ("CR" if b"\r" in data else "LF"),
-              "final_newline": data.endswith(b"\n") or data.endswith(b"\r"),
-              "byte_order_mark": data.startswith(b"\xef\xbb\xbf")}
-    return source, out
+    return out, headers, rejected
 
 
 def _number(text: str, column: str, integer: bool, problems: list[str]):
@@ -164,13 +187,17 @@ def _number(text: str, column: str, integer: bool, problems: list[str]):
     return value
 
 
-def table_rows(source: dict, rows: list[dict]) -> list[dict]:
-    """The package rows of one log (column -> Python value)."""
+def table_columns(source: dict, rows: list[RawRow]) -> dict[str, list]:
+    """The package table's columns of one log (column -> its Python values, a row each)."""
     schema = load_schema(TABLE)
     types = {f.name: f.type for f in schema.fields}
-    out = []
-    for cells in rows:
-        extra = [h for h in cells if h not in COLUMNS and not h.startswith("__")]
+    columns: dict[str, list] = {name: [] for name in types}
+    layouts: dict[tuple[str, ...], str] = {}
+    counts: dict[str, int] = {}
+    for line, header, cells_of_row in rows:
+        cells = dict(zip(header, cells_of_row))
+        layout = layouts.get(header) or layouts.setdefault(header, layout_of(list(header)))
+        extra = [h for h in header if h not in COLUMNS]
         problems: list[str] = []
         row: dict[str, Any] = dict.fromkeys(types)
         for cc, column in COLUMNS.items():
@@ -181,21 +208,19 @@ def table_rows(source: dict, rows: list[dict]) -> list[dict]:
                 row[column] = _number(text, cc, types[column] == "integer", problems)
             else:
                 row[column] = text.strip() or None
-        line = cells["__line__"]
         row.update({"source_file": source["source_file"], "source_line": line,
-                    "layout": row_layout(cells["__layout__"], row.get("codecarbon_version")),
+                    "layout": row_layout(layout, row.get("codecarbon_version")),
                     "run_key": _run_key(row, line),
                     "extra_columns": " | ".join(f"{h}={cells[h]}" for h in extra if cells[h] != "")
                     or None,
                     "cell_problems": " | ".join(problems) or None})
-        out.append(row)
-    counts: dict[str, int] = {}
-    for row in out:
         counts[row["run_key"]] = counts.get(row["run_key"], 0) + 1
         row["flush"] = counts[row["run_key"]]
-    for row in out:
-        row["final_row"] = row["flush"] == counts[row["run_key"]]
-    return out
+        for name, value in row.items():
+            columns[name].append(value)
+    columns["final_row"] = [flush == counts[key] for flush, key in zip(columns["flush"],
+                                                                        columns["run_key"])]
+    return columns
 
 
 def _run_key(row: dict[str, Any], line: int) -> str:
@@ -212,15 +237,20 @@ def build_table(paths: list[Path]) -> tuple[TextTable, list[dict], dict[str, Pat
     name its rows' `source_file` holds."""
     files, root = discover(paths)
     schema = load_schema(TABLE)
-    sources, rows, located = [], [], {}
+    sources, located = [], {}
+    columns: dict[str, list] = {f.name: [] for f in schema.fields}
     for path in files:
         name = path_text(path.resolve().relative_to(root).as_posix())
         source, raw = read_log(path, name)
         sources.append(source)
         located[name] = path
-        rows += table_rows(source, raw)
-    rows.sort(key=lambda r: (r["source_file"], r["source_line"]))
-    columns = {f.name: [r[f.name] for r in rows] for f in schema.fields}
+        for column, values in table_columns(source, raw).items():
+            columns[column] += values
+        del raw
+    order = sorted(range(len(columns["source_file"])),
+                   key=lambda k: (columns["source_file"][k], columns["source_line"][k]))
+    if order != sorted(order):
+        columns = {name: [values[k] for k in order] for name, values in columns.items()}
     return TextTable(schema.field_names, rows_from_columns(schema, columns)), sources, located
 
 
