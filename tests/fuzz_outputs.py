@@ -62,7 +62,9 @@ NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 #: Every tag the audit's page writes itself.
 PAGE_TAGS = {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "span",
              "nav", "ul", "li", "a", "p", "div", "table", "tr", "th", "td", "main", "section",
-             "details", "summary", "strong", "img", "em", "code"}
+             "details", "summary", "strong", "img", "em", "code",
+             # a sortable table's orders: radio buttons and their labels, no script
+             "input", "label"}
 
 hostile_text = st.lists(st.sampled_from(HOSTILE), min_size=1, max_size=6).map("".join)
 
@@ -118,6 +120,8 @@ class _Page(HTMLParser):
     def handle_starttag(self, tag, attrs):
         self.tags.add(tag)
         self.handlers += [name for name, _ in attrs if name.startswith("on")]
+        if tag == "input" and dict(attrs).get("type") != "radio":  # only a table's sort order
+            self.handlers.append(f"input type={dict(attrs).get('type')}")
         self.csv_uris += [value for name, value in attrs
                           if name == "href" and value and value.startswith("data:text/csv")]
 
