@@ -84,6 +84,7 @@ class AuditTolerances:
     max_ecosystem_offset_days: float
     phase_work_log_tolerance: float
     gpu_power_limit_factor: float
+    nvml_sample_period_max_s: float
     kwh_suspect_power_w: float
     kwh_conversion_relative_tolerance: float
     codecarbon_domain_sum_relative_tolerance: float
