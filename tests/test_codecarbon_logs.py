@@ -825,7 +825,7 @@ def test_hostile_text_in_a_log_acts_on_no_reader(tmp_path, capsys):
                                                    for c in header.split(",")) for r in rows]) + "\n")
     import_logs([log.parent], tmp_path / "pkg")
     report, ctx = audit_log(tmp_path / "pkg")
-    text = report.format_text()
+    text = report.format_text(width=100)    # the tables fit a 100-column terminal
     assert "\x1b" not in text and "\\x1b[31mred" in text
     page = render_log_page(report, ctx)
     assert "<b>$x^2$" not in page and "&lt;b&gt;$x^2$ &amp; 100%&lt;/b&gt;" in page
@@ -833,3 +833,17 @@ def test_hostile_text_in_a_log_acts_on_no_reader(tmp_path, capsys):
     table = list(csv_module.DictReader(io.StringIO(base64.b64decode(uri).decode())))
     assert {r["source_file"] for r in table} == {"'=HYPERLINK(1)+$\\frac{a$_emissions.csv"}
     assert 'alt="energy of each run by component' in page      # the figure drew the name as text
+    # the corpus view: the text report's tables, each order of the page's sortable tables and
+    # the verdict CSVs of --evidence DIR hold the same texts as inert
+    tables = text.split("\n")[1:7]                          # aligned, none wrapped
+    assert re.match(r"^ +=HYPERLI\.\.\.sions\.csv +2 +partly modelled +\d+% +S5\.", tables[2]), tables
+    assert re.match(r"^ +=HYPERLI\.\.\.sions\.csv +2 +00000000/\\x\.\.\.\[0m +partly modelled", tables[5]), tables
+    run_table = page.split('name="runs-order"', 1)[1]
+    assert run_table.count("&lt;b&gt;$x^2$ &amp; 100%&lt;/b&gt;") >= 4   # once per order
+    assert main(["audit", str(tmp_path / "pkg"), "--evidence", str(tmp_path / "ev")]) in (0, 1)
+    printed = capsys.readouterr().out
+    assert "\x1b" not in printed and "\\x1b[31m" in printed
+    for name in ("log-verdicts.csv", "run-verdicts.csv"):
+        cells = list(csv_module.DictReader(io.StringIO((tmp_path / "ev" / name).read_text(
+            encoding="utf-8"))))
+        assert {r["source_file"] for r in cells} == {"'=HYPERLINK(1)+$\\frac{a$_emissions.csv"}, name

@@ -20,7 +20,7 @@ from deepgreen_audit.columnar.frame import ColumnRows
 from deepgreen_audit.package.descriptor import Package
 from deepgreen_audit.package.kinds import CODECARBON_LOG
 from deepgreen_audit.report import Finding, Report
-from deepgreen_audit.safe import html_text, number_text
+from deepgreen_audit.safe import html_text, number_text, terminal_text
 from deepgreen_audit.spec import load_spec
 from deepgreen_audit.suite.registry import Check, select_checks
 from deepgreen_audit.suite.run import INTEGRITY_ID, run_suite
@@ -65,7 +65,9 @@ def _rate_unit(ctx: LogContext) -> str:
 
 #: The widest a log's name is in the text report's tables (longer ones are cut in the middle;
 #: each is whole in the lines that follow the tables).
-LOG_NAME_COLUMN = 26
+LOG_NAME_COLUMN = 20
+#: The widest a task's name is beside its run's id there (a run table's row fits 100 columns).
+TASK_NAME_COLUMN = 8
 
 
 def corpus_tables(logs: list[dict[str, Any]], runs: list[dict[str, Any]], all_runs: int) -> list[str]:
@@ -108,19 +110,21 @@ def _share_cell(share) -> str:
     return _share(share) if isinstance(share, (int, float)) and math.isfinite(share) else "-"
 
 
-def _cut(name: str) -> str:
-    """A log's name within LOG_NAME_COLUMN characters, cut in the middle."""
-    name = str(name)
-    if len(name) <= LOG_NAME_COLUMN:
+def _cut(name: str, width: int = LOG_NAME_COLUMN) -> str:
+    """A name as the terminal shows it (its control characters written out: they would
+    otherwise count in the widths and be cut apart), within `width` characters, cut in the
+    middle."""
+    name = terminal_text(str(name))
+    if len(name) <= width:
         return name
-    half = (LOG_NAME_COLUMN - 3) // 2
-    return name[:half] + "..." + name[-(LOG_NAME_COLUMN - 3 - half):]
+    half = (width - 3) // 2
+    return name[:half] + "..." + name[-(width - 3 - half):]
 
 
 def _run_id(run_key: str) -> str:
-    """A run's id, its first 8 characters, and its task ('8e811eec/train')."""
+    """A run's id, its first 8 characters, and its task ('8e811eec/train', cut as a name)."""
     run, _, task = str(run_key).partition("/")
-    return run[:8] + (f"/{_cut(task)[:12]}" if task else "")
+    return _cut(run[:8]) + (f"/{_cut(task, TASK_NAME_COLUMN)}" if task else "")
 
 
 def measurement(run_key: str) -> str:
@@ -226,7 +230,7 @@ def verdict_html(report: Report, ctx: LogContext | None) -> tuple[str, str]:
         "--evidence DIR's run-verdicts.csv)")
     orders = _orders(listed)
     # the CSV in the table's first order (a spreadsheet sorts it any other way)
-    table = [{k: listed[i].get(k) for k in RUN_VERDICT_COLUMNS} for i in orders[0][1]]
+    table = [listed[i] for i in orders[0][1]]
     parts.append(f'<details><summary>the verdict of each of the {total:,} run(s){first}</summary>'
                  '<p class="more"><a class="csv" download="run-verdicts.csv" '
                  f'href="{csv_data_uri(table)}">run-verdicts.csv</a> has these rows</p>'
@@ -236,10 +240,11 @@ def verdict_html(report: Report, ctx: LogContext | None) -> tuple[str, str]:
     return "".join(top), "".join(parts)
 
 
-#: The columns of a log's and of a run's verdict in the CSVs (the page's and --evidence DIR's).
+#: The columns of a log's verdict in the CSVs (the page's and --evidence DIR's; a run's are its
+#: row of stats.verdicts.runs).
 LOG_VERDICT_COLUMNS = ("source_file", "runs", "verdict", "modelled_share", "worst_finding", "words")
-RUN_VERDICT_COLUMNS = ("source_file", "source_line", "run_key", "verdict", "modelled_share",
-                       "worst_finding", "words")
+
+
 def verdict_csvs(report: Report) -> dict[str, str]:
     """`audit --evidence DIR`'s verdict files: every log's and every run's verdict as CSV
     (log-verdicts.csv, run-verdicts.csv), in the logs' and the rows' order; none for a report
@@ -249,14 +254,9 @@ def verdict_csvs(report: Report) -> dict[str, str]:
     verdicts = report.stats.get("verdicts")
     if not verdicts:
         return {}
-    runs = verdicts["runs"]
-    if isinstance(runs, ColumnRows):
-        runs = runs.renamed({}, drop=[k for k in runs.keys if k not in RUN_VERDICT_COLUMNS])
-    else:
-        runs = [{k: r.get(k) for k in RUN_VERDICT_COLUMNS} for r in runs]
     return {"log-verdicts.csv": evidence_csv_text([{k: log.get(k) for k in LOG_VERDICT_COLUMNS}
                                                    for log in verdicts["logs"]]),
-            "run-verdicts.csv": evidence_csv_text(runs)}
+            "run-verdicts.csv": evidence_csv_text(verdicts["runs"])}
 
 
 #: The verdicts from the most to the least modelled, the order a table sorts them in.

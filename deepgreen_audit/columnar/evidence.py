@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from deepgreen_audit.columnar.frame import ColumnRows, Frame, Groups, counts, plain_column, rows_of
+from deepgreen_audit.columnar.frame import ColumnRows, Frame, Groups, counts
 from deepgreen_audit.safe import csv_text
 
 
@@ -41,18 +41,19 @@ def evidence(frame) -> dict:
     first report.JSON_EVIDENCE_ROWS and the count (`evidence_total`), `audit --evidence DIR`
     writes them all as CSV (`evidence_csv_text`), the HTML page shows the first rows and links
     the rest as CSV."""
-    if isinstance(frame, Frame):
-        rows = ColumnRows({name: frame[name] for name in frame.columns}, len(frame), 6,
-                          frame.integer)
-    else:
-        rows = ColumnRows({str(name): _numpy(frame[name]) for name in frame.columns}, len(frame), 6)
+    rows = frame.records(digits=6) if isinstance(frame, Frame) else _pandas_rows(frame, digits=6)
     return {"evidence": rows, "evidence_total": len(rows)}
 
 
 def json_records(frame, digits: int | None = None) -> list[dict]:
     """The rows of a pandas frame as plain JSON values (a comparison's tables)."""
-    return rows_of({str(name): plain_column(_numpy(frame[name]), digits) for name in frame.columns},
-                   len(frame))
+    return list(_pandas_rows(frame, digits))
+
+
+def _pandas_rows(frame, digits: int | None) -> ColumnRows:
+    """The rows of a pandas frame as plain JSON values, each made when read."""
+    return ColumnRows({str(name): _numpy(frame[name]) for name in frame.columns}, len(frame),
+                      digits)
 
 
 def _numpy(column) -> np.ndarray:

@@ -158,10 +158,10 @@ class Frame:
         """The rows in the order of `key` (stable; ties keep their order; NaN last)."""
         return self.take(order(key, descending))
 
-    def records(self, digits: int | None = None) -> list[dict]:
-        """The rows as dicts of plain JSON values (`plain_value`)."""
-        return rows_of({name: plain_column(self[name], digits, name in self.integer)
-                        for name in self._columns}, self._length)
+    def records(self, digits: int | None = None) -> ColumnRows:
+        """The rows as dicts of plain JSON values (`plain_value`), each made when read."""
+        return ColumnRows({name: self[name] for name in self._columns}, self._length, digits,
+                          self.integer)
 
 
 def _array(values) -> np.ndarray:
