@@ -36,6 +36,7 @@ from deepgreen_audit.console import (
     strict_option,
 )
 from deepgreen_audit.errors import BUG_EXIT, EXIT_CODES, NAME_BYTES, USAGE_EXIT, Terminated, UserError
+from deepgreen_audit.program import interrupts_raise
 from deepgreen_audit.safe import TerminalStream, json_text
 
 
@@ -438,9 +439,11 @@ def _main(argv: list[str] | None, owns_process: bool) -> int:
     # Ctrl-C raises KeyboardInterrupt and SIGTERM `Terminated` while the command runs, parsing
     # included, so that both unwind (removing staging folders) into one line; the handlers
     # the caller had (`__main__`'s quiet exit 130) come back when it returns.
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    with interrupts_raise():
+        return _command(argv, owns_process)
+
+
+def _command(argv: list[str] | None, owns_process: bool) -> int:
     stream_errors = _show_name_bytes_escaped()
     name = "deepgreen"
     try:
@@ -480,8 +483,6 @@ def _main(argv: list[str] | None, owns_process: bool) -> int:
     except Exception as exc:
         return _report_bug(name, exc)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         for stream, errors in stream_errors.items():
             stream.reconfigure(errors=errors)
 
@@ -518,10 +519,6 @@ def _exit_now(status: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
-
-
-def _raise_terminated(signum, frame) -> None:
-    raise Terminated()
 
 
 def _report_bug(name: str, exc: Exception) -> int:

@@ -13,15 +13,44 @@ import contextlib
 import os
 import pickle
 import signal
+import threading
 import time
-from collections.abc import Callable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterator
+from typing import BinaryIO, Generic, NoReturn, TypeVar
 
 T = TypeVar("T")
 
 
 class ChildFailed(RuntimeError):
     """The child ended without a result (killed, or its computation raised): `reason` says how."""
+
+
+#: the signals the command line turns into exceptions (Ctrl-C, and SIGTERM as `Terminated`)
+_HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C or SIGTERM that arrives inside the block is acted on when it ends.
+
+    `os.fork` runs Python at-fork hooks (logging's lock is released by one), and an exception
+    raised inside a hook is printed as "Exception ignored" and dropped: a KeyboardInterrupt
+    raised there would be lost and the program go on as if never interrupted.  Held, a signal
+    is only recorded, and raised again once the block is left and the handler that was in
+    place is back."""
+    if threading.current_thread() is not threading.main_thread():  # (signals reach the main one)
+        yield
+        return
+    received: list[int] = []
+    previous = {signum: signal.signal(signum, lambda number, _frame: received.append(number))
+                for signum in _HELD_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    for number in dict.fromkeys(received):
+        signal.raise_signal(number)  # (to the handler that was in place: it may end the process)
 
 
 class Beside(Generic[T]):
@@ -39,36 +68,45 @@ class Beside(Generic[T]):
         #: it starts too (a child of this child stays in its group: `group=False`)
         self._group = group
         self._pid: int | None = None
-        self._read_fd: int | None = None
+        self._pipe: BinaryIO | None = None
         self._done: tuple[T, float] | None = None
         if hasattr(os, "fork"):
             self._start()
 
     def _start(self) -> None:
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: compute, send, and end without running the parent's teardown
+        try:
+            with _interrupts_held():
+                read_fd, write_fd = os.pipe()
+                pid = os.fork()
+                if pid == 0:
+                    self._run_child(read_fd, write_fd)
+                os.close(write_fd)
+                self._pid, self._pipe = pid, os.fdopen(read_fd, "rb")
+                if self._group:
+                    with contextlib.suppress(OSError):  # (the child may have set it, or ended, first)
+                        os.setpgid(pid, pid)
+        except BaseException:  # (a signal held over the fork: nobody else holds this child to stop it)
+            self.cancel()
+            raise
+
+    def _run_child(self, read_fd: int, write_fd: int) -> NoReturn:
+        """The child: compute, send, and end without running the parent's teardown."""
+        status = 1
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
             if self._group:
                 os.setpgid(0, 0)
             os.close(read_fd)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-            status = 0
             try:
                 started = time.perf_counter()
                 payload = pickle.dumps(("ok", self._compute(), time.perf_counter() - started))
+                status = 0
             except BaseException as exc:  # noqa: BLE001  (the parent reports it)
                 payload = pickle.dumps(("error", f"{type(exc).__name__}: {exc}", 0.0))
-                status = 1
-            try:
-                with os.fdopen(write_fd, "wb") as pipe:
-                    pipe.write(payload)
-            finally:
-                os._exit(status)
-        os.close(write_fd)
-        if self._group:
-            with contextlib.suppress(OSError):  # (the child may have set it, or ended, first)
-                os.setpgid(pid, pid)
-        self._pid, self._read_fd = pid, read_fd
+            with os.fdopen(write_fd, "wb") as pipe:
+                pipe.write(payload)
+        finally:
+            os._exit(status)
 
     @property
     def seconds(self) -> float | None:
@@ -86,10 +124,10 @@ class Beside(Generic[T]):
         return self._done
 
     def _collect(self) -> tuple[T, float]:
-        assert self._pid is not None and self._read_fd is not None
-        with os.fdopen(self._read_fd, "rb") as pipe:
-            payload = pipe.read()
-        self._read_fd = None
+        assert self._pid is not None and self._pipe is not None
+        payload = self._pipe.read()
+        self._pipe.close()
+        self._pipe = None
         _, status = os.waitpid(self._pid, 0)
         self._pid = None
         if not payload:
@@ -112,6 +150,6 @@ class Beside(Generic[T]):
             except (ProcessLookupError, ChildProcessError):
                 pass
             self._pid = None
-        if self._read_fd is not None:
-            os.close(self._read_fd)
-            self._read_fd = None
+        if self._pipe is not None:
+            self._pipe.close()  # (a file object: closing it twice is harmless)
+            self._pipe = None
