@@ -63,8 +63,11 @@ def test_without_fork_the_value_is_computed_by_result(monkeypatch):
 
 
 def _run_script(script: str) -> subprocess.CompletedProcess:
-    """`script` in a Python of its own (it sends itself SIGINT, which must not reach pytest)."""
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
+    """`script` in a Python of its own (it sends itself SIGINT, which must not reach pytest),
+    with Python's Ctrl-C handler: a Python started with SIGINT ignored (a shell's background
+    job, some CI runners) keeps it ignored, as the `deepgreen` program does not."""
+    script = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n" + textwrap.dedent(script)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True,
                           text=True, timeout=60, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 
