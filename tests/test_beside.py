@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
 from deepgreen_audit.package.beside import Beside, ChildFailed
-
-ROOT = Path(__file__).resolve().parents[1]
+from own_python import run_script
 
 
 def _pid_and_square(n: int) -> tuple[int, int]:
@@ -62,21 +57,12 @@ def test_without_fork_the_value_is_computed_by_result(monkeypatch):
     assert beside.result()[0] == (os.getpid(), 9)
 
 
-def _run_script(script: str) -> subprocess.CompletedProcess:
-    """`script` in a Python of its own (it sends itself SIGINT, which must not reach pytest),
-    with Python's Ctrl-C handler: a Python started with SIGINT ignored (a shell's background
-    job, some CI runners) keeps it ignored, as the `deepgreen` program does not."""
-    script = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n" + textwrap.dedent(script)
-    return subprocess.run([sys.executable, "-c", script], capture_output=True,
-                          text=True, timeout=60, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-
-
 @pytest.mark.parametrize("hook", ["before", "after_in_parent"])
 def test_ctrl_c_during_the_fork_is_raised_once_the_fork_is_done_and_stops_the_child(hook):
     """os.fork runs Python at-fork hooks (logging's lock), and a KeyboardInterrupt raised in one
     is printed as "Exception ignored" and dropped: the program went on as if never interrupted
     (seen in CI: `deepgreen audit` exited 0 after Ctrl-C).  A hook here sends the signal."""
-    done = _run_script(f"""
+    done = run_script(f"""
         import os, signal, time
         import psutil
         from deepgreen_audit.package.beside import Beside
@@ -95,7 +81,7 @@ def test_ctrl_c_during_the_fork_is_raised_once_the_fork_is_done_and_stops_the_ch
 def test_sigterm_during_the_fork_reaches_the_handler_that_was_in_place():
     """A held signal is raised again once the fork is done: SIGTERM, which the command line
     turns into an exception, is not lost either, and the child is stopped."""
-    done = _run_script("""
+    done = run_script("""
         import os, signal, sys, time
         import psutil
         from deepgreen_audit.package.beside import Beside
@@ -112,7 +98,7 @@ def test_sigterm_during_the_fork_reaches_the_handler_that_was_in_place():
 def test_ctrl_c_while_waiting_for_the_result_then_cancel_closes_the_pipe_once():
     """An interrupted read left the pipe's descriptor closed but still recorded, and `cancel`
     closed it again: "OSError: [Errno 9] Bad file descriptor" (seen in CI on Ctrl-C)."""
-    done = _run_script("""
+    done = run_script("""
         import os, signal, threading, time
         from deepgreen_audit.package.beside import Beside
         beside = Beside(lambda: time.sleep(60))
