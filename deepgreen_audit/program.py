@@ -28,7 +28,7 @@ def quiet_interrupt() -> None:
     signal.signal(signal.SIGINT, _interrupted)
 
 
-#: the seconds after which an interrupt Python dropped is sent again (`_send_again_later`)
+#: the seconds after which an interrupt Python dropped is sent again (`interrupts_raise`)
 _RESEND_AFTER_S = 0.01
 
 
@@ -79,9 +79,11 @@ def interrupts_raise() -> Iterator[None]:
         yield
     finally:
         running = False
+        # the timer first: an alarm already due still finds `send_again` (which does nothing
+        # now), not a default handler that Python would report as "ignored due to race"
+        signal.setitimer(signal.ITIMER_REAL, 0)
         for signum, handler in previous.items():  # (Ctrl-C from here on: the caller's handler)
             signal.signal(signum, handler)
-        signal.setitimer(signal.ITIMER_REAL, 0)
         sys.unraisablehook = previous_hook
 
 
